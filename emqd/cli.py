@@ -1,0 +1,101 @@
+"""The command line: flags and `EMQD_*` variables -> Config -> run the server."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from dataclasses import fields
+
+from emqd.config import Config
+
+_YES_NO = {"yes": True, "no": False}
+_CHOICES = {
+    "appendonly": ["yes", "no"],
+    "appendfsync": ["always", "everysec", "no"],
+    "loglevel": ["debug", "info", "warning"],
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _env(name: str) -> str:
+    return "EMQD_" + name.upper()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="emqd",
+        description="A job-queue server that speaks the Redis protocol. "
+        "Every flag can also be given as EMQD_<FLAG> (dashes as underscores).",
+    )
+    defaults = Config()
+    for f in fields(Config):
+        default = getattr(defaults, f.name)
+        shown = {True: "yes", False: "no"}.get(default, default) if type(default) is bool else default
+        parser.add_argument(
+            _flag(f.name),
+            dest=f.name,
+            default=None,
+            choices=_CHOICES.get(f.name),
+            metavar=None if f.name in _CHOICES else f.name.upper(),
+            help=f"default: {shown!s}; env {_env(f.name)}",
+        )
+    return parser
+
+
+def config_from(argv: list[str], environ: dict[str, str]) -> Config:
+    """Flags win over the environment, which wins over the defaults."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    defaults = Config()
+    values: dict[str, object] = {}
+    for f in fields(Config):
+        raw = getattr(args, f.name)
+        if raw is None:
+            raw = environ.get(_env(f.name))
+        if raw is None:
+            continue
+        default = getattr(defaults, f.name)
+        if f.name in _CHOICES and raw not in _CHOICES[f.name]:
+            parser.error(f"{_flag(f.name)} must be one of {', '.join(_CHOICES[f.name])}")
+        if type(default) is bool:
+            values[f.name] = _YES_NO[raw]
+        elif type(default) is int:
+            try:
+                number = int(raw)
+            except ValueError:
+                parser.error(f"{_flag(f.name)} must be an integer, not {raw!r}")
+            if number < 0:
+                parser.error(f"{_flag(f.name)} must not be negative")
+            values[f.name] = number
+        else:
+            values[f.name] = raw
+    config = Config(**values)  # type: ignore[arg-type]
+    if config.port > 65535:
+        parser.error("--port must be at most 65535")
+    if not config.requirepass and not _is_loopback(config.bind):
+        parser.error(
+            f"refusing to listen on {config.bind} without a password: "
+            "set --requirepass (or EMQD_REQUIREPASS), or bind to 127.0.0.1"
+        )
+    return config
+
+
+def _is_loopback(bind: str) -> bool:
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = config_from(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    from emqd.server import run
+
+    sys.exit(run(config))

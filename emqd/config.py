@@ -1,0 +1,32 @@
+"""Every setting of the server, with its default, in one frozen dataclass.
+
+`cli.py` fills it from flags and `EMQD_*` environment variables; everything
+else only reads it. Queue settings here are the defaults a queue's own
+`EMQ.CONFIG` overrides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    bind: str = "127.0.0.1"
+    port: int = 6390
+    dir: str = "."
+    appendonly: bool = True
+    appendfsync: str = "everysec"  # always | everysec | no
+    aof_rewrite_min_size: int = 64 * 1024 * 1024
+    requirepass: str | None = None
+    stalled_interval: int = 1000  # ms; 0 = no stall sweep
+    max_payload: int = 16 * 1024 * 1024
+    maxclients: int = 10000
+    loglevel: str = "info"  # debug | info | warning
+    # Queue defaults (protocol section 6.3).
+    max_attempts: int = 3
+    backoff: str = "fixed:1000"
+    max_stalled: int = 2
+    keep_completed: int = 1000
+    keep_dead: int = 10000
+    lane_limit: int = 1

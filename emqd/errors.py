@@ -1,0 +1,102 @@
+"""Every error reply emqd sends, defined once.
+
+A handler raises `ReplyError`; the dispatcher turns it into a RESP error line
+(`-` + message). The message's first word is the code (`ERR`, `WRONGTYPE`,
+`EMQSTALE`, ...), as Redis does. Strings that Redis also sends are copied
+verbatim because clients and the differential tests compare them byte for byte.
+"""
+
+from __future__ import annotations
+
+
+class ReplyError(Exception):
+    """An error reply. `message` is the text after the leading `-`."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str | bytes) -> None:
+        if isinstance(message, str):
+            message = message.encode()
+        super().__init__(message)
+        self.message: bytes = message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReplyError) and other.message == self.message
+
+    def __hash__(self) -> int:
+        return hash(self.message)
+
+    def __repr__(self) -> str:
+        return f"ReplyError({self.message!r})"
+
+
+class ProtocolError(Exception):
+    """Broken framing: the reply is sent and the connection is closed."""
+
+
+# --- Redis's own texts -------------------------------------------------------
+WRONGTYPE = ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value")
+SYNTAX = ReplyError("ERR syntax error")
+NOT_INTEGER = ReplyError("ERR value is not an integer or out of range")
+NOT_FLOAT = ReplyError("ERR value is not a valid float")
+HASH_NOT_INTEGER = ReplyError("ERR hash value is not an integer")
+OVERFLOW = ReplyError("ERR increment or decrement would overflow")
+NOAUTH = ReplyError("NOAUTH Authentication required.")
+WRONGPASS = ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
+DB_OUT_OF_RANGE = ReplyError("ERR DB index is out of range")
+EXECABORT = ReplyError("EXECABORT Transaction discarded because of previous errors.")
+MULTI_NESTED = ReplyError("ERR MULTI calls can not be nested")
+EXEC_WITHOUT_MULTI = ReplyError("ERR EXEC without MULTI")
+DISCARD_WITHOUT_MULTI = ReplyError("ERR DISCARD without MULTI")
+
+
+def wrong_arity(name: str) -> ReplyError:
+    """Redis 7.0's text; `name` is the command's full name (`client|setname`)."""
+    return ReplyError(f"ERR wrong number of arguments for '{name}' command")
+
+
+def unknown_command(argv: list[bytes]) -> ReplyError:
+    """Redis 7.0's text: the name and the first arguments, 128 characters each at most."""
+    args = b""
+    for arg in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += b"'" + arg[: 128 - len(args)] + b"' "
+    text = b"ERR unknown command '" + argv[0][:128] + b"', with args beginning with: " + args
+    return ReplyError(text.replace(b"\r", b" ").replace(b"\n", b" "))
+
+
+def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
+    return ReplyError(
+        b"ERR unknown subcommand '"
+        + sub[:128]
+        + b"'. Try "
+        + container.upper().encode()
+        + b" HELP."
+    )
+
+
+# --- emqd's own ----------------------------------------------------------------
+STALE_GONE = ReplyError("EMQSTALE job gone")
+STALE_TOKEN = ReplyError("EMQSTALE token mismatch")
+STALE_NOT_ACTIVE = ReplyError("EMQSTALE job not active")
+STATE_NOT_DEAD = ReplyError("EMQSTATE job is not dead")
+STATE_ACTIVE = ReplyError("EMQSTATE job is active")
+INVALID_QUEUE = ReplyError("ERR invalid queue name")
+INVALID_ID = ReplyError("ERR invalid job id")
+INVALID_BACKOFF = ReplyError("ERR invalid backoff rule")
+PRIORITY_RANGE = ReplyError("ERR PRIORITY must be between -1000 and 1000")
+PAYLOAD_TOO_BIG = ReplyError("ERR payload exceeds max-payload")
+GROUP_UNSUPPORTED = ReplyError("ERR GROUP is not supported yet")
+
+
+def must_be_positive(keyword: str) -> ReplyError:
+    return ReplyError(f"ERR {keyword} must be a positive integer")
+
+
+def must_be_non_negative(keyword: str) -> ReplyError:
+    return ReplyError(f"ERR {keyword} must be a non-negative integer")
+
+
+def unknown_field(field: bytes) -> ReplyError:
+    return ReplyError(b"ERR unknown field '" + field + b"'")

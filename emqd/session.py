@@ -1,0 +1,53 @@
+"""One client's state, as commands see it: protocol version, auth, MULTI, name.
+
+No sockets here: the connection protocol owns one `Session` and hands it to
+the dispatcher with every request, so commands can be run and tested without
+a network.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from emqd.server_state import ServerState
+
+_ids = itertools.count(1)
+
+
+class Session:
+    __slots__ = (
+        "server",
+        "id",
+        "resp",
+        "authenticated",
+        "name",
+        "lib_name",
+        "lib_ver",
+        "multi",
+        "multi_error",
+        "in_exec",
+        "addr",
+        "laddr",
+        "created_ms",
+        "last_command",
+        "close_after_reply",
+    )
+
+    def __init__(self, server: ServerState, addr: str = "", laddr: str = "") -> None:
+        self.server = server
+        self.id = next(_ids)
+        self.resp = 2
+        self.authenticated = not server.config.requirepass
+        self.name = b""
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.multi: list[list[bytes]] | None = None  # queued commands while in MULTI
+        self.multi_error = False  # a queued command was refused: EXEC aborts
+        self.in_exec = False  # blocking commands do not block inside EXEC
+        self.addr = addr
+        self.laddr = laddr
+        self.created_ms = 0
+        self.last_command = b"NULL"
+        self.close_after_reply = False  # QUIT

@@ -1,0 +1,1 @@
+"""The in-memory store: data-structure types below, the keyspace above them."""

@@ -1,0 +1,3 @@
+"""The EMQ verbs, one module per verb, each exporting COMMANDS."""
+
+ALL: tuple = ()

@@ -1,0 +1,1 @@
+"""The wire: the RESP codec (sans-IO) and the asyncio connection protocol."""

@@ -1,0 +1,207 @@
+"""One client connection on asyncio: framing, pipelining, parking, flow control.
+
+Each `data_received` parses every complete request, runs them in order through
+the dispatcher and answers them with one write. A request that parks (a
+blocking CLAIM) stops the pipeline: the requests behind it wait, as they do
+behind Redis's BLPOP, and run when it is answered. When the socket's write
+buffer passes its high-water mark the connection stops reading and stops
+running requests, so a client that pipelines without reading cannot grow the
+server's memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from emqd import clock
+from emqd.dispatch import execute
+from emqd.errors import ProtocolError
+from emqd.plan import Block
+from emqd.session import Session
+from emqd.wire.resp import RequestParser, encode
+
+if TYPE_CHECKING:
+    from emqd.server import Server
+
+log = logging.getLogger("emqd")
+
+MAX_QUEUED_REQUESTS = 10_000  # parsed but not yet run (behind a park or a full socket)
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = (
+        "server",
+        "session",
+        "parser",
+        "transport",
+        "pending",
+        "parked",
+        "park_timer",
+        "paused",
+        "closed",
+    )
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.parser = RequestParser()
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[list[bytes]] = deque()  # requests waiting to run
+        self.parked: Block | None = None  # the Block of the request at the head
+        self.park_timer: asyncio.TimerHandle | None = None
+        self.paused = False  # the socket's write buffer is full
+        self.closed = False
+
+    # --- asyncio callbacks -----------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("sockname")
+        state = self.server.state
+        self.session = Session(state, _addr(peer), _addr(sock))
+        self.session.created_ms = clock.now_ms()
+        if len(state.clients) >= state.config.maxclients:
+            transport.write(b"-ERR max number of clients reached\r\n")
+            transport.close()
+            self.closed = True
+            return
+        state.clients[self.session.id] = self.session
+        state.total_connections += 1
+        self.server.connections[self.session.id] = self
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.state.clients.pop(self.session.id, None)
+        self.server.connections.pop(self.session.id, None)
+        self._unpark()
+        self.pending.clear()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self.transport.pause_reading()  # type: ignore[union-attr]
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if not self.closed:
+            self.transport.resume_reading()  # type: ignore[union-attr]
+            self.run_pending()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            requests = self.parser.feed(data)
+        except ProtocolError as exc:
+            self._protocol_error(str(exc))
+            return
+        if not requests:
+            return
+        if self.pending or self.parked is not None or self.paused:
+            self.pending.extend(requests)
+            if len(self.pending) > MAX_QUEUED_REQUESTS:
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            return
+        self._run(requests)
+        self.server.wake_parked()
+
+    # --- running requests ---------------------------------------------------------
+    def _run(self, requests: list[list[bytes]] | deque[list[bytes]]) -> None:
+        """Run requests in order; stop at a park, a QUIT or a full socket."""
+        session = self.session
+        resp = session.resp
+        out: list[bytes] = []
+        for i, argv in enumerate(requests):
+            reply = execute(session, argv)
+            if type(reply) is Block:
+                self.pending.extendleft(reversed(list(requests)[i + 1 :]))
+                self._write(out)
+                self._park(argv, reply)
+                return
+            if session.resp != resp:  # HELLO switched protocol: this reply is in the new one
+                resp = session.resp
+            out.append(encode(reply, resp))
+            if session.close_after_reply:
+                self._write(out)
+                self.transport.close()  # type: ignore[union-attr]
+                self.closed = True
+                return
+        self._write(out)
+
+    def run_pending(self) -> None:
+        """Run queued requests after an unpark or when the socket drained."""
+        if self.closed or self.paused or self.parked is not None or not self.pending:
+            return
+        requests = list(self.pending)
+        self.pending.clear()
+        self._run(requests)
+        if not self.pending and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+        self.server.wake_parked()
+
+    def _write(self, out: list[bytes]) -> None:
+        if out:
+            self.server.write(self, b"".join(out) if len(out) > 1 else out[0])
+
+    # --- parking (blocking commands) ---------------------------------------------
+    def _park(self, argv: list[bytes], block: Block) -> None:
+        self.parked = block
+        self.pending.appendleft(argv)  # re-run at the head when woken
+        self.server.waiters.park(self, block.keys)
+        if block.timeout_ms > 0:
+            loop = asyncio.get_running_loop()
+            self.park_timer = loop.call_later(block.timeout_ms / 1000.0, self._park_timeout)
+
+    def _park_timeout(self) -> None:
+        block = self.parked
+        if block is None or self.closed:
+            return
+        self._unpark()
+        self.pending.popleft()
+        self._write([encode(block.timeout_reply, self.session.resp)])
+        self.run_pending()
+
+    def retry_parked(self) -> bool:
+        """Run the parked request again (a watched key was written). True when answered."""
+        if self.parked is None or self.closed:
+            return True
+        argv = self.pending[0]
+        reply = execute(self.session, argv)
+        if type(reply) is Block:
+            return False
+        self._unpark()
+        self.pending.popleft()
+        self._write([encode(reply, self.session.resp)])
+        self.run_pending()
+        return True
+
+    def answer_parked(self, reply: Any) -> None:
+        """Answer a parked request without running it (shutdown)."""
+        if self.parked is None or self.closed:
+            return
+        self._unpark()
+        self.pending.popleft()
+        self._write([encode(reply, self.session.resp)])
+
+    def _unpark(self) -> None:
+        if self.parked is not None:
+            self.server.waiters.unpark(self)
+            self.parked = None
+        if self.park_timer is not None:
+            self.park_timer.cancel()
+            self.park_timer = None
+
+    # --- errors -------------------------------------------------------------------
+    def _protocol_error(self, text: str) -> None:
+        """Broken framing: answer Redis's error, then close this connection only."""
+        if self.transport is not None and not self.closed:
+            self.transport.write(b"-ERR " + text.encode() + b"\r\n")
+            self.transport.close()
+        self.closed = True
+        log.debug("client %s: %s", self.session.addr, text)
+
+
+def _addr(info: Any) -> str:
+    if isinstance(info, tuple) and len(info) >= 2:
+        host = info[0]
+        return f"[{host}]:{info[1]}" if ":" in host else f"{host}:{info[1]}"
+    return str(info or "")

@@ -1,0 +1,76 @@
+"""Shared fixtures: one emqd per session (flushed per test), and the reference Redis.
+
+Tests that compare with a real redis-server use the `redis_ref` fixture. When
+redis-server is not installed they are skipped with a loud reason, except when
+EMQD_REQUIRE_REDIS=1 (as .ci/run sets it), where its absence is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.support import RawClient, ServerProcess, redis_server_path, start_emqd, start_redis
+
+REDIS_MISSING = (
+    "REDIS-SERVER NOT INSTALLED: the differential tests against real Redis were SKIPPED. "
+    "Install Debian's redis-server (apt-get install -y redis-server) to run them."
+)
+
+
+@pytest.fixture(scope="session")
+def emqd_server() -> Iterator[ServerProcess]:
+    server = start_emqd()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def emqd_port(emqd_server: ServerProcess) -> int:
+    """The shared server's port, with its keyspace flushed before the test."""
+    with redis.Redis(port=emqd_server.port) as client:
+        client.flushall()
+    return emqd_server.port
+
+
+@pytest.fixture
+def r(emqd_port: int) -> Iterator[redis.Redis]:
+    """A redis-py client on a flushed emqd."""
+    client = redis.Redis(port=emqd_port)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def raw(emqd_port: int) -> Iterator[RawClient]:
+    client = RawClient(emqd_port)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_reference() -> Iterator[ServerProcess]:
+    if redis_server_path() is None:
+        if os.environ.get("EMQD_REQUIRE_REDIS") == "1":
+            pytest.fail("EMQD_REQUIRE_REDIS=1 but redis-server is not installed")
+        pytest.skip(REDIS_MISSING)
+    server = start_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_ref(redis_reference: ServerProcess) -> int:
+    """The reference redis-server's port, flushed before the test."""
+    with redis.Redis(port=redis_reference.port) as client:
+        client.flushall()
+    return redis_reference.port
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any(REDIS_MISSING in str(getattr(rep, "longrepr", "")) for rep in skipped):
+        terminalreporter.write_sep("!", REDIS_MISSING, red=True, bold=True)

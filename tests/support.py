@@ -1,0 +1,210 @@
+"""Test helpers: servers on free loopback ports, and raw RESP conversations.
+
+Servers run as subprocesses started here and stopped by PID, so the tests
+exercise the real command line. `RawClient` sends bytes and returns the exact
+reply bytes, which the differential tests compare with a real redis-server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import hiredis
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 10.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"server did not listen on {port} within {timeout}s")
+
+
+class ServerProcess:
+    """A server subprocess on a free port; `stop()` kills it by PID."""
+
+    def __init__(self, argv: list[str], port: int, env: dict[str, str] | None = None,
+                 cwd: str | None = None) -> None:
+        self.port = port
+        self.argv = argv
+        self.log = tempfile.NamedTemporaryFile(prefix="emqd-test-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            wait_for_port(port, self.proc)
+        except Exception:
+            self.stop()
+            raise RuntimeError(f"{argv!r} failed to start:\n{self.output()}") from None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=timeout)
+        self.log.close()
+        return self.proc.returncode
+
+
+def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
+               env: dict[str, str] | None = None) -> ServerProcess:
+    """emqd as `python -m emqd` on a free port; `--appendonly no` unless flags say otherwise."""
+    port = port or free_port()
+    argv = [sys.executable, "-m", "emqd", "--port", str(port)]
+    if "--appendonly" not in flags:
+        argv += ["--appendonly", "no"]
+    if dir is not None:
+        argv += ["--dir", dir]
+    argv += list(flags)
+    full_env = dict(os.environ)
+    full_env.setdefault("PYTHONPATH", str(ROOT))
+    full_env.update(env or {})
+    return ServerProcess(argv, port, env=full_env, cwd=dir)
+
+
+def redis_server_path() -> str | None:
+    return shutil.which("redis-server")
+
+
+def start_redis(*flags: str, dir: str | None = None) -> ServerProcess:
+    """Debian's redis-server as the protocol's section 7 reference."""
+    port = free_port()
+    argv = [redis_server_path() or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+            "--databases", "1", "--save", "", "--appendonly", "no", *flags]
+    if dir is not None:
+        argv += ["--dir", dir]
+    return ServerProcess(argv, port, cwd=dir)
+
+
+class RawClient:
+    """A blocking socket that sends raw bytes and returns whole raw replies."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buffer = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def command(self, *args: bytes | str | int) -> bytes:
+        """Send one command as a multi-bulk request; the exact bytes of its reply."""
+        self.send(encode_request(*args))
+        return self.read_reply()
+
+    def read_reply(self) -> bytes:
+        """The bytes of exactly one complete reply (RESP2 or RESP3)."""
+        while True:
+            end = reply_length(self.buffer)
+            if end is not None:
+                reply, self.buffer = self.buffer[:end], self.buffer[end:]
+                return reply
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"connection closed; buffered {self.buffer!r}")
+            self.buffer += chunk
+
+    def read_until_closed(self) -> bytes:
+        data = self.buffer
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                return data
+            if not chunk:
+                return data
+            data += chunk
+
+
+def encode_request(*args: bytes | str | int) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        raw = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
+    return b"".join(parts)
+
+
+def reply_length(buffer: bytes) -> int | None:
+    """The length of the first complete reply in `buffer`, or None if incomplete.
+
+    Uses hiredis to find the end: feed growing prefixes is too slow, so feed the
+    whole buffer to a fresh reader and, when it yields one reply, find how many
+    bytes that took by walking the RESP structure.
+    """
+    reader = hiredis.Reader()
+    reader.feed(buffer)
+    try:
+        if reader.gets() is False:
+            return None
+    except hiredis.ProtocolError:
+        pass
+    return _walk(buffer, 0)
+
+
+def _walk(buf: bytes, pos: int) -> int | None:
+    line_end = buf.find(b"\r\n", pos)
+    if line_end < 0:
+        return None
+    kind = buf[pos : pos + 1]
+    head = buf[pos + 1 : line_end]
+    nxt = line_end + 2
+    if kind in (b"+", b"-", b":", b",", b"_", b"#", b"("):
+        return nxt
+    if kind in (b"$", b"=", b"!"):
+        size = int(head)
+        if size < 0:
+            return nxt
+        end = nxt + size + 2
+        return end if len(buf) >= end else None
+    if kind in (b"*", b"~", b">", b"%", b"|"):
+        count = int(head)
+        if count < 0:
+            return nxt
+        if kind in (b"%", b"|"):
+            count *= 2
+        for _ in range(count):
+            nxt = _walk(buf, nxt)
+            if nxt is None:
+                return None
+        return nxt
+    raise ValueError(f"not RESP at {pos}: {buf[pos:pos + 20]!r}")
