@@ -95,7 +95,8 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
         argv += ["--dir", dir]
     argv += list(flags)
     full_env = dict(os.environ)
-    full_env.setdefault("PYTHONPATH", str(ROOT))
+    # The checkout under test, not whatever `pip install -e` last pointed at.
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
     return ServerProcess(argv, port, env=full_env, cwd=dir)
 
