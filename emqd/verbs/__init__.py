@@ -1,3 +1,5 @@
-"""The EMQ verbs, one module per verb, each exporting COMMANDS."""
+"""The EMQ verbs, one module per verb, each exporting COMMANDS (see runner.py)."""
 
-ALL: tuple = ()
+from emqd.verbs import add, epoch
+
+ALL = (add, epoch)

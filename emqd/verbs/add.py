@@ -1,0 +1,160 @@
+"""EMQ.ADD QUEUE PAYLOAD [ID id] [DELAY ms | AT unix_ms] [PRIORITY p] [MAXATTEMPTS n]
+[BACKOFF rule] [GROUP g]
+
+Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
+enters `pending` at `priority * 2^40 + seq`; otherwise `scheduled` at its due
+time. The row holds `state`, `payload`, `created_ms` and only the options
+given. `seq` is `meta.seq + 1`; without ID the id is that number, skipping
+numbers whose row a client already created.
+
+Returns: the id (bulk string). With ID of an existing row nothing is written
+and the id is returned (idempotent enqueue).
+
+Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
+job id`; `ERR DELAY must be a non-negative integer` (AT the same);
+`ERR PRIORITY must be between -1000 and 1000`; `ERR MAXATTEMPTS must be a
+positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
+with AT or a bad option; `ERR GROUP is not supported yet`; a corrupt
+`meta.seq` answers HINCRBY's text. Every refusal writes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import QUEUES, QueueKeys, queue_keys
+from emqd.numbers import parse_int
+from emqd.plan import Plan
+from emqd.store.hash import incremented
+from emqd.verbs import args as parse_args
+from emqd.verbs.backoff import parse_backoff
+from emqd.verbs.runner import HGET, TYPE, ZSCORE, Reads, need, verb_command
+
+PRIORITY_BAND = 1 << 40
+_KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
+
+
+@dataclass(frozen=True, slots=True)
+class AddArgs:
+    keys: QueueKeys
+    payload: bytes
+    id: bytes | None
+    delay: int | None
+    at: int | None
+    priority: int | None
+    max_attempts: int | None
+    backoff: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """The verdict: a new job `id` with sequence number `seq`; `new_queue` if first."""
+
+    id: bytes
+    seq: int
+    new_queue: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Exists:
+    id: bytes
+
+
+def parse(argv: list[bytes], config: Config) -> AddArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    payload = argv[2]
+    if len(payload) > config.max_payload:
+        raise errors.PAYLOAD_TOO_BIG
+    opts = parse_args.options(argv, 3, _KEYWORDS)
+    if b"DELAY" in opts and b"AT" in opts:
+        raise errors.SYNTAX
+    if b"GROUP" in opts:
+        raise errors.GROUP_UNSUPPORTED
+    raw_id = opts.get(b"ID")
+    raw_priority = opts.get(b"PRIORITY")
+    priority = None
+    if raw_priority is not None:
+        priority = parse_int(raw_priority)
+        if priority is None or not -1000 <= priority <= 1000:
+            raise errors.PRIORITY_RANGE
+    raw_max = opts.get(b"MAXATTEMPTS")
+    raw_backoff = opts.get(b"BACKOFF")
+    if raw_backoff is not None and parse_backoff(raw_backoff) is None:
+        raise errors.INVALID_BACKOFF
+    return AddArgs(
+        keys=keys,
+        payload=payload,
+        id=None if raw_id is None else parse_args.job_id(raw_id),
+        delay=None if b"DELAY" not in opts else parse_args.non_negative(opts[b"DELAY"], "DELAY"),  # type: ignore[arg-type]
+        at=None if b"AT" not in opts else parse_args.non_negative(opts[b"AT"], "AT"),  # type: ignore[arg-type]
+        priority=priority,
+        max_attempts=None if raw_max is None else parse_args.positive(raw_max, "MAXATTEMPTS"),
+        backoff=raw_backoff,
+    )
+
+
+def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    keys = args.keys
+    seq_read = (HGET, keys.meta, b"seq")
+    queue_read = (ZSCORE, QUEUES, keys.queue)
+    if seq_read not in reads:
+        return need(seq_read, queue_read)
+    seq = incremented(reads[seq_read], 1)  # a corrupt seq refuses with HINCRBY's text
+    if args.id is not None:
+        exists_read = (TYPE, keys.job(args.id))
+        if exists_read not in reads:
+            return need(exists_read)
+        if reads[exists_read] != "none":
+            return Exists(args.id)
+        return Added(args.id, seq, reads[queue_read] is None)
+    while True:  # the first sequence number whose row no client has created
+        candidate = (TYPE, keys.job(b"%d" % seq))
+        if candidate not in reads:
+            return need(candidate)
+        if reads[candidate] == "none":
+            return Added(b"%d" % seq, seq, reads[queue_read] is None)
+        seq = incremented(b"%d" % seq, 1)
+
+
+def plan(args: AddArgs, verdict: Added | Exists, now_ms: int, run_id: bytes) -> Plan:
+    if type(verdict) is Exists:
+        return Plan([], verdict.id)
+    keys = args.keys
+    due = now_ms + args.delay if args.delay is not None else args.at
+    scheduled = due is not None and due > now_ms
+    row = [
+        b"HSET",
+        keys.job(verdict.id),
+        b"state",
+        b"scheduled" if scheduled else b"pending",
+        b"payload",
+        args.payload,
+        b"created_ms",
+        b"%d" % now_ms,
+    ]
+    if args.priority is not None:
+        row += [b"priority", b"%d" % args.priority]
+    if args.max_attempts is not None:
+        row += [b"max_attempts", b"%d" % args.max_attempts]
+    if args.backoff is not None:
+        row += [b"backoff", args.backoff]
+    ops: list[tuple] = [tuple(row)]
+    if scheduled:
+        ops.append((b"ZADD", keys.scheduled, due, verdict.id))
+    else:
+        ops.append(
+            (b"ZADD", keys.pending, (args.priority or 0) * PRIORITY_BAND + verdict.seq, verdict.id)
+        )
+    ops.append((b"HSET", keys.meta, b"seq", b"%d" % verdict.seq))
+    if verdict.new_queue:
+        ops.append((b"ZADD", QUEUES, now_ms, keys.queue))
+    return Plan(ops, verdict.id)
+
+
+COMMANDS = [
+    verb_command("emq.add", -3, "write denyoom fast", sys.modules[__name__], summary="Create a job")
+]

@@ -1,0 +1,67 @@
+"""Reading verb arguments: names, ids, integers and options, with the protocol's errors.
+
+Every integer argument of every verb is read as Redis's string2ll reads it
+(`emqd.numbers.parse_int`), so `01`, `+1` and ` 1` are refused the same way
+everywhere. Options are keyword/value pairs in any order; an unknown or
+repeated keyword, or a keyword without its value, is `ERR syntax error`.
+"""
+
+from __future__ import annotations
+
+from emqd import errors
+from emqd.numbers import parse_int
+
+NAME_MAX = 256
+
+
+def queue_name(raw: bytes) -> bytes:
+    """QUEUE and GROUP: 1..256 bytes without `{` or `}`."""
+    if not raw or len(raw) > NAME_MAX or b"{" in raw or b"}" in raw:
+        raise errors.INVALID_QUEUE
+    return raw
+
+
+def job_id(raw: bytes) -> bytes:
+    """ID: 1..256 bytes."""
+    if not raw or len(raw) > NAME_MAX:
+        raise errors.INVALID_ID
+    return raw
+
+
+def positive(raw: bytes, keyword: str) -> int:
+    number = parse_int(raw)
+    if number is None or number <= 0:
+        raise errors.must_be_positive(keyword)
+    return number
+
+
+def non_negative(raw: bytes, keyword: str) -> int:
+    number = parse_int(raw)
+    if number is None or number < 0:
+        raise errors.must_be_non_negative(keyword)
+    return number
+
+
+def options(
+    argv: list[bytes], start: int, keywords: frozenset[bytes], flags: frozenset[bytes] = frozenset()
+) -> dict[bytes, bytes | None]:
+    """Options from argv[start:]: upper-cased keyword -> raw value (None for a flag).
+
+    `keywords` take one value; `flags` take none. Anything else, a repeat, or a
+    keyword at the end without its value is `ERR syntax error`.
+    """
+    found: dict[bytes, bytes | None] = {}
+    i, n = start, len(argv)
+    while i < n:
+        keyword = argv[i].upper()
+        if keyword in found:
+            raise errors.SYNTAX
+        if keyword in flags:
+            found[keyword] = None
+            i += 1
+        elif keyword in keywords and i + 1 < n:
+            found[keyword] = argv[i + 1]
+            i += 2
+        else:
+            raise errors.SYNTAX
+    return found

@@ -1,0 +1,124 @@
+"""EMQ.ADD: the planner directly, then over the wire."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from emqd import errors
+from emqd.config import Config
+from emqd.plan import Plan
+from emqd.verbs import add
+from tests.verbs.planner import NOW, commit, drive, keyspace
+
+P = b"emq:{q}:"
+
+
+def test_first_add_writes_row_score_seq_and_queue() -> None:
+    space = keyspace()
+    result = drive(add, ["emq.add", "q", "hello"], space, now=NOW)
+    assert result == Plan(
+        [
+            (b"HSET", P + b"job:1", b"state", b"pending", b"payload", b"hello",
+             b"created_ms", b"%d" % NOW),
+            (b"ZADD", P + b"pending", 1, b"1"),
+            (b"HSET", P + b"meta", b"seq", b"1"),
+            (b"ZADD", b"emq:queues", NOW, b"q"),
+        ],
+        b"1",
+    )
+
+
+def test_priority_band_and_next_seq() -> None:
+    space = keyspace(**{"emq:{q}:meta": {"seq": "41"}, "emq:queues": [("q", 1)]})
+    plan = drive(add, ["emq.add", "q", "x", "PRIORITY", "-2", "MAXATTEMPTS", "5",
+                       "BACKOFF", "exp:10:100"], space)
+    assert plan.reply == b"42"
+    assert plan.ops[0][-6:] == (b"priority", b"-2", b"max_attempts", b"5", b"backoff",
+                                b"exp:10:100")
+    assert plan.ops[1] == (b"ZADD", P + b"pending", -2 * 2**40 + 42, b"42")
+    assert len(plan.ops) == 3  # the queue is already known
+
+
+def test_skips_ids_a_client_created() -> None:
+    space = keyspace(**{"emq:{q}:job:1": {"state": "pending"}, "emq:{q}:job:2": {"x": "y"}})
+    plan = drive(add, ["emq.add", "q", "x"], space)
+    assert plan.reply == b"3"
+    assert (b"HSET", P + b"meta", b"seq", b"3") in plan.ops
+
+
+@pytest.mark.parametrize(("delay", "state_key"), [("0", b"pending"), ("1", b"scheduled")])
+def test_delay_zero_is_due_now(delay: str, state_key: bytes) -> None:
+    space = keyspace()
+    plan = drive(add, ["emq.add", "q", "x", "DELAY", delay], space)
+    assert plan.ops[1][1] == P + state_key
+    commit(space, plan)
+    assert space.hash(P + b"job:1")[b"state"] == state_key
+
+
+def test_at_in_the_past_is_pending_and_future_is_scheduled_at_that_time() -> None:
+    assert drive(add, ["emq.add", "q", "x", "AT", NOW], keyspace()).ops[1][1] == P + b"pending"
+    plan = drive(add, ["emq.add", "q", "x", "AT", NOW + 5], keyspace())
+    assert plan.ops[1] == (b"ZADD", P + b"scheduled", NOW + 5, b"1")
+
+
+def test_existing_id_is_idempotent() -> None:
+    space = keyspace(**{"emq:{q}:job:abc": {"state": "completed"}})
+    assert drive(add, ["emq.add", "q", "x", "ID", "abc"], space) == Plan([], b"abc")
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["emq.add", "q{x", "p"], errors.INVALID_QUEUE),
+        (["emq.add", "", "p"], errors.INVALID_QUEUE),
+        (["emq.add", "q" * 257, "p"], errors.INVALID_QUEUE),
+        (["emq.add", "q", "p", "ID", ""], errors.INVALID_ID),
+        (["emq.add", "q", "p", "DELAY", "1", "AT", "2"], errors.SYNTAX),
+        (["emq.add", "q", "p", "DELAY"], errors.SYNTAX),
+        (["emq.add", "q", "p", "NOPE", "1"], errors.SYNTAX),
+        (["emq.add", "q", "p", "ID", "a", "ID", "b"], errors.SYNTAX),
+        (["emq.add", "q", "p", "DELAY", "-1"], errors.must_be_non_negative("DELAY")),
+        (["emq.add", "q", "p", "AT", "01"], errors.must_be_non_negative("AT")),
+        (["emq.add", "q", "p", "PRIORITY", "1001"], errors.PRIORITY_RANGE),
+        (["emq.add", "q", "p", "PRIORITY", "+1"], errors.PRIORITY_RANGE),
+        (["emq.add", "q", "p", "MAXATTEMPTS", "0"], errors.must_be_positive("MAXATTEMPTS")),
+        (["emq.add", "q", "p", "BACKOFF", "exp:"], errors.INVALID_BACKOFF),
+        (["emq.add", "q", "p", "BACKOFF", "linear:5"], errors.INVALID_BACKOFF),
+        (["emq.add", "q", "p", "GROUP", "g"], errors.GROUP_UNSUPPORTED),
+    ],
+)
+def test_refusals(argv: list[str], error: errors.ReplyError) -> None:
+    assert drive(add, argv, keyspace()) == error
+
+
+def test_payload_over_max_payload() -> None:
+    result = drive(add, ["emq.add", "q", "x" * 11], keyspace(), config=Config(max_payload=10))
+    assert result == errors.PAYLOAD_TOO_BIG
+
+
+def test_corrupt_seq_refuses_with_hincrby_text() -> None:
+    space = keyspace(**{"emq:{q}:meta": {"seq": "01"}})
+    assert drive(add, ["emq.add", "q", "x"], space) == errors.HASH_NOT_INTEGER
+    space = keyspace(**{"emq:{q}:meta": {"seq": str(2**63 - 1)}})
+    assert drive(add, ["emq.add", "q", "x"], space) == errors.OVERFLOW
+
+
+def test_wrongtype_meta_refuses() -> None:
+    space = keyspace(**{"emq:{q}:meta": [("a", 1)]})
+    assert drive(add, ["emq.add", "q", "x"], space) == errors.WRONGTYPE
+
+
+def test_over_the_wire(r: redis.Redis) -> None:
+    assert r.execute_command("EMQ.ADD", "mail", "hello") == b"1"
+    assert r.execute_command("emq.add", "mail", "later", "DELAY", "60000") == b"2"
+    assert r.hgetall("emq:{mail}:job:1")[b"payload"] == b"hello"
+    assert r.type("emq:{mail}:pending") == b"zset"
+    assert r.type("emq:{mail}:scheduled") == b"zset"
+    assert r.hget("emq:{mail}:job:2", "state") == b"scheduled"
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments for 'emq.add'"):
+        r.execute_command("EMQ.ADD", "mail")
+    before = r.hgetall("emq:{mail}:meta")
+    with pytest.raises(redis.ResponseError, match="PRIORITY must be between"):
+        r.execute_command("EMQ.ADD", "mail", "x", "PRIORITY", "5000")
+    assert r.hgetall("emq:{mail}:meta") == before
