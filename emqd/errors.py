@@ -98,5 +98,10 @@ def must_be_non_negative(keyword: str) -> ReplyError:
     return ReplyError(f"ERR {keyword} must be a non-negative integer")
 
 
+def corrupt_setting(field: bytes) -> ReplyError:
+    """A queue setting that a plain HSET made unreadable: the verb is refused."""
+    return ReplyError(b"ERR queue setting '" + field + b"' holds an invalid value")
+
+
 def unknown_field(field: bytes) -> ReplyError:
     return ReplyError(b"ERR unknown field '" + field + b"'")
