@@ -1,0 +1,92 @@
+"""EMQ.CONFIG QUEUE GET [field] | EMQ.CONFIG QUEUE SET field value [field value ...]
+
+A queue's own settings (protocol section 6.3), stored in `p.."config"` over the
+server's defaults. Field names are case-insensitive and stored in lower case.
+
+Returns: `GET` alone, a map of every setting (`max_attempts`, `backoff`,
+`max_stalled`, `keep_completed`, `keep_dead`, `lane_limit`) to its effective
+value as a bulk string (the queue's own, else the server's default); `GET
+field`, that value; `SET`, `OK` after every pair was validated (one invalid
+pair and nothing is written). A stored value that a plain HSET made invalid
+is shown as stored, so that an operator can see it and SET it right.
+
+Errors: `ERR unknown field 'x'`; the field's own check (`ERR max_attempts
+must be a positive integer`, `ERR invalid backoff rule`, ...); `ERR syntax
+error` for another subcommand, SET without pairs or with a field twice, GET
+with more than one field; `ERR invalid queue name`; `WRONGTYPE` when `config`
+is a sorted set.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import queue_keys
+from emqd.plan import Plan
+from emqd.verbs import args as parse_args
+from emqd.verbs import settings
+from emqd.verbs.runner import HGETALL, Reads, need, verb_command
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigArgs:
+    key: bytes  # p.."config"
+    defaults: Config
+    get: bool
+    field: bytes | None = None  # GET field
+    pairs: tuple[tuple[bytes, bytes], ...] = ()  # SET
+
+
+def parse(argv: list[bytes], config: Config) -> ConfigArgs:
+    key = queue_keys(parse_args.queue_name(argv[1])).config
+    sub = argv[2].upper()
+    rest = argv[3:]
+    if sub == b"GET":
+        if len(rest) > 1:
+            raise errors.SYNTAX
+        field = None
+        if rest:
+            field = rest[0].lower()
+            if field not in settings.FIELDS:
+                raise errors.unknown_field(rest[0])
+        return ConfigArgs(key, config, True, field=field)
+    if sub != b"SET" or not rest or len(rest) % 2:
+        raise errors.SYNTAX
+    pairs = []
+    for i in range(0, len(rest), 2):
+        field = rest[i].lower()
+        if field not in settings.FIELDS:
+            raise errors.unknown_field(rest[i])
+        settings.validate(field, rest[i + 1])
+        pairs.append((field, rest[i + 1]))
+    if len(dict(pairs)) != len(pairs):
+        raise errors.SYNTAX
+    return ConfigArgs(key, config, False, pairs=tuple(pairs))
+
+
+def decide(args: ConfigArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    read = (HGETALL, args.key)
+    if read not in reads:
+        return need(read)  # also refuses SET with WRONGTYPE before anything is written
+    if not args.get:
+        return args.pairs
+    values = settings.effective_raw(reads[read], args.defaults)
+    return values if args.field is None else values[args.field]
+
+
+def plan(args: ConfigArgs, verdict: Any, now_ms: int, run_id: bytes) -> Any:
+    if args.get:
+        return verdict
+    ops = [b"HSET", args.key]
+    for field, value in verdict:
+        ops += [field, value]
+    return Plan([tuple(ops)], "OK")
+
+
+COMMANDS = [
+    verb_command("emq.config", -3, "write", sys.modules[__name__], summary="A queue's settings")
+]

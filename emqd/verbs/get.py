@@ -1,0 +1,49 @@
+"""EMQ.GET QUEUE ID
+
+Returns: the job row as HGETALL gives it (a map: a flat field/value array in
+RESP2, fields in the row's own order), or nil (`*-1` in RESP2, `_` in RESP3)
+when there is no such job.
+
+Errors: `ERR invalid queue name`, `ERR invalid job id`; `WRONGTYPE` when the
+row's key holds a sorted set. Reads only.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.config import Config
+from emqd.keys import queue_keys
+from emqd.reply import NULL_ARRAY
+from emqd.verbs import args as parse_args
+from emqd.verbs.runner import HGETALL, Reads, need, verb_command
+
+
+@dataclass(frozen=True, slots=True)
+class GetArgs:
+    row_key: bytes
+
+
+def parse(argv: list[bytes], config: Config) -> GetArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    return GetArgs(keys.job(parse_args.job_id(argv[2])))
+
+
+def decide(args: GetArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    read = (HGETALL, args.row_key)
+    if read not in reads:
+        return need(read)
+    row = reads[read]
+    # A copy: inside EXEC the reply is encoded after later commands have run.
+    return NULL_ARRAY if row is None else dict(row)
+
+
+def plan(args: GetArgs, verdict: Any, now_ms: int, run_id: bytes) -> Any:
+    return verdict
+
+
+COMMANDS = [
+    verb_command("emq.get", 3, "readonly fast", sys.modules[__name__], summary="A job's row")
+]

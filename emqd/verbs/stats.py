@@ -1,0 +1,97 @@
+"""EMQ.STATS QUEUE
+
+Returns: a map of integers, in this order: `pending` (the flat queue and every
+lane together), `active`, `scheduled`, `dead`, `completed` (the set sizes),
+`completed_total` (`metrics:completed count`), `failed_total`
+(`metrics:failed count`), `trimmed_dead` (`metrics:failed trimmed`: dead
+letters deleted by retention), `paused` (0 or 1). A queue that never existed
+gives zeros.
+
+Cost: O(1) whatever the number of lanes. The lanes' waiting jobs are not
+counted lane by lane: whoever moves a job into or out of a lane keeps the
+running total in `meta` field `lanes_pending` (`LANES_PENDING` here, one
+HINCRBY in the same plan), and STATS reads that one field.
+
+Errors: `ERR invalid queue name`; `WRONGTYPE` when a key holds the other type;
+a counter that is not an integer (a plain HSET put it there) answers
+HINCRBY's `ERR hash value is not an integer`, as the next plan that
+increments it would. Reads only.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.numbers import parse_int
+from emqd.verbs import args as parse_args
+from emqd.verbs.pause import PAUSED, is_paused
+from emqd.verbs.runner import HGET, ZCARD, Reads, need, verb_command
+
+LANES_PENDING = b"lanes_pending"  # meta field: jobs waiting in all lanes together
+TRIMMED = b"trimmed"  # metrics:failed field: dead letters deleted by retention
+
+
+@dataclass(frozen=True, slots=True)
+class StatsArgs:
+    keys: QueueKeys
+
+
+def parse(argv: list[bytes], config: Config) -> StatsArgs:
+    return StatsArgs(queue_keys(parse_args.queue_name(argv[1])))
+
+
+def _reads(keys: QueueKeys) -> tuple[tuple, ...]:
+    return (
+        (ZCARD, keys.pending),
+        (HGET, keys.meta, LANES_PENDING),
+        (ZCARD, keys.active),
+        (ZCARD, keys.scheduled),
+        (ZCARD, keys.dead),
+        (ZCARD, keys.completed),
+        (HGET, keys.metrics_completed, b"count"),
+        (HGET, keys.metrics_failed, b"count"),
+        (HGET, keys.metrics_failed, TRIMMED),
+        (HGET, keys.meta, PAUSED),
+    )
+
+
+def _counter(value: bytes | None) -> int:
+    if value is None:
+        return 0
+    number = parse_int(value)
+    if number is None:
+        raise errors.HASH_NOT_INTEGER
+    return number
+
+
+def decide(args: StatsArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    wanted = _reads(args.keys)
+    if wanted[0] not in reads:
+        return need(*wanted)
+    (pending, lanes, active, scheduled, dead, completed, completed_total, failed_total,
+     trimmed, paused) = (reads[read] for read in wanted)
+    return {
+        b"pending": pending + _counter(lanes),
+        b"active": active,
+        b"scheduled": scheduled,
+        b"dead": dead,
+        b"completed": completed,
+        b"completed_total": _counter(completed_total),
+        b"failed_total": _counter(failed_total),
+        b"trimmed_dead": _counter(trimmed),
+        b"paused": int(is_paused(paused)),
+    }
+
+
+def plan(args: StatsArgs, verdict: dict, now_ms: int, run_id: bytes) -> dict:
+    return verdict
+
+
+COMMANDS = [
+    verb_command("emq.stats", 2, "readonly fast", sys.modules[__name__], summary="Queue counts")
+]
