@@ -1,0 +1,14 @@
+"""The Python client and worker for emqd, on redis-py's asyncio client.
+
+    from emqd.client import Queue, SyncQueue, Worker, Retry, Discard
+
+See docs/CLIENT.md.
+"""
+
+from emqd.client.commands import FailVerdict, Job, JobInfo, Stats
+from emqd.client.errors import Discard, JobStateError, Retry, StaleJob
+from emqd.client.queue import Queue, SyncQueue
+from emqd.client.worker import Counts, Worker
+
+__all__ = ["Counts", "Discard", "FailVerdict", "Job", "JobInfo", "JobStateError", "Queue",
+           "Retry", "StaleJob", "Stats", "SyncQueue", "Worker"]

@@ -1,0 +1,64 @@
+"""What the client raises, and what a handler raises to steer its job.
+
+emqd's error replies start with a code (section 4 of the protocol). The two
+EMQ codes get their own classes so that callers can tell "someone else holds
+this job now" from a bad argument; both stay `redis.ResponseError`s, so code
+that already catches redis-py's errors keeps working. The codes are read from
+emqd/errors.py, where the server defines its texts once.
+"""
+
+from __future__ import annotations
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from emqd import errors as server_errors
+
+STALE_CODE = server_errors.STALE_GONE.message.split()[0].decode()
+STATE_CODE = server_errors.STATE_ACTIVE.message.split()[0].decode()
+
+#: Errors that mean "the server could not be reached", after which the worker
+#: backs off and reconnects instead of giving up.
+TRANSPORT_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class StaleJob(ResponseError):
+    """EMQSTALE: the token no longer holds the job (gone, claimed again, or not active)."""
+
+
+class JobStateError(ResponseError):
+    """EMQSTATE: the job is in the wrong state for a verb that takes no token."""
+
+
+def translate(error: ResponseError) -> ResponseError:
+    """The client's class for a server error reply; other replies pass through unchanged."""
+    code = str(error).split(" ", 1)[0]
+    if code == STALE_CODE:
+        return StaleJob(str(error))
+    if code == STATE_CODE:
+        return JobStateError(str(error))
+    return error
+
+
+class Retry(Exception):
+    """Raised by a handler: fail this attempt and retry after `delay_ms`.
+
+    The worker sends FAIL with BACKOFF `delay_ms` (or the job's own backoff rule
+    when `delay_ms` is None). It is a failure: it spends one unit of the job's
+    retry budget, so at the cap the job is dead-lettered like any failure.
+    """
+
+    def __init__(self, delay_ms: int | None = None, reason: str = "") -> None:
+        if delay_ms is not None and (not isinstance(delay_ms, int) or delay_ms < 0):
+            raise ValueError("delay_ms must be a non-negative integer or None")
+        super().__init__(reason or (f"retry in {delay_ms} ms" if delay_ms is not None else "retry"))
+        self.delay_ms = delay_ms
+
+
+class Discard(Exception):
+    """Raised by a handler: this job can never succeed; dead-letter it now.
+
+    The worker sends FAIL with MAXATTEMPTS 1, so the job dies whatever budget is
+    left; EMQ.REVIVE brings it back.
+    """

@@ -1,0 +1,76 @@
+"""How a job's run ends, decided without I/O: which verb settles it, with which options.
+
+A run ends in one of four ways, whichever comes first:
+- the handler returned            -> COMPLETE with its return value as RESULT;
+- the handler raised              -> FAIL with ERROR "Type: message"
+  (`Retry(delay_ms)` adds BACKOFF delay_ms, `Discard` adds MAXATTEMPTS 1);
+- the timeout passed              -> FAIL with ERROR "timeout";
+- the worker is shutting down     -> REQUEUE (the job goes back to the front, no budget spent);
+and a fifth, `LOST`, when the lease was lost: nothing is sent at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.client.commands import FailVerdict, Job
+from emqd.client.errors import Discard, Retry
+
+TIMEOUT_ERROR = "timeout"
+
+
+@dataclass(frozen=True)
+class Complete:
+    result: Any = None
+
+    async def send(self, queue: Any, job: Job) -> None:
+        await queue.complete(job, self.result)
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: str
+    max_attempts: int | None = None
+    backoff_ms: int | None = None
+
+    async def send(self, queue: Any, job: Job) -> FailVerdict:
+        return await queue.fail(job, self.error, max_attempts=self.max_attempts,
+                                backoff_ms=self.backoff_ms)
+
+
+@dataclass(frozen=True)
+class Requeue:
+    async def send(self, queue: Any, job: Job) -> None:
+        await queue.requeue(job)
+
+
+Settlement = Complete | Fail | Requeue
+#: The lease was lost (EMQSTALE): another holder may own the job; send nothing.
+LOST = None
+TIMED_OUT = Fail(TIMEOUT_ERROR)
+REQUEUE = Requeue()
+
+
+def error_text(error: BaseException) -> str:
+    """`Type: message`, or just `Type` when the message is empty."""
+    message = str(error)
+    name = type(error).__name__
+    return f"{name}: {message}" if message else name
+
+
+def for_exception(error: BaseException) -> Fail:
+    if isinstance(error, Retry):
+        return Fail(error_text(error), backoff_ms=error.delay_ms)
+    if isinstance(error, Discard):
+        return Fail(error_text(error), max_attempts=1)
+    return Fail(error_text(error))
+
+
+def for_handler(done: asyncio.Future[Any]) -> Settlement:
+    """The settlement for a handler future that has finished by itself."""
+    if done.cancelled():
+        return Fail("CancelledError")
+    error = done.exception()
+    return Complete(done.result()) if error is None else for_exception(error)

@@ -1,0 +1,366 @@
+"""The Worker: claim jobs, run the handler, keep the lease alive, settle, stop cleanly.
+
+Shape (each piece small, the decisions in outcome.py):
+- one claimer asks EMQ.CLAIM for as many jobs as there are free slots, with
+  BLOCK, so an idle worker parks on the server instead of polling;
+- each claimed job is a `JobRun`: the handler, a heartbeat that EXTENDs the
+  lease every third of it, and an optional timeout timer. Whichever ends the
+  run first (handler done, timeout, lost lease, shutdown) picks the
+  settlement, and the run sends that one verb;
+- on SIGINT/SIGTERM the claimer stops, running jobs get `grace_ms` to finish,
+  and the rest are REQUEUEd.
+
+Failure modes it is built for: an EMQSTALE reply means the lease is gone, so
+the run is dropped with one log line and the verb is not retried; a lost
+connection makes every part back off, and before claiming again the claimer
+re-extends the leases it holds, so a job recovered by the server while the
+worker was away is dropped here before it can be claimed twice at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from emqd.client import handler as handlers
+from emqd.client import outcome
+from emqd.client.commands import Job
+from emqd.client.errors import TRANSPORT_ERRORS, StaleJob
+from emqd.client.handler import Handler
+
+log = logging.getLogger("emqd.worker")
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: How long a settling verb is retried over a lost connection once stopping, so
+#: that shutdown stays bounded (the server's sweep recovers what is left).
+SHUTDOWN_SETTLE_S = 2.0
+
+
+@dataclass
+class Counts:
+    """What the worker has done since it started (for the progress line and tests)."""
+
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    dead: int = 0
+    timed_out: int = 0
+    requeued: int = 0
+    lost: int = 0
+    reconnects: int = 0
+
+
+class Backoff:
+    """Reconnect delays: doubling from `first_s` up to `max_s`, reset on success."""
+
+    def __init__(self, first_s: float = 0.05, max_s: float = 2.0) -> None:
+        self.first_s, self.max_s = first_s, max_s
+        self.current = 0.0
+
+    def next(self) -> float:
+        self.current = min(self.max_s, self.current * 2 if self.current else self.first_s)
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+class JobRun:
+    """One claimed job, from claim to settlement. `ending` resolves once, to the
+    settlement of whichever event came first (or outcome.LOST)."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.ending: asyncio.Future[outcome.Settlement | None] = (
+            asyncio.get_running_loop().create_future())
+        self.task: asyncio.Task[None] | None = None
+
+    def end(self, settlement: outcome.Settlement | None) -> bool:
+        """True when this call decided the ending; later events are ignored."""
+        if self.ending.done():
+            return False
+        self.ending.set_result(settlement)
+        return True
+
+    @property
+    def ended(self) -> bool:
+        return self.ending.done()
+
+
+class Worker:
+    """Runs `handler(job)` for the jobs of `queue`, `concurrency` at a time.
+
+    `handler` is an async function, or a plain function (run in a thread). Its
+    return value is the RESULT; an exception FAILs the job (see `Retry`,
+    `Discard`). `lease_ms` is the lease each claim and heartbeat asks for;
+    `timeout_ms` (None = no limit) is how long a handler may run; `grace_ms`
+    is how long running jobs may finish after SIGINT/SIGTERM; `block_ms` is how
+    long one CLAIM parks on the server (it bounds how soon shutdown begins).
+    """
+
+    def __init__(self, queue: Any, handler: Handler, *, concurrency: int = 10,
+                 lease_ms: int = 30000, timeout_ms: int | None = None, grace_ms: int = 10000,
+                 block_ms: int = 1000) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if lease_ms < 3:
+            raise ValueError("lease_ms must be >= 3")
+        if timeout_ms is not None and timeout_ms <= 0:
+            raise ValueError("timeout_ms must be positive or None")
+        if grace_ms < 0 or block_ms < 1:
+            raise ValueError("grace_ms must be >= 0 and block_ms >= 1")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.timeout_ms = timeout_ms
+        self.grace_ms = grace_ms
+        self.block_ms = block_ms
+        self.counts = Counts()
+        self.running: dict[str, JobRun] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._hurry: asyncio.Event | None = None
+        self._slot_freed: asyncio.Event | None = None
+        self._resync_needed = False
+
+    # --- life ----------------------------------------------------------------------------
+    async def run(self) -> Counts:
+        """Work until `stop()` (or SIGINT/SIGTERM), then drain; returns the counts."""
+        self._stopping, self._hurry, self._slot_freed = (
+            asyncio.Event(), asyncio.Event(), asyncio.Event())
+        self._loop = loop = asyncio.get_running_loop()
+        signals = self._install_signals(loop)
+        try:
+            try:
+                await self._claim_loop()
+            finally:
+                await self._drain()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+        return self.counts
+
+    def run_sync(self) -> Counts:
+        """`run()` in a fresh event loop, closing the queue's connections after."""
+        async def main() -> Counts:
+            try:
+                return await self.run()
+            finally:
+                await self.queue.aclose()
+        return asyncio.run(main())
+
+    def stop(self) -> None:
+        """Stop claiming and drain; a second call ends the grace period at once.
+        Safe to call from another thread."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            in_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            in_loop = False
+        if not in_loop:
+            loop.call_soon_threadsafe(self.stop)
+            return
+        if self._stopping.is_set():
+            log.warning("stopping now: requeueing %d running job(s)", len(self.running))
+            self._hurry.set()
+        else:
+            log.info("stopping: no new claims, %d running job(s) get %d ms",
+                     len(self.running), self.grace_ms)
+            self._stopping.set()
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
+        installed = []
+        for sig in STOP_SIGNALS:
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # not the main thread, or no signals here: stop() still works
+            installed.append(sig)
+        return installed
+
+    # --- claiming ------------------------------------------------------------------------
+    async def _claim_loop(self) -> None:
+        backoff = Backoff()
+        while not self._stopping.is_set():
+            free = self.concurrency - len(self.running)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._first_of(self._slot_freed, self._stopping)
+                continue
+            try:
+                if self._resync_needed:
+                    await self._resync()
+                jobs = await self.queue.claim(self.lease_ms, count=free, block_ms=self.block_ms)
+            except TRANSPORT_ERRORS as error:
+                self._connection_lost("claim", error)
+                await self._first_of(self._stopping, timeout=backoff.next())
+                continue
+            backoff.reset()
+            for job in jobs:
+                self._start(job)
+
+    async def _resync(self) -> None:
+        """After a reconnect: confirm every held lease before claiming more. A lease the
+        server recovered meanwhile answers EMQSTALE and its run is dropped, so the same
+        job cannot run here twice. Raises a transport error while the server is away."""
+        await self.queue.ping()
+        for run in list(self.running.values()):
+            if not run.ended:
+                await self._extend(run, raise_transport=True)
+        self._resync_needed = False
+        self.counts.reconnects += 1
+        log.info("reconnected to %s", getattr(self.queue, "url", self.queue))
+
+    def _start(self, job: Job) -> None:
+        self.counts.claimed += 1
+        previous = self.running.get(job.id)
+        if previous is not None:
+            # The server gave this job out again: our old lease is over.
+            self._lose(previous, "claimed again while still running here")
+        run = JobRun(job)
+        self.running[job.id] = run
+        if self._stopping.is_set():
+            run.end(outcome.REQUEUE)  # claimed while stopping: straight back
+        run.task = asyncio.create_task(self._run_job(run), name=f"emqd-job-{job.id}")
+
+    # --- one job -------------------------------------------------------------------------
+    async def _run_job(self, run: JobRun) -> None:
+        loop = asyncio.get_running_loop()
+        handler_future = None if run.ended else handlers.start(self.handler, run.job)
+        heartbeat = timer = None
+        if handler_future is not None:
+            handler_future.add_done_callback(lambda done: run.end(outcome.for_handler(done)))
+            heartbeat = asyncio.create_task(self._heartbeat(run))
+            if self.timeout_ms is not None:
+                timer = loop.call_later(self.timeout_ms / 1000, self._time_out, run)
+        try:
+            settlement = await run.ending
+            for cleanup in (heartbeat, timer, handler_future):
+                if cleanup is not None:
+                    cleanup.cancel()  # a sync handler's thread is detached, not stopped
+            if heartbeat is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+            if handler_future is not None:
+                handler_future.add_done_callback(_consume)
+            if settlement is not outcome.LOST:
+                await self._settle(run, settlement)
+        except Exception:
+            log.exception("job %s: unexpected worker error; the server will recover it",
+                          run.job.id)
+        finally:
+            if self.running.get(run.job.id) is run:
+                del self.running[run.job.id]
+            self._slot_freed.set()
+
+    def _time_out(self, run: JobRun) -> None:
+        if run.end(outcome.TIMED_OUT):
+            self.counts.timed_out += 1
+            log.warning("job %s: handler ran past %d ms; failing it", run.job.id, self.timeout_ms)
+
+    async def _heartbeat(self, run: JobRun) -> None:
+        interval = self.lease_ms / 3000
+        while not run.ended:
+            await asyncio.sleep(interval)
+            await self._extend(run, raise_transport=False)
+
+    async def _extend(self, run: JobRun, *, raise_transport: bool) -> None:
+        try:
+            await self.queue.extend(run.job, self.lease_ms)
+        except StaleJob as error:
+            self._lose(run, str(error))
+        except TRANSPORT_ERRORS as error:
+            self._connection_lost("extend", error)
+            if raise_transport:
+                raise
+
+    def _lose(self, run: JobRun, why: str) -> None:
+        """The lease is gone: log once, send nothing more for this run."""
+        if run.end(outcome.LOST):
+            self._count_lost(run, why)
+
+    def _count_lost(self, run: JobRun, why: str) -> None:
+        self.counts.lost += 1
+        log.warning("job %s (token %s): lease lost (%s); dropping it",
+                    run.job.id, run.job.token, why)
+
+    async def _settle(self, run: JobRun, settlement: outcome.Settlement) -> None:
+        """Send the settling verb, retrying only while the connection is down and the
+        lease could still be ours."""
+        patience_s = SHUTDOWN_SETTLE_S if self._stopping.is_set() else self.lease_ms / 1000
+        deadline = time.monotonic() + patience_s
+        backoff = Backoff()
+        while True:
+            try:
+                reply = await settlement.send(self.queue, run.job)
+                break
+            except StaleJob as error:
+                self._count_lost(run, str(error))
+                return
+            except TRANSPORT_ERRORS as error:
+                self._connection_lost(type(settlement).__name__.lower(), error)
+                if time.monotonic() >= deadline:
+                    log.error("job %s: gave up settling (%s); the server will recover it",
+                              run.job.id, type(settlement).__name__)
+                    return
+                await asyncio.sleep(backoff.next())
+            except ResponseError as error:
+                log.error("job %s: %s refused: %s", run.job.id, type(settlement).__name__, error)
+                return
+        self._count_settled(settlement, reply)
+
+    def _count_settled(self, settlement: outcome.Settlement, reply: Any) -> None:
+        if isinstance(settlement, outcome.Complete):
+            self.counts.completed += 1
+        elif isinstance(settlement, outcome.Fail):
+            self.counts.failed += 1
+            self.counts.dead += bool(reply.dead)
+        else:
+            self.counts.requeued += 1
+
+    def _connection_lost(self, what: str, error: BaseException) -> None:
+        if not self._resync_needed:
+            log.warning("%s: connection lost (%s); reconnecting", what, error)
+        self._resync_needed = True
+
+    # --- stopping ------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        """Running jobs get the grace period; then whatever still runs is REQUEUEd."""
+        runs = list(self.running.values())
+        tasks = [run.task for run in runs if run.task is not None]
+        if tasks:
+            waiter = asyncio.ensure_future(asyncio.wait(tasks))
+            await self._first_of(self._hurry, waiter, timeout=self.grace_ms / 1000)
+            waiter.cancel()
+        for run in runs:
+            run.end(outcome.REQUEUE)
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _first_of(self, *waitables: asyncio.Event | asyncio.Future[Any],
+                        timeout: float | None = None) -> None:
+        """Wait until any event is set or future done, or the timeout passes."""
+        waiters = [asyncio.ensure_future(w.wait()) if isinstance(w, asyncio.Event) else w
+                   for w in waitables]
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter, source in zip(waiters, waitables, strict=True):
+                if waiter is not source:
+                    waiter.cancel()
+
+
+def _consume(done: asyncio.Future[Any]) -> None:
+    """Retrieve a detached handler's exception so asyncio does not report it as lost."""
+    if not done.cancelled():
+        done.exception()

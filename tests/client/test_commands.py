@@ -1,0 +1,197 @@
+"""The client's sans-IO core: commands built and replies parsed, with no socket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.exceptions import ResponseError
+
+from emqd.client.commands import Job, JobInfo, QueueCommands, Stats, result_bytes
+from emqd.client.errors import JobStateError, StaleJob, translate
+
+Q = QueueCommands("mail")
+
+
+def drive(operation: Any, *reply_batches: list[Any]) -> tuple[list[list[tuple]], Any]:
+    """Run an operation against canned replies; the batches it sent and its result."""
+    sent = []
+    try:
+        batch = next(operation)
+        for replies in reply_batches:
+            sent.append(batch)
+            batch = operation.send(replies)
+        raise AssertionError(f"operation wanted another round trip: {batch!r}")
+    except StopIteration as done:
+        return sent, done.value
+
+
+def one(operation: Any, reply: Any) -> tuple[tuple, Any]:
+    sent, value = drive(operation, [reply])
+    assert len(sent) == 1 and len(sent[0]) == 1, sent
+    return sent[0][0], value
+
+
+@pytest.mark.parametrize(("options", "tail"), [
+    ({}, ()),
+    ({"id": "order-7"}, (b"ID", b"order-7")),
+    ({"delay_ms": 0}, (b"DELAY", 0)),
+    ({"at_ms": 1700000000000}, (b"AT", 1700000000000)),
+    ({"priority": -5}, (b"PRIORITY", -5)),
+    ({"priority": 0}, ()),
+    ({"max_attempts": 1, "backoff": "exp:100:5000"},
+     (b"MAXATTEMPTS", 1, b"BACKOFF", b"exp:100:5000")),
+    ({"group": "tenant-1"}, (b"GROUP", b"tenant-1")),
+])
+def test_add_builds_emq_add_with_only_the_options_given(options: dict, tail: tuple) -> None:
+    command, job_id = one(Q.add(b"hello", **options), b"12")
+    normalised = tuple(part.encode() if isinstance(part, str) else part for part in command)
+    assert normalised == (b"EMQ.ADD", b"mail", b"hello") + tail
+    assert job_id == "12"
+
+
+def test_add_refuses_delay_with_at_and_non_bytes_payloads() -> None:
+    with pytest.raises(ValueError):
+        next(Q.add(b"x", delay_ms=1, at_ms=2))
+    with pytest.raises(TypeError, match="add_json"):
+        next(Q.add({"a": 1}))  # type: ignore[arg-type]
+
+
+def test_add_json_sends_compact_utf8_json() -> None:
+    command, _ = one(Q.add_json({"to": "ada", "n": "é"}), b"1")
+    assert command[2] == '{"to":"ada","n":"é"}'.encode()
+
+
+def test_add_many_is_one_batch_with_per_job_options_winning() -> None:
+    sent, ids = drive(Q.add_many([b"a", {"payload": b"b", "priority": 3}, "c"], priority=1),
+                      [b"1", b"2", b"3"])
+    assert len(sent) == 1
+    assert [cmd[2] for cmd in sent[0]] == [b"a", b"b", b"c"]
+    assert [cmd[cmd.index("PRIORITY") + 1] for cmd in sent[0]] == [1, 3, 1]
+    assert ids == ["1", "2", "3"]
+
+
+def test_add_many_raises_the_first_error_reply() -> None:
+    with pytest.raises(ResponseError, match="invalid backoff"):
+        drive(Q.add_many([b"a", b"b"]), [b"1", ResponseError("invalid backoff rule")])
+
+
+def test_add_many_of_nothing_sends_nothing() -> None:
+    assert drive(Q.add_many([])) == ([], [])
+
+
+def test_claim_parses_jobs_and_nil() -> None:
+    command, jobs = one(Q.claim(30000, count=4, block_ms=1000),
+                        [[b"7", b"2", b'{"a":1}', 1], [b"8", b"1", b"raw", 0]])
+    assert command == ("EMQ.CLAIM", "mail", 30000, "COUNT", 4, "BLOCK", 1000)
+    assert jobs == [Job("7", b'{"a":1}', "2", 1), Job("8", b"raw", "1", 0)]
+    assert jobs[0].json() == {"a": 1}
+    assert one(Q.claim(100), [])[1] == []
+    assert one(Q.claim(100), None)[1] == []
+
+
+def test_tokens_and_ids_round_trip_as_exact_bytes() -> None:
+    (_, [job]) = one(Q.claim(100), [[b"\xff\x00id", b"01", b"p", 0]])
+    command, _ = one(Q.complete(job), b"OK")
+    assert command == ("EMQ.COMPLETE", "mail", b"\xff\x00id", b"01")
+
+
+@pytest.mark.parametrize(("result", "sent"), [
+    (None, None), (b"raw", b"raw"), ("text", b"text"), ({"ok": True}, b'{"ok":true}'),
+    (3, b"3"),
+])
+def test_complete_sends_result_only_when_there_is_one(result: Any, sent: bytes | None) -> None:
+    job = Job("7", b"", "2")
+    command, _ = one(Q.complete(job, result), b"OK")
+    assert command[:4] == ("EMQ.COMPLETE", "mail", b"7", b"2")
+    assert command[4:] == (() if sent is None else ("RESULT", sent))
+    assert result_bytes(result) == sent
+
+
+def test_fail_options_and_verdict() -> None:
+    job = Job("7", b"", "2")
+    command, verdict = one(Q.fail(job, "ValueError: x", max_attempts=1, backoff_ms=0),
+                           [b"dead", 1])
+    assert command == ("EMQ.FAIL", "mail", b"7", b"2", "ERROR", "ValueError: x",
+                       "MAXATTEMPTS", 1, "BACKOFF", 0)
+    assert verdict.dead and verdict.failures == 1
+    command, verdict = one(Q.fail(job), [b"scheduled", 2])
+    assert command == ("EMQ.FAIL", "mail", b"7", b"2")
+    assert not verdict.dead and verdict.failures == 2
+
+
+def test_requeue_and_extend() -> None:
+    job = Job("7", b"", "3")
+    assert one(Q.requeue(job), b"OK")[0] == ("EMQ.REQUEUE", "mail", b"7", b"3")
+    command, deadline = one(Q.extend(job, 900), 1700000000900)
+    assert command == ("EMQ.EXTEND", "mail", b"7", b"3", 900)
+    assert deadline == 1700000000900
+
+
+@pytest.mark.parametrize("reply", [
+    [b"state", b"dead", b"payload", b"{}", b"attempts", b"2", b"failures", b"3",
+     b"last_error", b"ValueError: x"],
+    {b"state": b"dead", b"payload": b"{}", b"attempts": b"2", b"failures": b"3",
+     b"last_error": b"ValueError: x"},
+])
+def test_get_reads_resp2_and_resp3_rows(reply: Any) -> None:
+    command, info = one(Q.get("9"), reply)
+    assert command == ("EMQ.GET", "mail", b"9")
+    assert (info.id, info.state, info.payload) == ("9", "dead", b"{}")
+    assert (info.attempts, info.failures, info.stalled) == (2, 3, 0)
+    assert info.last_error == "ValueError: x" and info.result is None
+    assert info.json() == {}
+    assert one(Q.get("9"), None)[1] is None
+
+
+def test_stats_in_resp2_and_resp3() -> None:
+    flat = [b"pending", 3, b"active", 1, b"scheduled", 0, b"dead", 2, b"completed", 5,
+            b"completed_total", 9, b"failed_total", 2, b"trimmed_dead", 0, b"paused", 1]
+    expected = Stats(3, 1, 0, 2, 5, 9, 2, 0, 1)
+    assert one(Q.stats(), flat) == (("EMQ.STATS", "mail"), expected)
+    as_map = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert one(Q.stats(), as_map)[1] == expected
+
+
+def test_dead_is_zrange_then_rows_in_one_batch_skipping_vanished_rows() -> None:
+    sent, infos = drive(Q.dead(10, 3), [[b"4", b"5", b"6"]],
+                        [[b"state", b"dead", b"payload", b"a"], None,
+                         [b"state", b"dead", b"payload", b"c"]])
+    assert sent[0] == [("ZRANGE", "emq:{mail}:dead", 10, 12)]
+    assert sent[1] == [("EMQ.GET", "mail", b"4"), ("EMQ.GET", "mail", b"5"),
+                       ("EMQ.GET", "mail", b"6")]
+    assert [(i.id, i.payload) for i in infos] == [("4", b"a"), ("6", b"c")]
+    sent, infos = drive(Q.dead(), [[]])
+    assert (sent, infos) == ([[("ZRANGE", "emq:{mail}:dead", 0, 99)]], [])
+
+
+def test_steering_commands() -> None:
+    assert one(Q.revive("3"), b"OK")[0] == ("EMQ.REVIVE", "mail", b"3")
+    assert one(Q.revive("3", reset=True), b"OK")[0] == ("EMQ.REVIVE", "mail", b"3", "RESET")
+    assert one(Q.remove("3"), 1) == (("EMQ.REMOVE", "mail", b"3"), True)
+    assert one(Q.remove("3"), 0)[1] is False
+    assert one(Q.pause(), b"OK")[0] == ("EMQ.PAUSE", "mail")
+    assert one(Q.resume(), b"OK")[0] == ("EMQ.RESUME", "mail")
+
+
+def test_error_replies_become_the_client_classes() -> None:
+    job = Job("7", b"", "2")
+    with pytest.raises(StaleJob, match="token mismatch"):
+        one(Q.complete(job), ResponseError("EMQSTALE token mismatch"))
+    with pytest.raises(JobStateError, match="not dead"):
+        one(Q.revive("7"), ResponseError("EMQSTATE job is not dead"))
+    plain = ResponseError("syntax error")
+    assert translate(plain) is plain
+    assert isinstance(translate(ResponseError("EMQSTALE job gone")), ResponseError)
+
+
+def test_queue_names_with_braces_are_refused() -> None:
+    for bad in ("", "a{b", "a}"):
+        with pytest.raises(ValueError):
+            QueueCommands(bad)
+
+
+def test_job_info_exposes_raw_fields() -> None:
+    info = JobInfo.from_row("1", [b"state", b"completed", b"result", b"42", b"priority", b"-3"])
+    assert info.result == b"42" and info.number("priority") == -3
+    assert info.number("max_attempts") is None

@@ -1,0 +1,337 @@
+"""The Worker's state machine against FakeQueue: no server, real asyncio, short real delays.
+
+Every wait is bounded by `until()`'s deadline, and every worker is stopped in
+`running()`'s teardown, so a broken worker fails a test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from emqd.client import Discard, Retry, Worker
+from emqd.client.commands import Job
+from tests.client.fake import FakeQueue
+
+
+async def until(condition: Callable[[], bool], timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Task]:
+    task = asyncio.create_task(worker.run())
+    try:
+        yield task
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 5)
+
+
+def states(queue: FakeQueue) -> dict[str, str]:
+    return {job_id: row.state for job_id, row in queue.rows.items()}
+
+
+async def test_async_and_sync_handlers_complete_with_their_return_value() -> None:
+    async def shout(job: Job) -> bytes:
+        return job.payload.upper()
+
+    def count(job: Job) -> dict:
+        assert threading.current_thread() is not threading.main_thread()
+        return {"len": len(job.payload)}
+
+    for handler, expected in ((shout, b"HI"), (count, {"len": 2})):
+        queue = FakeQueue()
+        queue.put(b"hi")
+        worker = Worker(queue, handler, block_ms=20)
+        async with running(worker):
+            await until(lambda q=queue: states(q) == {"1": "completed"})
+        assert queue.rows["1"].result == expected
+        assert worker.counts.completed == 1 and worker.counts.claimed == 1
+
+
+async def test_job_sees_its_failures_and_json() -> None:
+    seen = []
+    queue = FakeQueue()
+    queue.put(b'{"to": "ada"}')
+    queue.rows["1"].failures = 2
+
+    async def handler(job: Job) -> None:
+        seen.append((job.id, job.token, job.failures, job.json()))
+
+    async with running(Worker(queue, handler, block_ms=20)):
+        await until(lambda: seen != [])
+    assert seen == [("1", "1", 2, {"to": "ada"})]
+
+
+async def test_exceptions_fail_with_type_and_message_retry_and_discard_steer() -> None:
+    async def handler(job: Job) -> None:
+        if job.payload == b"retry":
+            raise Retry(250)
+        if job.payload == b"discard":
+            raise Discard("never")
+        raise ValueError("bad address")
+
+    queue = FakeQueue()
+    queue.put(b"plain", b"retry", b"discard")
+    worker = Worker(queue, handler, block_ms=20)
+    async with running(worker):
+        await until(lambda: len(queue.verbs("fail")) == 3)
+    fails = {call[1]: call[3:] for call in queue.verbs("fail")}
+    assert fails == {"1": ("ValueError: bad address", None, None),
+                     "2": ("Retry: retry in 250 ms", None, 250),
+                     "3": ("Discard: never", 1, None)}
+    assert states(queue) == {"1": "scheduled", "2": "scheduled", "3": "dead"}
+    assert (worker.counts.failed, worker.counts.dead) == (3, 1)
+
+
+async def test_never_more_than_concurrency_handlers_and_claims_ask_for_free_slots() -> None:
+    active, peak = 0, 0
+
+    async def handler(job: Job) -> None:
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.02)
+        active -= 1
+
+    queue = FakeQueue()
+    queue.put(*[b"x"] * 30)
+    async with running(Worker(queue, handler, concurrency=4, block_ms=20)):
+        await until(lambda: set(states(queue).values()) == {"completed"})
+    assert peak == 4
+    counts = [call[1] for call in queue.verbs("claim")]
+    assert counts[0] == 4 and all(1 <= n <= 4 for n in counts)
+    assert all(call[2] == 20 for call in queue.verbs("claim"))
+
+
+async def test_heartbeat_extends_every_third_of_the_lease() -> None:
+    queue = FakeQueue()
+    queue.put(b"slow")
+
+    async def handler(job: Job) -> str:
+        await asyncio.sleep(0.5)
+        return "done"
+
+    async with running(Worker(queue, handler, lease_ms=150, block_ms=20)):
+        await until(lambda: states(queue) == {"1": "completed"})
+    extends = queue.verbs("extend")
+    assert 8 <= len(extends) <= 11, len(extends)  # 0.5 s / 50 ms
+    assert all(call[1:] == ("1", "1") for call in extends)
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_timeout_stops_extending_and_fails_with_timeout(kind: str) -> None:
+    cancelled = threading.Event()
+    release = threading.Event()
+
+    async def hang_async(job: Job) -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    def hang_sync(job: Job) -> str:
+        release.wait(5)
+        return "late"
+
+    queue = FakeQueue()
+    queue.put(b"hang")
+    worker = Worker(queue, hang_async if kind == "async" else hang_sync,
+                    lease_ms=90, timeout_ms=200, block_ms=20)
+    try:
+        async with running(worker):
+            await until(lambda: queue.verbs("fail") != [])
+            extends_at_fail = len(queue.verbs("extend"))
+            await asyncio.sleep(0.15)
+            assert len(queue.verbs("extend")) == extends_at_fail  # no extends after timeout
+    finally:
+        release.set()
+    assert queue.verbs("fail") == [("fail", "1", "1", "timeout", None, None)]
+    assert worker.counts.timed_out == 1 and worker.counts.completed == 0
+    if kind == "async":
+        assert cancelled.is_set()
+    await asyncio.sleep(0.05)  # the released thread's late result is ignored
+    assert queue.verbs("complete") == []
+
+
+async def test_a_lost_lease_is_logged_once_and_nothing_more_is_sent(
+        caplog: pytest.LogCaptureFixture) -> None:
+    queue = FakeQueue()
+    queue.put(b"slow")
+    gate = asyncio.Event()
+
+    async def handler(job: Job) -> str:
+        await gate.wait()
+        return "done"
+
+    worker = Worker(queue, handler, lease_ms=60, block_ms=20)
+    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+        async with running(worker):
+            await until(lambda: queue.rows["1"].state == "active")
+            queue.rows["1"].attempts = 2  # someone else claimed it: our token is stale
+            await until(lambda: worker.counts.lost == 1)
+            gate.set()
+            await asyncio.sleep(0.1)
+    assert queue.verbs("complete") == [] and len(queue.verbs("extend")) == 1
+    lost_lines = [r for r in caplog.records if "lease lost" in r.getMessage()]
+    assert len(lost_lines) == 1 and "token mismatch" in lost_lines[0].getMessage()
+
+
+async def test_a_stale_settle_is_logged_once_and_not_retried(
+        caplog: pytest.LogCaptureFixture) -> None:
+    queue = FakeQueue()
+    queue.put(b"x")
+
+    async def handler(job: Job) -> None:
+        queue.recover(job.id)  # the sweep took the job back while the handler ran
+        queue.pending.clear()
+
+    worker = Worker(queue, handler, block_ms=20)
+    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+        async with running(worker):
+            await until(lambda: worker.counts.lost == 1)
+    assert len(queue.verbs("complete")) == 1
+    assert sum("lease lost" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_stop_lets_running_jobs_finish_within_grace_then_requeues_the_rest() -> None:
+    queue = FakeQueue()
+    queue.put(b"quick", b"stuck", b"waiting")
+
+    async def handler(job: Job) -> str:
+        await asyncio.sleep(0.05 if job.payload == b"quick" else 30)
+        return "ok"
+
+    worker = Worker(queue, handler, concurrency=2, grace_ms=300, block_ms=20)
+    task = asyncio.create_task(worker.run())
+    await until(lambda: queue.rows["2"].state == "active")
+    started = time.monotonic()
+    worker.stop()
+    counts = await asyncio.wait_for(task, 5)
+    assert 0.25 <= time.monotonic() - started < 1.0
+    assert states(queue) == {"1": "completed", "2": "pending", "3": "pending"}
+    assert counts.requeued == 1 and counts.completed == 1
+    assert queue.verbs("requeue") == [("requeue", "2", "1")]
+
+
+async def test_a_second_stop_ends_the_grace_period() -> None:
+    queue = FakeQueue()
+    queue.put(b"stuck")
+
+    async def handler(job: Job) -> None:
+        await asyncio.sleep(30)
+
+    worker = Worker(queue, handler, grace_ms=10_000, block_ms=20)
+    task = asyncio.create_task(worker.run())
+    await until(lambda: queue.rows["1"].state == "active")
+    worker.stop()
+    await asyncio.sleep(0.05)
+    worker.stop()
+    await asyncio.wait_for(task, 2)
+    assert states(queue) == {"1": "pending"}
+
+
+async def test_jobs_claimed_while_stopping_go_straight_back() -> None:
+    queue = FakeQueue()
+    ran = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.id)
+
+    worker = Worker(queue, handler, block_ms=300)
+    task = asyncio.create_task(worker.run())
+    await until(lambda: queue.verbs("claim") != [])
+    worker.stop()  # the claim is parked; a job arrives before it returns
+    queue.put(b"late")
+    await asyncio.wait_for(task, 2)
+    assert ran == [] and states(queue) == {"1": "pending"}
+    assert queue.verbs("requeue") == [("requeue", "1", "1")]
+
+
+async def test_reconnect_backs_off_and_drops_jobs_recovered_while_away() -> None:
+    queue = FakeQueue()
+    queue.put(b"a", b"b")
+    gate = asyncio.Event()
+    runs: list[tuple[str, str]] = []
+
+    async def handler(job: Job) -> str:
+        runs.append((job.id, job.token))
+        await gate.wait()
+        return job.token
+
+    worker = Worker(queue, handler, lease_ms=90, block_ms=20)
+    async with running(worker):
+        await until(lambda: len(runs) == 2)
+        queue.down = True
+        queue.changed.set()
+        await asyncio.sleep(0.2)
+        # While the worker was away, the server's sweep recovered job 1.
+        queue.recover("1")
+        queue.down = False
+        await until(lambda: len(runs) == 3)
+        gate.set()
+        await until(lambda: states(queue) == {"1": "completed", "2": "completed"})
+    # Job 1 ran again only after its old run was dropped (token 1 -> lost),
+    # and the old holder never settled it.
+    assert runs == [("1", "1"), ("2", "1"), ("1", "2")]
+    completes = [call[1:3] for call in queue.verbs("complete")]
+    assert sorted(completes) == [("1", "2"), ("2", "1")]
+    assert worker.counts.lost == 1 and worker.counts.reconnects >= 1
+    assert queue.rows["1"].result == "2"
+
+
+async def test_the_same_job_claimed_again_drops_the_old_run() -> None:
+    queue = FakeQueue()
+    queue.put(b"a")
+    gate = asyncio.Event()
+    runs: list[str] = []
+
+    async def handler(job: Job) -> str:
+        runs.append(job.token)
+        await gate.wait()
+        return job.token
+
+    worker = Worker(queue, handler, lease_ms=10_000, block_ms=20)
+    async with running(worker):
+        await until(lambda: runs == ["1"])
+        queue.recover("1")  # handed out again without the worker noticing a reconnect
+        await until(lambda: runs == ["1", "2"])
+        gate.set()
+        await until(lambda: states(queue) == {"1": "completed"})
+    assert [call[2] for call in queue.verbs("complete")] == ["2"]
+    assert worker.counts.lost == 1
+
+
+def test_run_sync_runs_its_own_loop_stops_from_another_thread_and_closes_the_queue() -> None:
+    queue = FakeQueue()
+    queue.put(b"x")
+    worker = Worker(queue, lambda job: "ok", block_ms=10)
+    thread = threading.Thread(target=worker.run_sync)
+    thread.start()
+    deadline = time.monotonic() + 3
+    while queue.rows["1"].state != "completed" and time.monotonic() < deadline:
+        time.sleep(0.005)
+    worker.stop()
+    thread.join(5)
+    assert not thread.is_alive() and queue.closed
+    assert queue.rows["1"].state == "completed"
+
+
+def test_worker_refuses_bad_settings() -> None:
+    for bad in ({"concurrency": 0}, {"lease_ms": 2}, {"timeout_ms": 0}, {"grace_ms": -1},
+                {"block_ms": 0}):
+        with pytest.raises(ValueError):
+            Worker(FakeQueue(), lambda job: None, **bad)
