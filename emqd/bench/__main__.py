@@ -1,0 +1,5 @@
+"""`python -m emqd.bench` is the same as the `emqd-bench` command."""
+
+from emqd.bench.cli import main
+
+main()

@@ -1,0 +1,208 @@
+"""The `emqd-bench` command: start the servers, run the scenarios, print the table.
+
+Servers are started here, on free loopback ports in a temporary directory,
+and stopped by PID in `finally` (also on Ctrl-C, SIGTERM and errors). Each
+scenario runs `--repeat` times per server, alternating which server goes
+first, and the table shows medians. With two or more cores the servers are
+pinned to CPU 0 and this process (and redis-benchmark) to CPU 1, as the
+issue's reference measurement was taken; `--no-pin` turns that off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import uvloop
+
+from emqd.bench import report, scenarios
+from emqd.bench.client import Client
+from emqd.bench.scenarios import VERBS, Sizes
+from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emqd, start_redis
+from emqd.bench.targets import EmqdTarget, LuaTarget, Target
+
+ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping")
+BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
+            memory_jobs=1_000_000, ping_requests=1_000_000)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    small = Sizes()
+    parser = argparse.ArgumentParser(
+        prog="emqd-bench",
+        description="Run the same job cycle against emqd and redis-server + Lua; print "
+        "both figures and the ratio emqd / redis. See docs/PERFORMANCE.md.",
+    )
+    parser.add_argument("--scenarios", default=",".join(ALL),
+                        help=f"comma-separated, from {','.join(ALL)} (default: all)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs per figure; the median is shown")
+    parser.add_argument("--big", action="store_true",
+                        help="the issue's sizes: 200k cycle jobs, 100k sweep leases, 1M memory "
+                        "jobs, 1M pings (flags below still win)")
+    for name, help_text in (
+        ("jobs", "cycle: jobs"),
+        ("conns", "cycle, fail: producer connections, and as many consumers"),
+        ("pipeline", "cycle, fail: commands per pipeline"),
+        ("latency_cycles", "latency: measured cycles"),
+        ("fail_jobs", "fail: jobs, each failed until dead"),
+        ("sweep_jobs", "sweep: expired leases to recover"),
+        ("memory_jobs", "memory: jobs added"),
+        ("ping_requests", "ping: requests per redis-benchmark run"),
+    ):
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
+                            help=f"{help_text} (default {getattr(small, name):,})")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin servers and client")
+    parser.add_argument("--no-redis", action="store_true", help="measure emqd alone")
+    parser.add_argument("--appendonly", choices=["yes", "no"], default="no",
+                        help="emqd's --appendonly (default no, like the redis-server started)")
+    parser.add_argument("--appendfsync", choices=["always", "everysec", "no"], default=None)
+    return parser
+
+
+def sizes_from(args: argparse.Namespace) -> Sizes:
+    base = BIG if args.big else Sizes()
+    chosen = {name: getattr(args, name) for name in base.__dataclass_fields__
+              if getattr(args, name, None) is not None}
+    return Sizes(**{**base.__dict__, **chosen})
+
+
+class Bench:
+    """One run: the servers it started, the results it gathered."""
+
+    def __init__(self, args: argparse.Namespace, sizes: Sizes) -> None:
+        self.args = args
+        self.sizes = sizes
+        self.workdir = new_workdir()
+        self.live: list[Server] = []
+        self.started: list[dict] = []  # every server this run started, for the record
+        self.results = report.Results()
+        pin = not args.no_pin and (os.cpu_count() or 1) >= 2
+        self.server_cpus = {0} if pin else None
+        self.client_cpus = {1} if pin else None
+
+    def start(self, name: str) -> Target:
+        workdir = Path(self.workdir) / f"{name}-{len(self.live)}"
+        workdir.mkdir()
+        if name == "emqd":
+            flags = ["--appendonly", self.args.appendonly]
+            if self.args.appendfsync:
+                flags += ["--appendfsync", self.args.appendfsync]
+            server = start_emqd(str(workdir), self.server_cpus, *flags)
+            target: Target = EmqdTarget(server)
+        else:
+            server = start_redis(str(workdir), self.server_cpus)
+            target = LuaTarget(server)
+        self.live.append(server)
+        self.started.append({"name": name, "pid": server.pid, "port": server.port})
+        return target
+
+    def stop(self, target: Target) -> None:
+        target.server.stop()
+        self.live.remove(target.server)
+
+    def stop_all(self) -> None:
+        for server in self.live:
+            server.stop()
+        self.live.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    async def run(self, chosen: list[str]) -> None:
+        names = ["emqd"]
+        if redis_server_path() is None:
+            print("redis-server is not on PATH: measuring emqd alone", file=sys.stderr)
+        elif not self.args.no_redis:
+            names.append("redis")
+        shared = {name: self.start(name) for name in names}
+        for scenario in chosen:
+            for repeat in range(self.args.repeat):
+                order = names if repeat % 2 == 0 else names[::-1]
+                for name in order:
+                    if (scenario, name) in self.results.skipped:
+                        continue
+                    fresh = scenario == "memory"
+                    target = self.start(name) if fresh else shared[name]
+                    try:
+                        await self.run_one(scenario, target)
+                    finally:
+                        if fresh:
+                            self.stop(target)
+
+    async def run_one(self, scenario: str, target: Target) -> None:
+        client = await Client.connect(target.port)
+        try:
+            await client.call(b"FLUSHALL")
+            await target.prepare(client)
+            missing = await target.missing(client, VERBS[scenario])
+        finally:
+            client.close()
+        if missing:
+            self.results.skip(scenario, target.name, f"{', '.join(missing)} not on this emqd yet")
+            return
+        if scenario == "ping" and shutil.which("redis-benchmark") is None:
+            self.results.skip(scenario, target.name, "redis-benchmark is not on PATH")
+            return
+        run: Callable[[], Awaitable[dict[str, float]]]
+        if scenario == "ping":
+            run = lambda: scenarios.ping(target, self.sizes, self.client_cpus)  # noqa: E731
+        else:
+            run = lambda: getattr(scenarios, scenario)(target, self.sizes)  # noqa: E731
+        started = time.monotonic()
+        figures = await run()
+        self.results.add(scenario, target.name, figures)
+        print(f"  {scenario:8} {target.name:6} {time.monotonic() - started:6.1f}s  "
+              + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in ALL]
+    if unknown:
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(ALL)}")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    sizes = sizes_from(args)
+    bench = Bench(args, sizes)
+    if bench.client_cpus:
+        os.sched_setaffinity(0, bench.client_cpus)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    started = time.time()
+    try:
+        uvloop.run(bench.run(chosen))
+    except KeyboardInterrupt:
+        print("interrupted: servers stopped", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        bench.stop_all()
+    rows = bench.results.rows(chosen)
+    info = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+        "seconds": round(time.time() - started, 1),
+        "machine": report.machine(),
+        "pinned": "servers on CPU 0, client on CPU 1" if bench.server_cpus else "no",
+        "repeat": args.repeat,
+        "sizes": sizes.__dict__,
+        "emqd_flags": {"appendonly": args.appendonly, "appendfsync": args.appendfsync},
+        "servers": bench.started,
+    }
+    m = info["machine"]
+    print(f"emqd-bench {info['when']}, {info['seconds']}s; {m['cpu']}, {m['cores']} cores, "
+          f"Python {m['python']}, {m['redis']}")
+    print(f"pinned: {info['pinned']}; median of {args.repeat}; sizes: "
+          + ", ".join(f"{k}={v:,}" for k, v in sizes.__dict__.items()))
+    print(report.table(rows))
+    if args.json:
+        report.write_json(args.json, rows, info)

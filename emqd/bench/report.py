@@ -1,0 +1,150 @@
+"""Figures, their medians and ratios, the printed table and the JSON file.
+
+Every figure is measured on both servers in the same run; the table shows
+the median of the repeats for each, and the ratio emqd / redis of the
+medians, judged against the issue's target where it has one. Ratios are
+always emqd / redis, so for latency and memory lower is better.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Figure:
+    scenario: str
+    key: str
+    label: str
+    target: tuple[str, float] | None = None  # (">=" | "<=", ratio)
+
+
+FIGURES = [
+    Figure("cycle", "cycle", "cycles/s (ADD+CLAIM+COMPLETE)", (">=", 1.5)),
+    Figure("latency", "add.p50", "ADD p50 us"),
+    Figure("latency", "add.p99", "ADD p99 us", ("<=", 1.2)),
+    Figure("latency", "claim.p50", "CLAIM p50 us"),
+    Figure("latency", "claim.p99", "CLAIM p99 us", ("<=", 1.2)),
+    Figure("latency", "complete.p50", "COMPLETE p50 us"),
+    Figure("latency", "complete.p99", "COMPLETE p99 us", ("<=", 1.2)),
+    Figure("fail", "fail", "FAILs/s (CLAIM+FAIL until dead)"),
+    Figure("sweep", "sweep", "leases recovered/s"),
+    Figure("memory", "memory", "RSS bytes per pending job", ("<=", 1.0)),
+    Figure("ping", "ping_inline", "PING inline req/s (-P 16)", (">=", 0.8)),
+    Figure("ping", "ping_mbulk", "PING req/s (-P 16)", (">=", 0.8)),
+]
+
+
+@dataclass
+class Results:
+    """Samples per (scenario, key) per server, and why a scenario could not run."""
+
+    samples: dict[tuple[str, str], dict[str, list[float]]] = field(default_factory=dict)
+    skipped: dict[tuple[str, str], str] = field(default_factory=dict)  # (scenario, server)
+
+    def add(self, scenario: str, server: str, figures: dict[str, float]) -> None:
+        for key, value in figures.items():
+            self.samples.setdefault((scenario, key), {}).setdefault(server, []).append(value)
+
+    def skip(self, scenario: str, server: str, reason: str) -> None:
+        self.skipped[(scenario, server)] = reason
+
+    def median(self, scenario: str, key: str, server: str) -> float | None:
+        values = self.samples.get((scenario, key), {}).get(server)
+        return statistics.median(values) if values else None
+
+    def rows(self, scenarios: list[str]) -> list[dict]:
+        rows = []
+        for fig in FIGURES:
+            if fig.scenario not in scenarios:
+                continue
+            emqd = self.median(fig.scenario, fig.key, "emqd")
+            redis = self.median(fig.scenario, fig.key, "redis")
+            ratio = emqd / redis if emqd is not None and redis else None
+            met = None
+            if ratio is not None and fig.target is not None:
+                op, bound = fig.target
+                met = ratio >= bound if op == ">=" else ratio <= bound
+            rows.append({
+                "scenario": fig.scenario,
+                "figure": fig.label,
+                "emqd": emqd,
+                "redis": redis,
+                "ratio": ratio,
+                "target": None if fig.target is None else f"{fig.target[0]} {fig.target[1]}",
+                "met": met,
+                "samples": self.samples.get((fig.scenario, fig.key), {}),
+                "skipped": {server: reason for (scenario, server), reason
+                            in self.skipped.items() if scenario == fig.scenario},
+            })
+        return rows
+
+
+def _number(value: float | None, skipped: str | None) -> str:
+    if value is None:
+        return "n/a" if skipped is None else "n/a*"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def table(rows: list[dict]) -> str:
+    head = ("scenario", "figure", "emqd", "redis+lua", "emqd/redis", "target", "")
+    lines = [head]
+    notes: dict[str, str] = {}
+    for row in rows:
+        for server, reason in row["skipped"].items():
+            notes[f"{row['scenario']} on {server}"] = reason
+        lines.append((
+            row["scenario"],
+            row["figure"],
+            _number(row["emqd"], row["skipped"].get("emqd")),
+            _number(row["redis"], row["skipped"].get("redis")),
+            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+            row["target"] or "",
+            {True: "met", False: "NOT MET", None: ""}[row["met"]],
+        ))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    right = {2, 3, 4}
+    out = []
+    for line in lines:
+        cells = [cell.rjust(w) if i in right else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(line, widths, strict=True))]
+        out.append("  ".join(cells).rstrip())
+    for where, reason in notes.items():
+        out.append(f"* {where}: {reason}")
+    return "\n".join(out)
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        redis = "not installed"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "redis": redis,
+    }
+
+
+def write_json(path: str, rows: list[dict], info: dict) -> None:
+    Path(path).write_text(json.dumps({**info, "rows": rows}, indent=2) + "\n")

@@ -1,0 +1,122 @@
+"""The servers under test: started on free loopback ports, stopped by PID.
+
+Each server runs in its own session (`start_new_session`), so a Ctrl-C in the
+terminal reaches only the benchmark, which then stops the servers itself.
+`Server.stop()` is idempotent and used from `finally` blocks and the SIGTERM
+handler alike.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import emqd
+
+START_TIMEOUT_S = 15.0
+EMQD_ROOT = Path(emqd.__file__).resolve().parent.parent  # the checkout (or site-packages) of emqd
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """One server subprocess: `name` is "emqd" or "redis"."""
+
+    def __init__(self, name: str, argv: list[str], port: int, workdir: str,
+                 env: dict[str, str] | None = None, cpus: set[int] | None = None) -> None:
+        self.name = name
+        self.port = port
+        self.workdir = workdir
+        self.log_path = Path(workdir) / f"{name}.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         cwd=workdir, start_new_session=True)
+        try:
+            if cpus:
+                os.sched_setaffinity(self.proc.pid, cpus)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n"
+                                   + self.log_path.read_text(errors="replace")[-2000:])
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                    sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.name} did not answer PING on port {self.port}")
+
+    def rss_bytes(self) -> int:
+        """The server's resident set size, from /proc."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS in /proc status")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+def start_emqd(workdir: str, cpus: set[int] | None, *flags: str) -> Server:
+    """emqd as `python -m emqd`, the same emqd this benchmark was imported from.
+
+    `--appendonly no` unless `flags` set it; `--stalled-interval 0` because the
+    benchmark drives recovery itself (the `sweep` scenario), as it does on Redis.
+    """
+    port = free_port()
+    argv = [sys.executable, "-m", "emqd", "--port", str(port), "--dir", workdir,
+            "--loglevel", "warning"]
+    if "--appendonly" not in flags:
+        argv += ["--appendonly", "no"]
+    if "--stalled-interval" not in flags:
+        argv += ["--stalled-interval", "0"]
+    argv += list(flags)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EMQD_ROOT), env.get("PYTHONPATH")]))
+    return Server("emqd", argv, port, workdir, env=env, cpus=cpus)
+
+
+def redis_server_path() -> str | None:
+    return shutil.which("redis-server")
+
+
+def start_redis(workdir: str, cpus: set[int] | None, *flags: str) -> Server:
+    port = free_port()
+    argv = [redis_server_path() or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", workdir, "--loglevel", "warning",
+            *flags]
+    return Server("redis", argv, port, workdir, cpus=cpus)
+
+
+def new_workdir() -> str:
+    return tempfile.mkdtemp(prefix="emqd-bench-")

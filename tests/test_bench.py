@@ -1,0 +1,70 @@
+"""The benchmark end to end, with tiny sizes: it runs, prints both servers, stops them.
+
+No figure is asserted (speed is the benchmark's business, not the suite's);
+what is checked is that every scenario produced a figure on each server, or
+says why not, and that every server it started is gone when it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import ROOT, redis_server_path
+
+TINY = ["--repeat", "1", "--jobs", "300", "--conns", "2", "--pipeline", "10",
+        "--latency-cycles", "20", "--fail-jobs", "40", "--sweep-jobs", "300",
+        "--memory-jobs", "2000", "--ping-requests", "2000"]
+
+
+def run_bench(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "bench.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "emqd.bench", *TINY, "--json", str(out), *extra],
+                          capture_output=True, text=True, timeout=50, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done, json.loads(out.read_text())
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_bench_prints_both_servers_and_stops_them(tmp_path) -> None:
+    if redis_server_path() is None:
+        if os.environ.get("EMQD_REQUIRE_REDIS") == "1":
+            pytest.fail("EMQD_REQUIRE_REDIS=1 but redis-server is not installed")
+        pytest.skip("redis-server not installed: the side-by-side benchmark needs it")
+    done, result = run_bench(tmp_path)
+    header = next(line for line in done.stdout.splitlines() if line.startswith("scenario"))
+    assert "emqd" in header and "redis+lua" in header and "emqd/redis" in header
+    scenarios = {row["scenario"] for row in result["rows"]}
+    assert scenarios == {"cycle", "latency", "fail", "sweep", "memory", "ping"}
+    for row in result["rows"]:
+        assert row["redis"] is not None and row["redis"] > 0, row
+        # emqd gives a figure, or says which of its verbs is missing.
+        if row["emqd"] is None:
+            assert "not on this emqd" in row["skipped"]["emqd"], row
+        else:
+            assert row["ratio"] == pytest.approx(row["emqd"] / row["redis"])
+    by_figure = {row["figure"]: row for row in result["rows"]}
+    assert by_figure["RSS bytes per pending job"]["emqd"] is not None
+    names = [server["name"] for server in result["servers"]]
+    assert names.count("emqd") >= 2 and names.count("redis") >= 2  # shared + fresh for memory
+    assert all(_gone(server["pid"]) for server in result["servers"])
+
+
+def test_bench_alone_without_redis(tmp_path) -> None:
+    done, result = run_bench(tmp_path, "--no-redis", "--scenarios", "memory,ping")
+    assert [server["name"] for server in result["servers"]] == ["emqd", "emqd"]
+    assert all(row["redis"] is None and row["ratio"] is None for row in result["rows"])
+    assert "n/a" in done.stdout
