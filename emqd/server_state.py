@@ -46,6 +46,11 @@ class ServerState:
         # Re-runs parked requests whose keys were written; housekeeping calls
         # it after its plans (connections call it after each batch).
         self.wake: Callable[[], None] = lambda: None
+        # Sees every committed plan's ops after they are applied (housekeeping
+        # learns of new due times here); None costs the write path one test.
+        self.observe: Callable[[list[Op]], None] | None = None
+        # Extra INFO sections: name -> fields, e.g. "housekeeping" -> its counters.
+        self.info_sections: dict[str, Callable[[], dict[str, object]]] = {}
 
     def commit(self, ops: list[Op]) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""
@@ -53,6 +58,8 @@ class ServerState:
             return
         self.keyspace.apply(ops)
         self.dirty += len(ops)
+        if self.observe is not None:
+            self.observe(ops)
         if self._batch is not None:
             self._batch.extend(ops)
         elif self.log is not None:

@@ -1,0 +1,372 @@
+"""The server's own clock work (protocol section 6.4): promotion, the stall sweep, retention.
+
+emqd does not wait for clients to drive time. Three jobs run on the event loop,
+each through the same planners as the verbs (`runner.decide_and_plan`, then
+`ServerState.commit`, so they are applied and logged like any verb), each
+followed by `ServerState.wake()` so that parked claimers see their result:
+
+- promotion: the PROMOTE plan for a queue, at the earliest due time of its
+  `scheduled` set (within a few ms: a loop timer, not a poll);
+- the stall sweep: the STALLED.CHECK plan with the queue's `max_stalled`, when
+  the earliest lease of its `active` set runs out (`--stalled-interval` 0
+  turns it off);
+- retention: the retention slice, after a queue's `config` was written (a
+  lowered `keep_completed` / `keep_dead`) and once per queue at start.
+
+How it learns of due times without polling: `ServerState.commit` hands every
+committed plan to `observe`, which looks only at ZADD ops on keys ending in
+`}:scheduled` / `}:active` and at writes to `}:config` (a few comparisons per
+op), and keeps, per job, one `Deadlines`: a heap of (time, queue) with the
+earliest known time of each queue, and one loop timer on the heap's top. A
+later ZADD (an EXTEND) never adds an entry; an entry that turns out early (its
+job was extended or removed) costs one empty pass, after which the queue's
+true earliest time is read from the store.
+
+Work is done in slices of SLICE jobs, one slice per queue per loop iteration,
+so a backlog never stalls the loop. A refused slice (a corrupt row) is logged
+once with the queue and the job (found by asking the same planner for shorter
+LIMITs, no second copy of its rules), the slices before that job are applied,
+the refusal is counted for INFO, and the queue is tried again a retry interval
+later: it never spins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from emqd import clock
+from emqd.errors import ReplyError
+from emqd.keys import QUEUES, queue_keys
+from emqd.plan import Op, Plan
+from emqd.server_state import ServerState
+from emqd.store.zset import ZSet
+from emqd.verbs import args as verb_args
+from emqd.verbs.runner import ZUPTO, decide_and_plan, perform
+
+log = logging.getLogger("emqd")
+
+SLICE = 100  # jobs per plan: a slice never holds the loop for long
+RETRY_MS = 1000  # a refused promotion or retention slice is tried again this much later
+MAX_TIMER_MS = 3_600_000  # a far due time is looked at again after an hour, not armed as is
+LOGGED_MAX = 10_000  # refusals remembered so that each is logged once
+
+_SCHEDULED = b"}:scheduled"
+_ACTIVE = b"}:active"
+_CONFIG = b"}:config"
+_PREFIX = b"emq:{"
+
+
+class Deadlines:
+    """Per-queue earliest times, a heap of (time, queue) and one loop timer on its top.
+
+    `note(queue, at_ms)` is cheap enough for the write path: it does nothing
+    when the queue already waits for an earlier time. When the timer fires,
+    every queue whose time has come is handed to `due(queue, now_ms)` once,
+    and forgotten: `due` notes the queue's next time itself.
+    """
+
+    def __init__(self, due: Callable[[bytes, int], None]) -> None:
+        self.due = due
+        self.heap: list[tuple[int, bytes]] = []
+        self.earliest: dict[bytes, int] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at: int | None = None
+
+    def note(self, queue: bytes, at_ms: int) -> None:
+        known = self.earliest.get(queue)
+        if known is not None and known <= at_ms:
+            return
+        self.earliest[queue] = at_ms
+        heapq.heappush(self.heap, (at_ms, queue))
+        if self.loop is not None and (self.timer_at is None or at_ms < self.timer_at):
+            self._arm()
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._arm()
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.timer_at = None
+        self.loop = None
+
+    def _arm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = self.timer_at = None
+        if not self.heap or self.loop is None:
+            return
+        at = self.heap[0][0]
+        delay_ms = min(max(at - clock.now_ms(), 0), MAX_TIMER_MS)
+        self.timer_at = at
+        self.timer = self.loop.call_later(delay_ms / 1000.0, self._fire)
+
+    def _fire(self) -> None:
+        self.timer = self.timer_at = None
+        now = clock.now_ms()
+        heap, earliest = self.heap, self.earliest
+        ready = []
+        while heap and heap[0][0] <= now:
+            at, queue = heapq.heappop(heap)
+            if earliest.get(queue) == at:  # else a stale entry: an earlier one replaced it
+                del earliest[queue]
+                ready.append(queue)
+        for queue in ready:
+            try:
+                self.due(queue, now)
+            except Exception:  # a bug must not stop the clock work of every queue
+                log.exception("housekeeping: %r failed; retried later", queue)
+                self.note(queue, now + RETRY_MS)
+        if self.timer is None:
+            self._arm()
+
+
+@dataclass(slots=True)
+class Planners:
+    """The planner modules housekeeping runs (tests substitute fakes)."""
+
+    promote: ModuleType
+    stalled: ModuleType
+    retention: ModuleType
+
+
+@dataclass(slots=True)
+class Counters:
+    """What INFO's `# Housekeeping` section shows."""
+
+    promoted: int = 0  # jobs promoted
+    stall_recovered: int = 0  # expired leases returned to pending by the sweep
+    stall_dead: int = 0  # expired leases dead-lettered by the sweep
+    trimmed: int = 0  # finished rows deleted by retention slices
+    refused: int = 0  # slices refused (a corrupt row); each retried later
+    last_refusal: str = ""
+
+    def info(self) -> dict[str, object]:
+        return {
+            "housekeeping_promoted": self.promoted,
+            "housekeeping_stall_recovered": self.stall_recovered,
+            "housekeeping_stall_dead": self.stall_dead,
+            "housekeeping_trimmed": self.trimmed,
+            "housekeeping_refused": self.refused,
+            "housekeeping_last_refusal": self.last_refusal,
+        }
+
+
+class Housekeeping:
+    def __init__(self, state: ServerState, planners: Planners) -> None:
+        self.state = state
+        self.planners = planners
+        self.sweep_interval = state.config.stalled_interval  # 0: no stall sweep
+        self.counters = Counters()
+        self.logged: set[tuple] = set()  # refusals already logged: each is logged once
+        self.promotion = Deadlines(self._promote)
+        self.sweep = Deadlines(self._sweep)
+        self.retention = Deadlines(self._trim)
+
+    # --- wiring -------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Watch commits, and look at every known queue once (after the file is loaded)."""
+        self.state.observe = self.observe
+        self.state.info_sections["housekeeping"] = self.counters.info
+        now = clock.now_ms()
+        for _, queue in self._zset(QUEUES) or ():
+            keys = queue_keys(queue)
+            self._note_next(self.promotion, keys.scheduled, queue, now)
+            if self.sweep_interval:
+                self._note_next(self.sweep, keys.active, queue, now)
+            self.retention.note(queue, now)
+        for deadlines in (self.promotion, self.sweep, self.retention):
+            deadlines.start(loop)
+
+    def stop(self) -> None:
+        if self.state.observe == self.observe:
+            self.state.observe = None
+        for deadlines in (self.promotion, self.sweep, self.retention):
+            deadlines.stop()
+
+    def observe(self, ops: list[Op]) -> None:
+        """Called by `commit` with every applied plan: note new due times and config writes."""
+        for op in ops:
+            name = op[0]
+            if name == b"ZADD":
+                key = op[1]
+                if key.endswith(_SCHEDULED):
+                    self._note_scores(self.promotion, key, len(_SCHEDULED), op)
+                elif key.endswith(_ACTIVE) and self.sweep_interval:
+                    self._note_scores(self.sweep, key, len(_ACTIVE), op)
+            elif name == b"HSET" or name == b"HDEL":
+                if op[1].endswith(_CONFIG):
+                    self._note_now(self.retention, op[1], len(_CONFIG))
+            elif name == b"DEL":
+                for key in op[1:]:
+                    if key.endswith(_CONFIG):
+                        self._note_now(self.retention, key, len(_CONFIG))
+
+    def _note_scores(self, deadlines: Deadlines, key: bytes, suffix: int, op: Op) -> None:
+        queue = _queue_of(key, suffix)
+        if queue is not None:
+            deadlines.note(queue, _ms(min(float(score) for score in op[2::2])))
+
+    def _note_now(self, deadlines: Deadlines, key: bytes, suffix: int) -> None:
+        queue = _queue_of(key, suffix)
+        if queue is not None:
+            deadlines.note(queue, clock.now_ms())
+
+    # --- the three jobs -----------------------------------------------------------
+    def _promote(self, queue: bytes, now: int) -> None:
+        keys = queue_keys(queue)
+        reply = self._slices(b"EMQ.PROMOTE", self.planners.promote, queue, keys.scheduled,
+                             now, RETRY_MS, self.promotion)
+        if reply is not None:
+            self.counters.promoted += reply
+
+    def _sweep(self, queue: bytes, now: int) -> None:
+        if not self.sweep_interval:
+            return
+        keys = queue_keys(queue)
+        reply = self._slices(b"EMQ.STALLED.CHECK", self.planners.stalled, queue, keys.active,
+                             now, self.sweep_interval, self.sweep)
+        if reply is not None:
+            recovered, dead = reply
+            self.counters.stall_recovered += len(recovered)
+            self.counters.stall_dead += len(dead)
+
+    def _trim(self, queue: bytes, now: int) -> None:
+        retention = self.planners.retention
+        try:
+            result = decide_and_plan(retention, self.state.keyspace,
+                                     retention.slice_args(queue, self.state.config), now,
+                                     self.state.run_id_bytes)
+        except ReplyError as error:
+            self._refused("retention", queue, None, error)
+            self.retention.note(queue, now + RETRY_MS)
+            return
+        deleted = self._commit(result)
+        if deleted:
+            self.counters.trimmed += deleted
+            self.retention.note(queue, now)  # more may be in excess: the next slice, next turn
+
+    # --- one slice of PROMOTE / STALLED.CHECK -------------------------------------
+    def _slices(self, name: bytes, verb: ModuleType, queue: bytes, zkey: bytes, now: int,
+                retry_ms: int, deadlines: Deadlines) -> Any:
+        """Run one slice on `zkey`'s due members; note when to come back. The reply, or None."""
+        first = self._first_due(zkey, now)
+        if first is None:
+            self._note_next(deadlines, zkey, queue, now)
+            return None
+        try:
+            reply = self._commit(self._plan(name, verb, queue, SLICE, now))
+        except ReplyError as error:
+            deadlines.note(queue, now + retry_ms)
+            return self._refused_slice(name, verb, queue, zkey, now, error)
+        after = self._first_due(zkey, now)
+        if after is None:
+            self._note_next(deadlines, zkey, queue, now)
+        elif after == first:  # no progress (a member the planner leaves in place)
+            deadlines.note(queue, now + retry_ms)
+        else:
+            deadlines.note(queue, now)  # the next slice, at the loop's next turn
+        return reply
+
+    def _plan(self, name: bytes, verb: ModuleType, queue: bytes, limit: int, now: int) -> Any:
+        args = verb.parse([name, queue, b"LIMIT", b"%d" % limit], self.state.config)
+        return decide_and_plan(verb, self.state.keyspace, args, now, self.state.run_id_bytes)
+
+    def _refused_slice(self, name: bytes, verb: ModuleType, queue: bytes, zkey: bytes,
+                       now: int, error: ReplyError) -> Any:
+        """Find the member that refuses the slice, apply the members before it, log it once.
+
+        Returns the reply of the members applied, or None.
+        """
+        members = self._due_members(zkey, now, SLICE)
+        culprit = reply = None
+        if members and self._refuses(name, verb, queue, len(members), now):
+            low, high = 1, len(members)  # the shortest refused LIMIT: its last member
+            while low < high:
+                middle = (low + high) // 2
+                if self._refuses(name, verb, queue, middle, now):
+                    high = middle
+                else:
+                    low = middle + 1
+            culprit = members[low - 1]
+            if low > 1:
+                reply = self._commit(self._plan(name, verb, queue, low - 1, now))
+        self._refused(name.decode().lower(), queue, culprit, error)
+        return reply
+
+    def _refuses(self, name: bytes, verb: ModuleType, queue: bytes, limit: int, now: int) -> bool:
+        try:
+            self._plan(name, verb, queue, limit, now)
+        except ReplyError:
+            return True
+        return False
+
+    def _refused(self, what: str, queue: bytes, job: bytes | None, error: ReplyError) -> None:
+        counters = self.counters
+        counters.refused += 1
+        text = error.message.decode(errors="replace")
+        job_text = "" if job is None else f" job {job.decode(errors='replace')!r}"
+        counters.last_refusal = f"{what} queue {queue.decode(errors='replace')!r}{job_text}: {text}"
+        key = (what, queue, job, error.message)
+        if key not in self.logged:
+            if len(self.logged) >= LOGGED_MAX:
+                self.logged.clear()
+            self.logged.add(key)
+            log.warning("housekeeping: %s refused, retried later", counters.last_refusal)
+
+    # --- the store ------------------------------------------------------------------
+    def _commit(self, result: Any) -> Any:
+        if type(result) is Plan:
+            self.state.commit(result.ops)
+            self.state.wake()
+            return result.reply
+        return result
+
+    def _zset(self, key: bytes) -> ZSet | None:
+        try:
+            return self.state.keyspace.zset(key)
+        except ReplyError:
+            return None  # a client's hash under the name: the planner refuses it
+
+    def _first_due(self, zkey: bytes, now: int) -> bytes | None:
+        members = self._due_members(zkey, now, 1)
+        return members[0] if members else None
+
+    def _due_members(self, zkey: bytes, now: int, limit: int) -> list[bytes]:
+        if self._zset(zkey) is None:
+            return []
+        return [member for member, _ in perform(self.state.keyspace, (ZUPTO, zkey, now, limit))]
+
+    def _note_next(self, deadlines: Deadlines, zkey: bytes, queue: bytes, now: int) -> None:
+        zset = self._zset(zkey)
+        first = zset.first() if zset is not None else None
+        if first is not None:
+            deadlines.note(queue, max(_ms(first[0]), now))
+
+
+def _queue_of(key: bytes, suffix: int) -> bytes | None:
+    """The queue of `emq:{QUEUE}` + suffix, or None for a key outside the EMQ keyspace."""
+    if not key.startswith(_PREFIX):
+        return None
+    queue = key[len(_PREFIX) : -suffix]
+    try:
+        return verb_args.queue_name(queue)
+    except ReplyError:
+        return None
+
+
+def _ms(score: float) -> int:
+    """A score as the first whole millisecond at which `score <= now` holds."""
+    if math.isinf(score):
+        return 0 if score < 0 else 2**62
+    return math.ceil(score)
+

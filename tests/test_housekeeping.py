@@ -1,0 +1,295 @@
+"""Housekeeping's machinery in-process, with small fake planners in the verbs' shape.
+
+The fakes keep only what the timers care about (which members are due, and a
+corrupt row that refuses the whole call), so these tests pin the clock work:
+when slices run, how they are sliced, refused and retried. The real PROMOTE,
+STALLED.CHECK and retention planners are exercised over the wire in
+tests/test_housekeeping_wire.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from emqd import clock, errors
+from emqd.config import Config
+from emqd.housekeeping import SLICE, Deadlines, Housekeeping, Planners
+from emqd.keys import queue_keys
+from emqd.plan import Plan
+from emqd.server_state import ServerState
+from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZHEAD, ZUPTO, need
+
+K = queue_keys(b"q")
+
+
+# --- fake planners: parse(argv, config) / decide / plan, as the runner drives them ---
+def _slice_parse(argv: list[bytes], config: Config) -> tuple:
+    assert argv[2] == b"LIMIT"
+    return queue_keys(argv[1]), int(argv[3])
+
+
+def _promote_decide(args: tuple, reads: dict, now: int, run_id: bytes) -> Any:
+    keys, limit = args
+    due = (ZUPTO, keys.scheduled, now, limit)
+    if due not in reads:
+        return need(due)
+    return [member for member, _ in reads[due]]
+
+
+def _promote_plan(args: tuple, ids: list, now: int, run_id: bytes) -> Any:
+    keys = args[0]
+    if not ids:
+        return 0
+    ops = [(b"ZREM", keys.scheduled, *ids)]
+    ops += [(b"ZADD", keys.pending, 0, i) for i in ids]
+    return Plan(ops, len(ids))
+
+
+def _sweep_decide(args: tuple, reads: dict, now: int, run_id: bytes) -> Any:
+    keys, limit = args
+    due = (ZUPTO, keys.active, now, limit)
+    if due not in reads:
+        return need(due)
+    ids = [member for member, _ in reads[due]]
+    rows = [(HGETALL, keys.job(i)) for i in ids]
+    missing = [read for read in rows if read not in reads]
+    if missing:
+        return need(*missing)
+    for read in rows:
+        if (reads[read] or {}).get(b"stalled") == b"bad":
+            raise errors.HASH_NOT_INTEGER  # the whole call is refused
+    return ids
+
+
+def _sweep_plan(args: tuple, ids: list, now: int, run_id: bytes) -> Any:
+    keys = args[0]
+    if not ids:
+        return [[], []]
+    ops = [(b"ZREM", keys.active, *ids)] + [(b"ZADD", keys.pending, 0, i) for i in ids]
+    return Plan(ops, [ids, []])
+
+
+def _retention_decide(keys: Any, reads: dict, now: int, run_id: bytes) -> Any:
+    card, keep = (ZCARD, keys.completed), (HGET, keys.config, b"keep_completed")
+    if card not in reads:
+        return need(card, keep)
+    excess = min(reads[card] - int(reads[keep] or b"1000"), SLICE)
+    if excess <= 0:
+        return []
+    head = (ZHEAD, keys.completed, excess)
+    if head not in reads:
+        return need(head)
+    return [member for member, _ in reads[head]]
+
+
+def _retention_plan(keys: Any, ids: list, now: int, run_id: bytes) -> Any:
+    if not ids:
+        return 0
+    return Plan([(b"ZREM", keys.completed, *ids), (b"DEL", *(keys.job(i) for i in ids))], len(ids))
+
+
+def fakes() -> Planners:
+    return Planners(
+        promote=SimpleNamespace(parse=_slice_parse, decide=_promote_decide, plan=_promote_plan,
+                                __name__="fake_promote"),
+        stalled=SimpleNamespace(parse=_slice_parse, decide=_sweep_decide, plan=_sweep_plan,
+                                __name__="fake_stalled"),
+        retention=SimpleNamespace(slice_args=lambda queue, config: queue_keys(queue),
+                                  decide=_retention_decide, plan=_retention_plan,
+                                  __name__="fake_retention"),
+    )  # type: ignore[arg-type]
+
+
+# --- helpers ----------------------------------------------------------------------
+class Rig:
+    """A ServerState with housekeeping started on the running loop; records and wakes counted."""
+
+    def __init__(self, stalled_interval: int = 50, preload: list | None = None) -> None:
+        self.state = ServerState(Config(stalled_interval=stalled_interval))
+        self.records: list[list] = []
+        self.state.log = self.records.append
+        self.wakes = 0
+        self.state.wake = self._wake
+        if preload:
+            self.state.keyspace.apply(preload)
+        self.hk = Housekeeping(self.state, fakes())
+        self.hk.start(asyncio.get_running_loop())
+
+    def _wake(self) -> None:
+        self.wakes += 1
+
+    def zset(self, key: bytes) -> list[bytes]:
+        zset = self.state.keyspace.zset(key)
+        return [] if zset is None else [member for _, member in zset]
+
+
+async def until(condition: Callable[[], bool], timeout: float = 2.0) -> float:
+    """Seconds until `condition` held (bounded: fails after `timeout`)."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError("condition not reached within the bound")
+        await asyncio.sleep(0.002)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+async def rig() -> Any:
+    made: list[Rig] = []
+
+    def make(**kwargs: Any) -> Rig:
+        made.append(Rig(**kwargs))
+        return made[-1]
+
+    yield make
+    for one in made:
+        one.hk.stop()
+
+
+# --- Deadlines --------------------------------------------------------------------
+async def test_deadlines_fire_each_queue_once_at_its_earliest_time() -> None:
+    fired: list[tuple[bytes, int]] = []
+    deadlines = Deadlines(lambda queue, now: fired.append((queue, now)))
+    deadlines.start(asyncio.get_running_loop())
+    now = clock.now_ms()
+    deadlines.note(b"late", now + 60)
+    deadlines.note(b"soon", now + 20)
+    deadlines.note(b"soon", now + 40)  # later than known: ignored
+    deadlines.note(b"late", now + 30)  # earlier: replaces; the old entry goes stale
+    await until(lambda: len(fired) == 2)
+    await asyncio.sleep(0.06)  # past the stale entry's time
+    deadlines.stop()
+    assert [queue for queue, _ in fired] == [b"soon", b"late"]
+    assert fired[0][1] >= now + 20 and fired[1][1] >= now + 30
+    assert deadlines.heap == [] and deadlines.earliest == {}
+
+
+async def test_a_failing_job_is_logged_and_retried_not_fatal(caplog: Any) -> None:
+    calls: list[bytes] = []
+
+    def due(queue: bytes, now: int) -> None:
+        calls.append(queue)
+        raise RuntimeError("bug")
+
+    deadlines = Deadlines(due)
+    deadlines.start(asyncio.get_running_loop())
+    deadlines.note(b"q", clock.now_ms())
+    with caplog.at_level(logging.ERROR, logger="emqd"):
+        await until(lambda: len(calls) == 1)
+    deadlines.stop()
+    assert deadlines.earliest[b"q"] >= clock.now_ms() + 500  # a retry later, not a spin
+    assert "housekeeping" in caplog.text
+
+
+# --- promotion ----------------------------------------------------------------------
+async def test_a_scheduled_job_is_promoted_at_its_due_time(rig: Any) -> None:
+    r = rig()
+    due = clock.now_ms() + 40
+    r.state.commit([(b"ZADD", K.scheduled, due, b"1")])
+    await asyncio.sleep(0.02)
+    assert r.zset(K.pending) == []  # not before its time
+    await until(lambda: r.zset(K.pending) == [b"1"])
+    late_ms = clock.now_ms() - due
+    assert late_ms < 500  # a generous functional bound; the timer aims at the due time itself
+    assert r.hk.counters.promoted == 1 and r.wakes >= 1
+    assert r.records[-1][0] == (b"ZREM", K.scheduled, b"1")  # logged like any plan
+
+
+async def test_a_backlog_is_promoted_in_slices_one_plan_each(rig: Any) -> None:
+    r = rig()
+    now = clock.now_ms()
+    r.state.commit([(b"ZADD", K.scheduled, *[x for i in range(250) for x in (now - 5, b"%d" % i)])])
+    await until(lambda: len(r.zset(K.pending)) == 250)
+    plans = [record for record in r.records if record[0][0] == b"ZREM"]
+    assert [len(plan[0]) - 2 for plan in plans] == [100, 100, 50]
+    assert r.zset(K.scheduled) == [] and r.hk.counters.promoted == 250
+
+
+async def test_only_scheduled_zadds_of_emq_queues_are_noticed(rig: Any) -> None:
+    r = rig()
+    now = clock.now_ms()
+    r.state.commit([(b"ZADD", b"jobs:scheduled", now, b"x"),
+                    (b"ZADD", b"emq:{a{b}:scheduled", now, b"x"),
+                    (b"HSET", b"emq:{h}:scheduled", b"f", b"v")])
+    assert r.hk.promotion.earliest == {}
+    r.state.commit([(b"ZADD", K.scheduled, now + 10_000, b"1", now + 5000, b"2")])
+    assert r.hk.promotion.earliest == {b"q": now + 5000}
+
+
+async def test_queues_known_at_start_are_looked_at(rig: Any) -> None:
+    now = clock.now_ms()
+    r = rig(preload=[(b"ZADD", b"emq:queues", 1, b"q"), (b"ZADD", K.scheduled, now - 1000, b"7"),
+                     (b"ZADD", K.active, now - 1000, b"8")])
+    await until(lambda: r.zset(K.pending) == [b"7", b"8"])
+
+
+# --- the stall sweep ------------------------------------------------------------------
+async def test_an_expired_lease_is_swept_without_any_client(rig: Any) -> None:
+    r = rig(stalled_interval=50)
+    deadline = clock.now_ms() + 30
+    r.state.commit([(b"HSET", K.job(b"1"), b"state", b"active"),
+                    (b"ZADD", K.active, deadline, b"1")])
+    await until(lambda: r.zset(K.pending) == [b"1"])
+    assert clock.now_ms() - deadline < 500
+    assert r.hk.counters.stall_recovered == 1
+
+
+async def test_an_extended_lease_is_not_swept_before_its_new_deadline(rig: Any) -> None:
+    r = rig(stalled_interval=50)
+    now = clock.now_ms()
+    r.state.commit([(b"ZADD", K.active, now + 20, b"1")])
+    r.state.commit([(b"ZADD", K.active, now + 150, b"1")])  # EXTEND
+    await asyncio.sleep(0.08)  # past the first deadline: one empty pass, then the new one
+    assert r.zset(K.active) == [b"1"]
+    assert r.hk.sweep.earliest == {b"q": now + 150}
+    await until(lambda: r.zset(K.pending) == [b"1"])
+
+
+async def test_stalled_interval_zero_turns_the_sweep_off(rig: Any) -> None:
+    r = rig(stalled_interval=0)
+    r.state.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"1")])
+    await asyncio.sleep(0.05)
+    assert r.zset(K.active) == [b"1"] and r.hk.sweep.heap == []
+
+
+async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
+    rig: Any, caplog: Any
+) -> None:
+    r = rig(stalled_interval=100)
+    now = clock.now_ms()
+    r.state.commit([(b"HSET", K.job(b"bad"), b"stalled", b"bad")])
+    with caplog.at_level(logging.WARNING, logger="emqd"):
+        r.state.commit([(b"ZADD", K.active, now - 30, b"a", now - 20, b"bad", now - 10, b"c")])
+        await until(lambda: r.hk.counters.refused >= 1)
+        await asyncio.sleep(0.45)
+    refused = r.hk.counters.refused
+    assert 2 <= refused <= 8  # about one attempt per 100 ms interval: never a spin
+    assert r.zset(K.pending) == [b"a"]  # the members before the corrupt one are recovered
+    assert r.zset(K.active) == [b"bad", b"c"]
+    warnings = [rec for rec in caplog.records if "refused" in rec.getMessage()]
+    assert len(warnings) == 1
+    assert "'q'" in warnings[0].getMessage() and "'bad'" in warnings[0].getMessage()
+    assert "ERR hash value is not an integer" in r.hk.counters.last_refusal
+    assert r.state.info_sections["housekeeping"]()["housekeeping_refused"] == refused
+    r.state.commit([(b"HDEL", K.job(b"bad"), b"stalled")])  # an operator repairs the row
+    await until(lambda: r.zset(K.active) == [], timeout=1.0)
+    assert r.zset(K.pending) == [b"a", b"bad", b"c"]
+
+
+# --- retention --------------------------------------------------------------------------
+async def test_lowering_a_setting_trims_in_slices(rig: Any) -> None:
+    r = rig()
+    r.state.commit([(b"ZADD", K.completed, *[x for i in range(230) for x in (i, b"%d" % i)])])
+    r.state.commit([(b"HSET", K.config, b"keep_completed", b"5")])
+    await until(lambda: len(r.zset(K.completed)) == 5)
+    trims = [record for record in r.records if record[0][0] == b"ZREM"]
+    assert [len(plan[0]) - 2 for plan in trims] == [100, 100, 25]
+    assert r.zset(K.completed) == [b"225", b"226", b"227", b"228", b"229"]
+    assert r.hk.counters.trimmed == 225
