@@ -103,5 +103,11 @@ def corrupt_setting(field: bytes) -> ReplyError:
     return ReplyError(b"ERR queue setting '" + field + b"' holds an invalid value")
 
 
+def corrupt_job_field(field: bytes) -> ReplyError:
+    """A job row's own setting (`priority`, `max_attempts`, `backoff`) that a plain
+    HSET made unreadable: the verb that depends on it is refused, nothing written."""
+    return ReplyError(b"ERR job field '" + field + b"' holds an invalid value")
+
+
 def unknown_field(field: bytes) -> ReplyError:
     return ReplyError(b"ERR unknown field '" + field + b"'")

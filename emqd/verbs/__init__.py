@@ -1,5 +1,9 @@
-"""The EMQ verbs, one module per verb, each exporting COMMANDS (see runner.py)."""
+"""The EMQ verbs, one module per verb, each exporting COMMANDS (see runner.py).
 
-from emqd.verbs import add, config, epoch, get, pause, queues, resume, stats
+Shared planner helpers live in job.py (guard, entry, finishing) and
+retention.py (the trims); they register no command.
+"""
 
-ALL = (add, epoch, get, stats, queues, pause, resume, config)
+from emqd.verbs import add, claim, complete, config, epoch, get, pause, queues, resume, stats
+
+ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete)

@@ -32,9 +32,9 @@ from emqd.plan import Plan
 from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
 from emqd.verbs.backoff import parse_backoff
+from emqd.verbs.job import PRIORITY_BAND
 from emqd.verbs.runner import HGET, TYPE, ZSCORE, Reads, need, verb_command
 
-PRIORITY_BAND = 1 << 40
 _KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
 
 

@@ -15,6 +15,7 @@ from emqd import errors
 from emqd.config import Config
 from emqd.numbers import parse_int
 from emqd.verbs.backoff import Backoff, parse_backoff
+from emqd.verbs.runner import HGETALL
 
 
 def _positive(raw: bytes) -> int | None:
@@ -90,3 +91,16 @@ def validate(field: bytes, value: bytes) -> None:
     reader, error = entry
     if reader(value) is None:
         raise error
+
+
+def settings_read(config_key: bytes) -> tuple:
+    """The runner read (see runner.py) of a queue's `config` hash."""
+    return (HGETALL, config_key)
+
+
+def from_reads(config_key: bytes, reads: dict, config: Config) -> Settings | None:
+    """The queue's validated settings once `settings_read` is in `reads`, else None."""
+    read = settings_read(config_key)
+    if read not in reads:
+        return None
+    return effective(reads[read], config)

@@ -1,0 +1,95 @@
+"""Helpers for the job-verb tests: drive a verb and apply it, read sets, check the invariant."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from emqd.errors import ReplyError
+from emqd.plan import Block, Plan
+from emqd.store.keyspace import Keyspace
+from emqd.verbs import add, claim
+from tests.verbs.planner import NOW, RUN_ID, drive
+
+P = b"emq:{q}:"
+SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed")
+
+
+def run(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,
+        run_id: bytes = RUN_ID, **kw: Any) -> Any:
+    """Drive and apply (a Plan, or a Block's plan); the reply, or the ReplyError."""
+    result = drive(verb, argv, space, now=now, run_id=run_id, **kw)
+    if isinstance(result, ReplyError):
+        return result
+    if isinstance(result, Block):
+        if result.plan is not None:
+            space.apply(result.plan.ops)
+        return result
+    assert isinstance(result, Plan), result
+    space.apply(result.ops)
+    return result.reply
+
+
+def add_jobs(space: Keyspace, n: int, *options: Any, queue: str = "q", now: int = NOW) -> list:
+    return [run(add, ["emq.add", queue, f"p{i}", *options], space, now=now) for i in range(n)]
+
+
+def claim_one(space: Keyspace, lease: int = 1000, now: int = NOW, run_id: bytes = RUN_ID) -> list:
+    reply = run(claim, ["emq.claim", "q", lease], space, now=now, run_id=run_id)
+    assert isinstance(reply, list), reply
+    return reply
+
+
+def row(space: Keyspace, job_id: bytes | str, prefix: bytes = P) -> dict | None:
+    jid = job_id if isinstance(job_id, bytes) else job_id.encode()
+    return space.hash(prefix + b"job:" + jid)
+
+
+def members(space: Keyspace, name: bytes, prefix: bytes = P) -> list[tuple[bytes, float]]:
+    zset = space.zset(prefix + name)
+    return [] if zset is None else [(m, s) for s, m in zset]
+
+
+def sets_holding(space: Keyspace, job_id: bytes, prefix: bytes = P) -> list[bytes]:
+    return [name for name in SETS if job_id in (space.zset(prefix + name) or ())]
+
+
+def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
+    """Section 1: every job in exactly the one set its `state` names; no member without a row."""
+    for key, value in space.data.items():
+        if key.startswith(prefix + b"job:"):
+            job_id = key[len(prefix) + 4:]
+            assert sets_holding(space, job_id, prefix) == [value[b"state"]], (job_id, value)
+    for name in SETS:
+        for member, _ in members(space, name, prefix):
+            assert row(space, member, prefix) is not None, (name, member)
+
+
+def snapshot(space: Keyspace) -> dict:
+    """A deep copy of the keyspace as plain data, to compare before / after."""
+    return {k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in space.data.items()}
+
+
+QUEUE_KEYS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"meta", b"config",
+              b"metrics:failed", b"metrics:completed")
+
+
+def wire_snapshot(client: Any, ids: tuple = ("1", "2", "3", "4", "5"), prefix: bytes = P) -> dict:
+    """What a client can see of queue `q` with TYPE / HGETALL / DBSIZE (no ZRANGE yet)."""
+    keys = [prefix + name for name in QUEUE_KEYS] + [prefix + b"job:" + i.encode() for i in ids]
+    seen: dict = {b"dbsize": client.dbsize()}
+    for key in keys:
+        kind = client.type(key)
+        seen[key] = (kind, client.hgetall(key) if kind == b"hash" else None)
+    return seen
+
+
+def wire_error(client: Any, *argv: Any) -> str:
+    """The exact error text a command answers (redis-py keeps the code in the message)."""
+    import redis
+
+    try:
+        reply = client.execute_command(*argv)
+    except redis.ResponseError as error:
+        return str(error)
+    raise AssertionError(f"{argv!r} answered {reply!r}, not an error")

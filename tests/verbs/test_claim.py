@@ -1,0 +1,316 @@
+"""EMQ.CLAIM: the planner directly (order, skips, pause, BLOCK), then over the wire."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import redis
+
+from emqd import errors
+from emqd.plan import Block, Plan
+from emqd.reply import NULL_ARRAY
+from emqd.verbs import claim
+from tests.support import RawClient, encode_request
+from tests.verbs.jobs import (
+    P,
+    add_jobs,
+    check_invariant,
+    members,
+    row,
+    run,
+    snapshot,
+    wire_snapshot,
+)
+from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
+
+CORRUPT = "01"
+MAX = str(2**63 - 1)
+
+
+def test_claims_the_front_and_stamps_the_row() -> None:
+    space = keyspace()
+    add_jobs(space, 2)
+    result = drive(claim, ["emq.claim", "q", "5000"], space)
+    assert result == Plan(
+        [
+            (b"ZREM", P + b"pending", b"1"),
+            (b"HSET", P + b"job:1", b"attempts", b"1", b"state", b"active",
+             b"lease_epoch", RUN_ID, b"claimed_ms", b"%d" % NOW),
+            (b"ZADD", P + b"active", NOW + 5000, b"1"),
+        ],
+        [b"1", b"1", b"p0", 0],
+    )
+
+
+def test_token_is_next_attempts_and_failures_are_returned() -> None:
+    space = keyspace(**{"emq:{q}:job:x": {"state": "pending", "payload": "y", "attempts": "4",
+                                          "failures": "2"},
+                        "emq:{q}:pending": [("x", 0)]})
+    assert run(claim, ["emq.claim", "q", "10"], space) == [b"x", b"5", b"y", 2]
+    assert row(space, "x")[b"attempts"] == b"5"
+    check_invariant(space)
+
+
+def test_order_is_score_then_id_bytes() -> None:
+    # Re-entered jobs share score 0: "10" is claimed before "9" (ZPOPMIN order).
+    space = keyspace(**{"emq:{q}:pending": [("9", 0), ("10", 0), ("a", 5), ("b", -(2**40))],
+                        **{f"emq:{{q}}:job:{i}": {"state": "pending", "payload": i}
+                           for i in ("9", "10", "a", "b")}})
+    reply = run(claim, ["emq.claim", "q", "10", "COUNT", "10"], space)
+    assert [job[0] for job in reply] == [b"b", b"10", b"9", b"a"]
+
+
+@pytest.mark.parametrize(("argv", "empty"), [([], NULL_ARRAY), (["COUNT", "3"], [])])
+def test_nothing_to_claim(argv: list, empty: object) -> None:
+    assert drive(claim, ["emq.claim", "q", "10", *argv], keyspace()) == Plan([], empty)
+
+
+def test_count_takes_up_to_n() -> None:
+    space = keyspace()
+    add_jobs(space, 3)
+    assert [j[0] for j in run(claim, ["emq.claim", "q", "10", "COUNT", "2"], space)] == [b"1", b"2"]
+    assert [j[0] for j in run(claim, ["emq.claim", "q", "10", "COUNT", "5"], space)] == [b"3"]
+    check_invariant(space)
+
+
+def test_ghosts_are_removed_and_do_not_count() -> None:
+    space = keyspace()
+    add_jobs(space, 3)
+    del space.data[P + b"job:1"]
+    del space.data[P + b"job:2"]
+    result = drive(claim, ["emq.claim", "q", "10"], space)
+    assert result.ops[0] == (b"ZREM", P + b"pending", b"1", b"2", b"3")
+    assert result.reply[0] == b"3"
+    space.apply(result.ops)
+    assert members(space, b"pending") == []
+    check_invariant(space)
+
+
+def test_skipped_writes_are_made_even_when_nothing_is_claimed() -> None:
+    space = keyspace(**{"emq:{q}:pending": [("g", 1)]})
+    assert drive(claim, ["emq.claim", "q", "10"], space) == Plan(
+        [(b"ZREM", P + b"pending", b"g")], NULL_ARRAY)
+    blocked = drive(claim, ["emq.claim", "q", "10", "BLOCK", "0"], space)
+    assert blocked == Block((P + b"pending", P + b"meta"), 0, NULL_ARRAY,
+                            Plan([(b"ZREM", P + b"pending", b"g")], None))
+
+
+def test_many_ghosts_in_front_are_read_through() -> None:
+    # Each round reads the front deeper (doubling), so hundreds of ghosts cost a few rounds.
+    space = keyspace(**{"emq:{q}:pending": [(f"g{i:03}", -1) for i in range(300)],
+                        "emq:{q}:job:a": {"state": "pending"},
+                        "emq:{q}:job:b": {"state": "pending"}})
+    space.apply([(b"ZADD", P + b"pending", 1, b"a", 2, b"b")])
+    reply = run(claim, ["emq.claim", "q", "10", "COUNT", "2"], space)
+    assert [j[0] for j in reply] == [b"a", b"b"]
+    assert members(space, b"pending") == []
+    check_invariant(space)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "text"),
+    [
+        ("attempts", CORRUPT, errors.HASH_NOT_INTEGER.message),
+        ("attempts", "1 ", errors.HASH_NOT_INTEGER.message),
+        ("attempts", MAX, errors.OVERFLOW.message),
+        ("failures", "+1", errors.HASH_NOT_INTEGER.message),
+    ],
+)
+def test_corrupt_counter_is_dead_lettered_and_the_claim_goes_on(
+        field: str, value: str, text: bytes) -> None:
+    space = keyspace()
+    add_jobs(space, 2)
+    space.data[P + b"job:1"][field.encode()] = value.encode()
+    reply = run(claim, ["emq.claim", "q", "10"], space)
+    assert reply[0] == b"2"
+    bad = row(space, "1")
+    assert (bad[b"state"], bad[b"last_error"], bad[b"finished_ms"]) == (
+        b"dead", text, b"%d" % NOW)
+    assert bad[field.encode()] == value.encode()  # the counter itself is left as it was
+    assert members(space, b"dead") == [(b"1", NOW)]
+    assert space.hash(P + b"metrics:failed") == {b"count": b"1"}
+    check_invariant(space)
+
+
+def test_corrupt_row_dead_letter_is_trimmed_by_keep_dead() -> None:
+    space = keyspace(**{"emq:{q}:config": {"keep_dead": "1"},
+                        "emq:{q}:dead": [("old", 5)], "emq:{q}:job:old": {"state": "dead"}})
+    add_jobs(space, 1)
+    space.data[P + b"job:1"][b"attempts"] = b"x"
+    assert run(claim, ["emq.claim", "q", "10"], space) is NULL_ARRAY
+    assert members(space, b"dead") == [(b"1", NOW)]
+    assert row(space, "old") is None
+    assert space.hash(P + b"metrics:failed") == {b"count": b"1", b"trimmed": b"1"}
+
+
+def test_paused_queue_claims_nothing_and_blocks_on_meta() -> None:
+    space = keyspace(**{"emq:{q}:meta": {"paused": "1"}})
+    add_jobs(space, 1)
+    assert drive(claim, ["emq.claim", "q", "10"], space) == Plan([], NULL_ARRAY)
+    assert drive(claim, ["emq.claim", "q", "10", "COUNT", "1", "BLOCK", "20"], space) == Block(
+        (P + b"pending", P + b"meta"), 20, [], None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["q", "0"], errors.must_be_positive("LEASE_MS")),
+        (["q", "-5"], errors.must_be_positive("LEASE_MS")),
+        (["q", "01"], errors.must_be_positive("LEASE_MS")),
+        (["q", "10", "COUNT", "0"], errors.must_be_positive("COUNT")),
+        (["q", "10", "BLOCK", "-1"], errors.must_be_non_negative("BLOCK")),
+        (["q", "10", "BLOCK", "1.5"], errors.must_be_non_negative("BLOCK")),
+        (["q", "10", "COUNT"], errors.SYNTAX),
+        (["q", "10", "COUNT", "1", "COUNT", "2"], errors.SYNTAX),
+        (["q", "10", "WAIT", "1"], errors.SYNTAX),
+        (["q{", "10"], errors.INVALID_QUEUE),
+    ],
+)
+def test_refusals(argv: list, error: errors.ReplyError) -> None:
+    space = keyspace()
+    add_jobs(space, 1)
+    before = snapshot(space)
+    assert drive(claim, ["emq.claim", *argv], space) == error
+    assert snapshot(space) == before
+
+
+@pytest.mark.parametrize("key", ["emq:{q}:pending", "emq:{q}:active", "emq:{q}:job:1",
+                                 "emq:{q}:meta"])
+def test_wrongtype_refuses_the_whole_call(key: str) -> None:
+    space = keyspace()
+    add_jobs(space, 1)
+    space.data[key.encode()] = keyspace(**{"x": {"a": "b"} if key.endswith(("pending", "active"))
+                                           else [("a", 1)]}).data[b"x"]
+    assert drive(claim, ["emq.claim", "q", "10"], space) == errors.WRONGTYPE
+
+
+# --- over the wire ------------------------------------------------------------------
+def test_claim_over_the_wire(r: redis.Redis) -> None:
+    assert r.execute_command("EMQ.CLAIM", "q", "1000") is None
+    assert r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "2") == []
+    r.execute_command("EMQ.ADD", "q", "a")
+    r.execute_command("EMQ.ADD", "q", "b")
+    assert r.execute_command("emq.claim", "q", "1000") == [b"1", b"1", b"a", 0]
+    assert r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "5") == [[b"2", b"1", b"b", 0]]
+    assert r.hget("emq:{q}:job:2", "state") == b"active"
+    assert r.type("emq:{q}:pending") == b"none"
+
+
+def test_nil_is_resp2_null_array(raw: RawClient) -> None:
+    assert raw.command("EMQ.CLAIM", "q", "10") == b"*-1\r\n"
+    assert raw.command("EMQ.CLAIM", "q", "10", "BLOCK", "1") == b"*-1\r\n"
+    assert raw.command("EMQ.CLAIM", "q", "10", "COUNT", "1", "BLOCK", "1") == b"*0\r\n"
+    raw.command("HELLO", "3")
+    assert raw.command("EMQ.CLAIM", "q", "10") == b"_\r\n"
+
+
+def test_block_times_out_with_nil(raw: RawClient) -> None:
+    start = time.monotonic()
+    assert raw.command("EMQ.CLAIM", "q", "10", "BLOCK", "60") == b"*-1\r\n"
+    assert time.monotonic() - start >= 0.05
+
+
+def _job(job_id: str, token: str, payload: str, failures: int = 0) -> bytes:
+    """A claimed job's reply bytes (RESP2)."""
+    parts = [b"$%d\r\n%s\r\n" % (len(x), x.encode()) for x in (job_id, token, payload)]
+    return b"*4\r\n" + b"".join(parts) + b":%d\r\n" % failures
+
+
+def _parked(port: int, *argv: object) -> RawClient:
+    client = RawClient(port)
+    client.send(encode_request(*argv))
+    time.sleep(0.05)  # let the server run (and park) it before anything else arrives
+    return client
+
+
+def _nothing_yet(client: RawClient) -> bool:
+    client.sock.settimeout(0.1)
+    try:
+        return client.sock.recv(1, socket.MSG_PEEK) == b""
+    except TimeoutError:
+        return True
+    finally:
+        client.sock.settimeout(5.0)
+
+
+def test_parked_clients_are_served_first_come_first_served(emqd_port: int, raw: RawClient) -> None:
+    first = _parked(emqd_port, "EMQ.CLAIM", "q", "1000", "COUNT", "2", "BLOCK", "0")
+    second = _parked(emqd_port, "EMQ.CLAIM", "q", "1000", "BLOCK", "5000")
+    third = _parked(emqd_port, "EMQ.CLAIM", "q", "1000", "BLOCK", "5000")
+    try:
+        assert _nothing_yet(first) and _nothing_yet(second)
+        raw.send(b"".join(encode_request(*c) for c in (
+            ("MULTI",), ("EMQ.ADD", "q", "a"), ("EMQ.ADD", "q", "b"), ("EMQ.ADD", "q", "c"),
+            ("EXEC",))))
+        for _ in range(5):
+            raw.read_reply()
+        assert first.read_reply() == b"*2\r\n" + _job("1", "1", "a") + _job("2", "1", "b")
+        assert second.read_reply() == _job("3", "1", "c")
+        assert _nothing_yet(third)
+        raw.command("EMQ.ADD", "q", "d")
+        assert third.read_reply() == _job("4", "1", "d")
+    finally:
+        for client in (first, second, third):
+            client.close()
+
+
+def test_a_parked_client_that_disconnects_claims_nothing(emqd_port: int, r: redis.Redis) -> None:
+    gone = _parked(emqd_port, "EMQ.CLAIM", "q", "1000", "BLOCK", "0")
+    gone.close()
+    time.sleep(0.05)
+    r.execute_command("EMQ.ADD", "q", "a")
+    assert r.hget("emq:{q}:job:1", "state") == b"pending"
+    assert r.execute_command("EMQ.CLAIM", "q", "1000") == [b"1", b"1", b"a", 0]
+
+
+def test_pipelined_commands_wait_for_the_parked_claim(emqd_port: int, r: redis.Redis) -> None:
+    client = RawClient(emqd_port)
+    try:
+        client.send(encode_request("EMQ.CLAIM", "q", "1000", "BLOCK", "0")
+                    + encode_request("PING"))
+        assert _nothing_yet(client)
+        r.execute_command("EMQ.ADD", "q", "a")
+        assert client.read_reply() == _job("1", "1", "a")
+        assert client.read_reply() == b"+PONG\r\n"
+    finally:
+        client.close()
+
+
+def test_resume_wakes_a_parked_claimer(emqd_port: int, r: redis.Redis) -> None:
+    r.hset("emq:{q}:meta", "paused", "1")
+    r.execute_command("EMQ.ADD", "q", "a")
+    client = _parked(emqd_port, "EMQ.CLAIM", "q", "1000", "BLOCK", "0")
+    try:
+        assert _nothing_yet(client)
+        r.hset("emq:{q}:meta", "paused", "0")  # RESUME's write to meta wakes it
+        assert client.read_reply() == _job("1", "1", "a")
+    finally:
+        client.close()
+
+
+def test_block_is_ignored_inside_multi(raw: RawClient) -> None:
+    raw.command("MULTI")
+    assert raw.command("EMQ.CLAIM", "q", "10", "BLOCK", "0") == b"+QUEUED\r\n"
+    assert raw.command("EMQ.CLAIM", "q", "10", "COUNT", "2", "BLOCK", "0") == b"+QUEUED\r\n"
+    assert raw.command("EXEC") == b"*2\r\n*-1\r\n*0\r\n"
+
+
+def test_refusal_over_the_wire_writes_nothing(r: redis.Redis) -> None:
+    r.execute_command("EMQ.ADD", "q", "a")
+    r.hset("emq:{q}:job:1", "attempts", "x")
+    r.hset("emq:{q}:job:2", mapping={"state": "pending"})
+    r.hset("emq:{q}:job:3", mapping={"state": "pending"})
+    r.execute_command("EMQ.ADD", "q", "b", "ID", "2")  # row 2 exists: nothing added
+    before = wire_snapshot(r)
+    with pytest.raises(redis.ResponseError, match="LEASE_MS must be a positive integer"):
+        r.execute_command("EMQ.CLAIM", "q", "0")
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r.execute_command("EMQ.CLAIM", "q", "10", "COUNT")
+    r.hset("emq:{q}:active", "not", "a zset")
+    before = wire_snapshot(r)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.execute_command("EMQ.CLAIM", "q", "10")
+    assert wire_snapshot(r) == before
+
