@@ -279,12 +279,12 @@ def test_pipelined_commands_wait_for_the_parked_claim(emqd_port: int, r: redis.R
 
 
 def test_resume_wakes_a_parked_claimer(emqd_port: int, r: redis.Redis) -> None:
-    r.hset("emq:{q}:meta", "paused", "1")
+    r.execute_command("EMQ.PAUSE", "q")
     r.execute_command("EMQ.ADD", "q", "a")
     client = _parked(emqd_port, "EMQ.CLAIM", "q", "1000", "BLOCK", "0")
     try:
         assert _nothing_yet(client)
-        r.hset("emq:{q}:meta", "paused", "0")  # RESUME's write to meta wakes it
+        r.execute_command("EMQ.RESUME", "q")  # its write to meta wakes the parked claimer
         assert client.read_reply() == _job("1", "1", "a")
     finally:
         client.close()
