@@ -4,6 +4,21 @@ Shared planner helpers live in job.py (guard, entry, finishing) and
 retention.py (the trims); they register no command.
 """
 
-from emqd.verbs import add, claim, complete, config, epoch, get, pause, queues, resume, stats
+from emqd.verbs import (
+    add,
+    claim,
+    complete,
+    config,
+    epoch,
+    extend,
+    fail,
+    get,
+    pause,
+    queues,
+    requeue,
+    resume,
+    stats,
+)
 
-ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete)
+ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete, fail, requeue,
+       extend)

@@ -1,0 +1,129 @@
+"""EMQ.FAIL QUEUE ID TOKEN [ERROR text] [MAXATTEMPTS n] [BACKOFF ms]
+
+The holder of TOKEN reports a failure: the seed's `decide_fail`, step by
+step. The guard (`job.held`), then `f = next(failures)`; the cap is
+MAXATTEMPTS if given, else the row's `max_attempts`, else the queue's. The cap
+is on `failures`, never on `attempts`: a job claimed, requeued and claimed
+again (token 2) still has its whole retry budget.
+
+- `f >= cap`, dead: `ZREM active`, `last_error`, `failures f`, `state dead`,
+  `finished_ms`, `ZADD dead now id`, `HINCRBY metrics:failed count 1`, and
+  the retention trim of `dead`.
+- else, retry: `ZREM active`, `last_error`, `failures f`, `state scheduled`,
+  `ZADD scheduled (now + delay) id`; delay is BACKOFF if given, else the
+  row's `backoff` rule, else the queue's, for failure number f.
+
+`last_error` is ERROR, or empty without it. `attempts` and `stalled` are
+never written.
+
+Returns: `["dead", f]` or `["scheduled", f]` (verdict bulk string, integer).
+
+Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; HINCRBY's
+text for a corrupt `failures` (or `metrics:failed` count); `ERR MAXATTEMPTS
+must be a positive integer`; `ERR BACKOFF must be a non-negative integer`;
+`ERR syntax error`; a corrupt row setting (`max_attempts`, `backoff`) or
+queue setting; WRONGTYPE. Every refusal writes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.plan import Op, Plan
+from emqd.store.hash import incremented
+from emqd.verbs import args as parse_args
+from emqd.verbs import job
+from emqd.verbs import settings as queue_settings
+from emqd.verbs.runner import ZCARD, Need, Reads, need, verb_command
+
+_KEYWORDS = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
+
+
+@dataclass(frozen=True, slots=True)
+class FailArgs:
+    keys: QueueKeys
+    id: bytes
+    token: bytes
+    error: bytes
+    max_attempts: int | None
+    backoff: int | None
+    config: Config
+
+
+@dataclass(frozen=True, slots=True)
+class Dead:
+    failures: int
+    row: dict
+    tail: list[Op]  # ZADD dead, the metric, the trim
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    failures: int
+    row: dict
+    due: int
+
+
+def parse(argv: list[bytes], config: Config) -> FailArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    job_id = parse_args.job_id(argv[2])
+    opts = parse_args.options(argv, 4, _KEYWORDS)
+    raw_max = opts.get(b"MAXATTEMPTS")
+    raw_backoff = opts.get(b"BACKOFF")
+    return FailArgs(
+        keys=keys,
+        id=job_id,
+        token=argv[3],
+        error=opts.get(b"ERROR") or b"",
+        max_attempts=None if raw_max is None else parse_args.positive(raw_max, "MAXATTEMPTS"),
+        backoff=None if raw_backoff is None else parse_args.non_negative(raw_backoff, "BACKOFF"),
+        config=config,
+    )
+
+
+def decide(args: FailArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    keys = args.keys
+    row = job.held(keys, args.id, args.token, reads)
+    if type(row) is Need:
+        return row
+    failures = incremented(row.get(job.FAILURES), 1)  # type: ignore[union-attr]
+    settings = queue_settings.from_reads(keys.config, reads, args.config)
+    if settings is None:
+        return need(queue_settings.settings_read(keys.config), (ZCARD, keys.scheduled))
+    cap = args.max_attempts or job.max_attempts(row) or settings.max_attempts  # type: ignore[arg-type]
+    if failures >= cap:
+        tail = job.finish_ops(keys, job.DEAD, [args.id], now_ms, settings.keep_dead, reads)
+        if type(tail) is Need:
+            return tail
+        return Dead(failures, row, tail)  # type: ignore[arg-type]
+    if args.backoff is not None:
+        delay = args.backoff
+    else:
+        rule = job.backoff(row) or settings.backoff  # type: ignore[arg-type]
+        delay = rule.delay(failures)
+    return Retry(failures, row, now_ms + delay)  # type: ignore[arg-type]
+
+
+def plan(args: FailArgs, verdict: Dead | Retry, now_ms: int, run_id: bytes) -> Plan:
+    keys = args.keys
+    leave = job.leave_active_ops(keys, args.id, verdict.row)
+    written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
+    if type(verdict) is Dead:
+        ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *verdict.tail]
+        return Plan(ops, [job.DEAD, verdict.failures])
+    ops = [
+        *leave,
+        (b"HSET", keys.job(args.id), *written, job.STATE, job.SCHEDULED),
+        (b"ZADD", keys.scheduled, verdict.due, args.id),  # type: ignore[union-attr]
+    ]
+    return Plan(ops, [job.SCHEDULED, verdict.failures])
+
+
+COMMANDS = [
+    verb_command("emq.fail", -4, "write fast", sys.modules[__name__],
+                 summary="Report a failed job: retry later or dead-letter")
+]

@@ -1,0 +1,203 @@
+"""EMQ.FAIL: decide_fail's steps, the cap on `failures`, backoff, dead letters; over the wire."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from emqd import errors
+from emqd.config import Config
+from emqd.plan import Plan
+from emqd.verbs import fail, requeue
+from tests.verbs.jobs import (
+    P,
+    add_jobs,
+    check_invariant,
+    claim_one,
+    members,
+    row,
+    run,
+    snapshot,
+    wire_error,
+    wire_snapshot,
+)
+from tests.verbs.planner import NOW, drive, keyspace
+
+LIVE = {"state": "active", "attempts": "1", "payload": "x"}
+
+
+def held(token_row: dict, **extra: object):  # type: ignore[no-untyped-def]
+    return keyspace(**{"emq:{q}:job:1": token_row, "emq:{q}:active": [("1", NOW + 10)], **extra})
+
+
+# --- the seed's falsifiers: the cap is on failures, not attempts -----------------------
+@pytest.mark.parametrize(
+    ("token", "cap", "fields", "reply"),
+    [
+        ("2", "2", {"attempts": "2"}, [b"scheduled", 1]),  # claim, requeue, claim: retry
+        ("1", "2", {"failures": "1"}, [b"dead", 2]),  # one failure on record dies at the second
+        ("1", "1", {}, [b"dead", 1]),  # max 1 dies at the first failure
+        ("1", "3", {"failures": "5"}, [b"dead", 6]),  # over the cap
+    ],
+)
+def test_the_cap_is_on_failures_not_attempts(token: str, cap: str, fields: dict,
+                                             reply: list) -> None:
+    space = held({**LIVE, **fields})
+    assert run(fail, ["emq.fail", "q", "1", token, "MAXATTEMPTS", cap], space) == reply
+    assert row(space, "1")[b"failures"] == b"%d" % reply[1]
+    assert row(space, "1")[b"attempts"] == fields.get("attempts", "1").encode()
+    check_invariant(space)
+
+
+def test_claim_requeue_claim_fail_with_max_two_is_scheduled() -> None:
+    space = keyspace()
+    add_jobs(space, 1)
+    claim_one(space)
+    assert run(requeue, ["emq.requeue", "q", "1", "1"], space) == "OK"
+    job_id, token, _, failures = claim_one(space)
+    assert (job_id, token, failures) == (b"1", b"2", 0)
+    assert run(fail, ["emq.fail", "q", "1", "2", "MAXATTEMPTS", "2"], space) == [b"scheduled", 1]
+    check_invariant(space)
+
+
+def test_dead_plan() -> None:
+    result = drive(fail, ["emq.fail", "q", "1", "1", "ERROR", "boom", "MAXATTEMPTS", "1"],
+                   held(dict(LIVE)))
+    assert result == Plan(
+        [
+            (b"ZREM", P + b"active", b"1"),
+            (b"HSET", P + b"job:1", b"last_error", b"boom", b"failures", b"1",
+             b"state", b"dead", b"finished_ms", b"%d" % NOW),
+            (b"ZADD", P + b"dead", NOW, b"1"),
+            (b"HINCRBY", P + b"metrics:failed", b"count", 1),
+        ],
+        [b"dead", 1],
+    )
+
+
+def test_retry_plan_uses_the_queue_backoff_by_default() -> None:
+    result = drive(fail, ["emq.fail", "q", "1", "1"], held(dict(LIVE)))
+    assert result == Plan(
+        [
+            (b"ZREM", P + b"active", b"1"),
+            (b"HSET", P + b"job:1", b"last_error", b"", b"failures", b"1",
+             b"state", b"scheduled"),
+            (b"ZADD", P + b"scheduled", NOW + 1000, b"1"),  # fixed:1000, the server default
+        ],
+        [b"scheduled", 1],
+    )
+
+
+@pytest.mark.parametrize(
+    ("row_extra", "config", "argv", "cap_reply"),
+    [
+        ({}, {}, [], [b"scheduled", 1]),  # server default 3
+        ({"max_attempts": "1"}, {}, [], [b"dead", 1]),  # the row's own
+        ({"max_attempts": "1"}, {}, ["MAXATTEMPTS", "2"], [b"scheduled", 1]),  # the argument wins
+        ({}, {"max_attempts": "1"}, [], [b"dead", 1]),  # the queue's
+        ({"max_attempts": "5"}, {"max_attempts": "1"}, [], [b"scheduled", 1]),  # row over queue
+    ],
+)
+def test_cap_precedence(row_extra: dict, config: dict, argv: list, cap_reply: list) -> None:
+    space = held({**LIVE, **row_extra}, **({"emq:{q}:config": config} if config else {}))
+    assert run(fail, ["emq.fail", "q", "1", "1", *argv], space) == cap_reply
+
+
+@pytest.mark.parametrize(
+    ("row_extra", "config", "argv", "failures", "delay"),
+    [
+        ({}, {}, ["BACKOFF", "0"], "0", 0),
+        ({"backoff": "exp:100"}, {}, [], "2", 400),  # the third failure: 100 * 2^2
+        ({"backoff": "exp:100:250"}, {}, [], "2", 250),
+        ({"backoff": "exp:100"}, {}, ["BACKOFF", "7"], "2", 7),
+        ({}, {"backoff": "50"}, [], "0", 50),
+        ({"backoff": "fixed:9"}, {"backoff": "50"}, [], "0", 9),
+    ],
+)
+def test_backoff_precedence(row_extra: dict, config: dict, argv: list, failures: str,
+                            delay: int) -> None:
+    space = held({**LIVE, "failures": failures, **row_extra},
+                 **({"emq:{q}:config": config} if config else {}))
+    result = drive(fail, ["emq.fail", "q", "1", "1", "MAXATTEMPTS", "10", *argv], space)
+    assert result.ops[-1] == (b"ZADD", P + b"scheduled", NOW + delay, b"1")
+
+
+def test_server_flags_give_the_queue_defaults() -> None:
+    config = Config(max_attempts=1)
+    assert drive(fail, ["emq.fail", "q", "1", "1"], held(dict(LIVE)), config=config).reply == [
+        b"dead", 1]
+
+
+def test_dead_letter_trims_dead_and_counts_trimmed() -> None:
+    space = held(dict(LIVE), **{"emq:{q}:config": {"keep_dead": "1"},
+                                "emq:{q}:dead": [("a", 1), ("b", 2)],
+                                "emq:{q}:job:a": {"state": "dead"},
+                                "emq:{q}:job:b": {"state": "dead"},
+                                "emq:{q}:metrics:failed": {"count": "2", "trimmed": "4"}})
+    assert run(fail, ["emq.fail", "q", "1", "1", "MAXATTEMPTS", "1"], space) == [b"dead", 1]
+    assert [m for m, _ in members(space, b"dead")] == [b"1"]
+    assert row(space, "a") is None and row(space, "b") is None
+    assert space.hash(P + b"metrics:failed") == {b"count": b"3", b"trimmed": b"6"}
+    check_invariant(space)
+
+
+@pytest.mark.parametrize(
+    ("data", "argv", "error"),
+    [
+        ({}, ["1", "1"], errors.STALE_GONE),
+        ({"emq:{q}:job:1": {"state": "pending"}, "emq:{q}:pending": [("1", 1)]}, ["1", "1"],
+         errors.STALE_GONE),
+        ({"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", 1)]}, ["1", "2"], errors.STALE_TOKEN),
+        ({"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", 1)]}, ["1", " 1"],
+         errors.STALE_TOKEN),
+        ({"emq:{q}:job:1": {**LIVE, "state": "scheduled"}, "emq:{q}:scheduled": [("1", 1)]},
+         ["1", "1"], errors.STALE_NOT_ACTIVE),
+        ({"emq:{q}:job:1": {**LIVE, "failures": "x"}, "emq:{q}:active": [("1", 1)]}, ["1", "1"],
+         errors.HASH_NOT_INTEGER),
+        ({"emq:{q}:job:1": {**LIVE, "failures": str(2**63 - 1)}, "emq:{q}:active": [("1", 1)]},
+         ["1", "1"], errors.OVERFLOW),
+        ({"emq:{q}:job:1": {**LIVE, "max_attempts": "0"}, "emq:{q}:active": [("1", 1)]},
+         ["1", "1"], errors.corrupt_job_field(b"max_attempts")),
+        ({"emq:{q}:job:1": {**LIVE, "backoff": "soon"}, "emq:{q}:active": [("1", 1)]},
+         ["1", "1"], errors.corrupt_job_field(b"backoff")),
+        ({"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", 1)],
+          "emq:{q}:metrics:failed": {"count": "1x"}}, ["1", "1", "MAXATTEMPTS", "1"],
+         errors.HASH_NOT_INTEGER),
+        ({"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", 1)],
+          "emq:{q}:scheduled": {"x": "y"}}, ["1", "1"], errors.WRONGTYPE),
+        ({"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", 1)],
+          "emq:{q}:dead": {"x": "y"}}, ["1", "1", "MAXATTEMPTS", "1"], errors.WRONGTYPE),
+        ({}, ["1", "1", "MAXATTEMPTS", "0"], errors.must_be_positive("MAXATTEMPTS")),
+        ({}, ["1", "1", "BACKOFF", "-1"], errors.must_be_non_negative("BACKOFF")),
+        ({}, ["1", "1", "ERROR"], errors.SYNTAX),
+        ({}, ["1", "1", "ERROR", "a", "ERROR", "b"], errors.SYNTAX),
+        ({}, ["", "1"], errors.INVALID_ID),
+    ],
+)
+def test_refusals_write_nothing(data: dict, argv: list, error: errors.ReplyError) -> None:
+    space = keyspace(**data)
+    before = snapshot(space)
+    assert drive(fail, ["emq.fail", "q", *argv], space) == error
+    assert snapshot(space) == before
+
+
+def test_over_the_wire(r: redis.Redis) -> None:
+    r.execute_command("EMQ.ADD", "q", "a", "MAXATTEMPTS", "2", "BACKOFF", "0")
+    r.execute_command("EMQ.ADD", "q", "b", "MAXATTEMPTS", "1")
+    assert r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "2")[1][:2] == [b"2", b"1"]
+    assert r.execute_command("EMQ.FAIL", "q", "1", "1", "ERROR", "oops") == [b"scheduled", 1]
+    assert r.hgetall("emq:{q}:job:1")[b"last_error"] == b"oops"
+    assert r.hget("emq:{q}:job:1", "state") == b"scheduled"
+    assert r.execute_command("EMQ.FAIL", "q", "2", "1") == [b"dead", 1]
+    assert r.hget("emq:{q}:job:2", "state") == b"dead"
+    assert r.hget("emq:{q}:job:2", "last_error") == b""
+    assert r.hget("emq:{q}:metrics:failed", "count") == b"1"
+    before = wire_snapshot(r)
+    assert wire_error(r, "EMQ.FAIL", "q", "1", "1") == "EMQSTALE job not active"
+    assert wire_error(r, "EMQ.FAIL", "q", "2", "1") == "EMQSTALE job not active"
+    assert wire_error(r, "EMQ.FAIL", "q", "3", "1") == "EMQSTALE job gone"
+    assert wire_error(r, "EMQ.FAIL", "q", "1", "1", "BACKOFF", "x") == (
+        "BACKOFF must be a non-negative integer")
+    assert wire_error(r, "EMQ.FAIL", "q", "1") == (
+        "wrong number of arguments for 'emq.fail' command")
+    assert wire_snapshot(r) == before
