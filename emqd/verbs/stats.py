@@ -30,10 +30,10 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.verbs import args as parse_args
 from emqd.verbs.pause import PAUSED, is_paused
+from emqd.verbs.retention import TRIMMED
 from emqd.verbs.runner import HGET, ZCARD, Reads, need, verb_command
 
 LANES_PENDING = b"lanes_pending"  # meta field: jobs waiting in all lanes together
-TRIMMED = b"trimmed"  # metrics:failed field: dead letters deleted by retention
 
 
 @dataclass(frozen=True, slots=True)
