@@ -69,7 +69,9 @@ class Deadlines:
     `note(queue, at_ms)` is cheap enough for the write path: it does nothing
     when the queue already waits for an earlier time. When the timer fires,
     every queue whose time has come is handed to `due(queue, now_ms)` once,
-    and forgotten: `due` notes the queue's next time itself.
+    and forgotten: `due` notes the queue's next time itself. `hold(queue,
+    until)` (after a refusal) keeps new writes from bringing the queue back
+    sooner than `until`.
     """
 
     def __init__(self, due: Callable[[bytes, int], None]) -> None:
@@ -79,8 +81,11 @@ class Deadlines:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: int | None = None
+        self.not_before: dict[bytes, int] = {}
 
     def note(self, queue: bytes, at_ms: int) -> None:
+        if self.not_before:
+            at_ms = max(at_ms, self.not_before.get(queue, at_ms))
         known = self.earliest.get(queue)
         if known is not None and known <= at_ms:
             return
@@ -88,6 +93,10 @@ class Deadlines:
         heapq.heappush(self.heap, (at_ms, queue))
         if self.loop is not None and (self.timer_at is None or at_ms < self.timer_at):
             self._arm()
+
+    def hold(self, queue: bytes, until_ms: int) -> None:
+        self.not_before[queue] = until_ms
+        self.note(queue, until_ms)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -119,13 +128,14 @@ class Deadlines:
             at, queue = heapq.heappop(heap)
             if earliest.get(queue) == at:  # else a stale entry: an earlier one replaced it
                 del earliest[queue]
+                self.not_before.pop(queue, None)
                 ready.append(queue)
         for queue in ready:
             try:
                 self.due(queue, now)
             except Exception:  # a bug must not stop the clock work of every queue
                 log.exception("housekeeping: %r failed; retried later", queue)
-                self.note(queue, now + RETRY_MS)
+                self.hold(queue, now + RETRY_MS)
         if self.timer is None:
             self._arm()
 
@@ -248,7 +258,7 @@ class Housekeeping:
                                      self.state.run_id_bytes)
         except ReplyError as error:
             self._refused("retention", queue, None, error)
-            self.retention.note(queue, now + RETRY_MS)
+            self.retention.hold(queue, now + RETRY_MS)
             return
         deleted = self._commit(result)
         if deleted:
@@ -266,13 +276,13 @@ class Housekeeping:
         try:
             reply = self._commit(self._plan(name, verb, queue, SLICE, now))
         except ReplyError as error:
-            deadlines.note(queue, now + retry_ms)
+            deadlines.hold(queue, now + retry_ms)
             return self._refused_slice(name, verb, queue, zkey, now, error)
         after = self._first_due(zkey, now)
         if after is None:
             self._note_next(deadlines, zkey, queue, now)
         elif after == first:  # no progress (a member the planner leaves in place)
-            deadlines.note(queue, now + retry_ms)
+            deadlines.hold(queue, now + retry_ms)
         else:
             deadlines.note(queue, now)  # the next slice, at the loop's next turn
         return reply

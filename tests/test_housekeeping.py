@@ -268,11 +268,14 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
     with caplog.at_level(logging.WARNING, logger="emqd"):
         r.state.commit([(b"ZADD", K.active, now - 30, b"a", now - 20, b"bad", now - 10, b"c")])
         await until(lambda: r.hk.counters.refused >= 1)
-        await asyncio.sleep(0.45)
+        for i in range(20):  # claims on the same queue do not bring the retry sooner
+            r.state.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"late%d" % i)])
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
     refused = r.hk.counters.refused
     assert 2 <= refused <= 8  # about one attempt per 100 ms interval: never a spin
     assert r.zset(K.pending) == [b"a"]  # the members before the corrupt one are recovered
-    assert r.zset(K.active) == [b"bad", b"c"]
+    assert r.zset(K.active)[:2] == [b"bad", b"c"]
     warnings = [rec for rec in caplog.records if "refused" in rec.getMessage()]
     assert len(warnings) == 1
     assert "'q'" in warnings[0].getMessage() and "'bad'" in warnings[0].getMessage()
@@ -280,7 +283,7 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
     assert r.state.info_sections["housekeeping"]()["housekeeping_refused"] == refused
     r.state.commit([(b"HDEL", K.job(b"bad"), b"stalled")])  # an operator repairs the row
     await until(lambda: r.zset(K.active) == [], timeout=1.0)
-    assert r.zset(K.pending) == [b"a", b"bad", b"c"]
+    assert r.zset(K.pending)[:3] == [b"a", b"bad", b"c"] and len(r.zset(K.pending)) == 23
 
 
 # --- retention --------------------------------------------------------------------------
