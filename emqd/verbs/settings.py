@@ -71,8 +71,28 @@ def effective_raw(row: dict | None, config: Config) -> dict[bytes, bytes]:
     return values
 
 
+# Validated settings by (config, the queue's stored values): the hot verbs
+# (COMPLETE, FAIL, CLAIM's dead letters) read them on every call and nearly
+# always find the same bytes, so parsing them again is wasted work. Only valid
+# settings are kept; a corrupt value is refused again on every call.
+_validated: dict[tuple, tuple[Config, Settings]] = {}
+_VALIDATED_MAX = 1024
+
+
 def effective(row: dict | None, config: Config) -> Settings:
     """The validated settings; a corrupt stored value raises `corrupt_setting`."""
+    key = (id(config), *[row.get(field) for field in FIELDS]) if row else (id(config),)
+    hit = _validated.get(key)
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    settings = _parse(row, config)
+    if len(_validated) >= _VALIDATED_MAX:
+        _validated.clear()
+    _validated[key] = (config, settings)
+    return settings
+
+
+def _parse(row: dict | None, config: Config) -> Settings:
     raw = effective_raw(row, config)
     parsed = {}
     for field, (reader, _) in FIELDS.items():
