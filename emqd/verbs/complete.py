@@ -55,7 +55,11 @@ def parse(argv: list[bytes], config: Config) -> CompleteArgs:
 
 def decide(args: CompleteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     keys = args.keys
-    row = job.held(keys, args.id, args.token, reads)
+    # Every round re-runs this function from the top: a COMPLETE that passes
+    # the guard needs the settings and the finishing reads too, so they are
+    # asked for with the guard's reads (2 rounds instead of 6).
+    ahead = (queue_settings.settings_read(keys.config), *job.finish_reads(keys, job.COMPLETED))
+    row = job.held(keys, args.id, args.token, reads, ahead)
     if type(row) is Need:
         return row
     settings = queue_settings.from_reads(keys.config, reads, args.config)

@@ -44,18 +44,21 @@ def row_read(keys: QueueKeys, job_id: bytes) -> tuple:
 
 
 # --- the holder's guard (COMPLETE, FAIL, REQUEUE, EXTEND) -----------------------------
-def held(keys: QueueKeys, job_id: bytes, token: bytes, reads: Reads) -> Need | dict:
+def held(
+    keys: QueueKeys, job_id: bytes, token: bytes, reads: Reads, ahead: tuple = ()
+) -> Need | dict:
     """The row of the job `token` holds, or raises EMQSTALE (the seed's decide_fail order).
 
     No `attempts` (no row, or never claimed) -> `job gone`; `attempts` differs
     from the token, as bytes -> `token mismatch`; the token matches but the job
     is not held (state not `active`, or not in `active`) -> `job not active`.
     A row key holding a sorted set answers WRONGTYPE (the read raises it).
+    `ahead`: the caller's next reads, asked for in the same round (runner.py).
     """
     row_r = row_read(keys, job_id)
     score_r = (ZSCORE, keys.active, job_id)
     if row_r not in reads:
-        return need(row_r, score_r)
+        return need(row_r, score_r, ahead=ahead)
     row = reads[row_r]
     attempts = None if row is None else row.get(ATTEMPTS)
     if attempts is None:
@@ -142,7 +145,7 @@ def finish_ops(
     differ per verb. The metric's stored `count` is validated here so that its
     HINCRBY cannot fail in `apply`.
     """
-    metric = keys.metrics_completed if kind == COMPLETED else keys.metrics_failed
+    metric = _metric(keys, kind)
     count_read = (HGET, metric, b"count")
     if count_read not in reads:
         return need(count_read)
@@ -155,6 +158,15 @@ def finish_ops(
     for job_id in ids:
         zadd += [now, job_id]
     return [tuple(zadd), (b"HINCRBY", metric, b"count", len(ids)), *trim]  # type: ignore[misc]
+
+
+def finish_reads(keys: QueueKeys, kind: bytes) -> tuple:
+    """The reads `finish_ops` starts with, for a verb to ask for ahead of their turn."""
+    return ((HGET, _metric(keys, kind), b"count"), retention.card_read(keys, kind.decode()))
+
+
+def _metric(keys: QueueKeys, kind: bytes) -> bytes:
+    return keys.metrics_completed if kind == COMPLETED else keys.metrics_failed
 
 
 def dead_row_op(keys: QueueKeys, job_id: bytes, now: int, *fields: bytes) -> Op:

@@ -37,6 +37,11 @@ def set_key(keys: QueueKeys, kind: str) -> bytes:
     return keys.completed if kind == COMPLETED else keys.dead
 
 
+def card_read(keys: QueueKeys, kind: str) -> tuple:
+    """The first read of `trim_ops`: the size of `kind`'s set."""
+    return (ZCARD, set_key(keys, kind))
+
+
 def trim_ops(
     keys: QueueKeys, kind: str, keep: int, reads: Reads, added: tuple | list = ()
 ) -> Need | list[Op]:
@@ -49,10 +54,10 @@ def trim_ops(
     refuses with HINCRBY's text, so the plan cannot fail halfway).
     """
     zset = set_key(keys, kind)
-    card_read = (ZCARD, zset)
-    if card_read not in reads:
-        return need(card_read)
-    excess = min(reads[card_read] + len(added) - keep, SLICE)
+    card = card_read(keys, kind)
+    if card not in reads:
+        return need(card)
+    excess = min(reads[card] + len(added) - keep, SLICE)
     if excess <= 0:
         return []
     head_read = (ZHEAD, zset, excess)

@@ -28,6 +28,13 @@ can fake them:
 
 A read of a key holding the other type raises WRONGTYPE, which refuses the
 whole verb before anything is written.
+
+`decide` runs again from the top after every round of reads, so a verb that
+will certainly need more reads may name them as `ahead` in the same `Need`:
+the runner performs them in the same round, and keeps only those that
+succeed, so a refusal (WRONGTYPE) still comes when `decide` asks for that
+read in its turn. The keyspace does not change between rounds, so a value
+read ahead is the value that would have been read later.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 
 from emqd import clock
 from emqd.command import Command, command
+from emqd.errors import ReplyError
 from emqd.session import Session
 from emqd.store.keyspace import Keyspace
 
@@ -58,10 +66,11 @@ class Need:
     """What `decide` must see before it can decide."""
 
     reads: tuple[Read, ...]
+    ahead: tuple[Read, ...] = ()  # likely next: read now if they succeed (module docstring)
 
 
-def need(*reads: Read) -> Need:
-    return Need(reads)
+def need(*reads: Read, ahead: tuple[Read, ...] = ()) -> Need:
+    return Need(reads, ahead)
 
 
 def perform(keyspace: Keyspace, read: Read) -> Any:
@@ -122,6 +131,12 @@ def decide_and_plan(
         for read in step.reads:
             if read not in reads:
                 reads[read] = perform(keyspace, read)
+        for read in step.ahead:
+            if read not in reads:
+                try:
+                    reads[read] = perform(keyspace, read)
+                except ReplyError:
+                    pass  # asked for in its turn, it refuses in its turn
     raise RuntimeError(f"{verb.__name__}.decide asked for reads {MAX_ROUNDS} times")
 
 
