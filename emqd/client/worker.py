@@ -283,6 +283,8 @@ class Worker:
             self._connection_lost("extend", error)
             if raise_transport:
                 raise
+        except ResponseError as error:  # not ours to fix; the handler's work goes on
+            log.error("job %s: EXTEND refused: %s", run.job.id, error)
 
     def _lose(self, run: JobRun, why: str) -> None:
         """The lease is gone: log once, send nothing more for this run."""

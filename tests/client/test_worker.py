@@ -335,3 +335,22 @@ def test_worker_refuses_bad_settings() -> None:
                 {"block_ms": 0}):
         with pytest.raises(ValueError):
             Worker(FakeQueue(), lambda job: None, **bad)
+
+
+async def test_an_unexpected_extend_error_does_not_stop_the_job_from_settling() -> None:
+    from redis.exceptions import ResponseError
+
+    queue = FakeQueue()
+    queue.put(b"x")
+
+    async def refuse(job: Job, lease_ms: int) -> int:
+        raise ResponseError("ERR something odd")
+
+    queue.extend = refuse  # type: ignore[method-assign]
+
+    async def handler(job: Job) -> str:
+        await asyncio.sleep(0.1)
+        return "ok"
+
+    async with running(Worker(queue, handler, lease_ms=30, block_ms=20)):
+        await until(lambda: states(queue) == {"1": "completed"})
