@@ -130,6 +130,7 @@ class Worker:
         self._hurry: asyncio.Event | None = None
         self._slot_freed: asyncio.Event | None = None
         self._resync_needed = False
+        self._grace_ends = 0.0  # set by stop(); 0 (no grace) when the claimer itself failed
 
     # --- life ----------------------------------------------------------------------------
     async def run(self) -> Counts:
@@ -176,6 +177,7 @@ class Worker:
         else:
             log.info("stopping: no new claims, %d running job(s) get %d ms",
                      len(self.running), self.grace_ms)
+            self._grace_ends = time.monotonic() + self.grace_ms / 1000
             self._stopping.set()
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
@@ -337,12 +339,14 @@ class Worker:
 
     # --- stopping ------------------------------------------------------------------------
     async def _drain(self) -> None:
-        """Running jobs get the grace period; then whatever still runs is REQUEUEd."""
+        """Running jobs get what is left of the grace period (it began at stop(), while
+        the last claim was still parked); then whatever still runs is REQUEUEd."""
         runs = list(self.running.values())
         tasks = [run.task for run in runs if run.task is not None]
         if tasks:
+            left_s = max(0.0, self._grace_ends - time.monotonic())
             waiter = asyncio.ensure_future(asyncio.wait(tasks))
-            await self._first_of(self._hurry, waiter, timeout=self.grace_ms / 1000)
+            await self._first_of(self._hurry, waiter, timeout=left_s)
             waiter.cancel()
         for run in runs:
             run.end(outcome.REQUEUE)

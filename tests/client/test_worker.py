@@ -354,3 +354,20 @@ async def test_an_unexpected_extend_error_does_not_stop_the_job_from_settling() 
 
     async with running(Worker(queue, handler, lease_ms=30, block_ms=20)):
         await until(lambda: states(queue) == {"1": "completed"})
+
+
+async def test_the_grace_period_starts_at_stop_even_while_a_claim_is_parked() -> None:
+    queue = FakeQueue()
+    queue.put(b"stuck")
+
+    async def handler(job: Job) -> None:
+        await asyncio.sleep(30)
+
+    worker = Worker(queue, handler, concurrency=2, grace_ms=300, block_ms=500)
+    task = asyncio.create_task(worker.run())
+    await until(lambda: len(queue.verbs("claim")) == 2)  # the second claim is parked
+    started = time.monotonic()
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    assert time.monotonic() - started < 0.7  # not block_ms + grace_ms
+    assert states(queue) == {"1": "pending"}
