@@ -48,6 +48,20 @@ EXECABORT = ReplyError("EXECABORT Transaction discarded because of previous erro
 MULTI_NESTED = ReplyError("ERR MULTI calls can not be nested")
 EXEC_WITHOUT_MULTI = ReplyError("ERR EXEC without MULTI")
 DISCARD_WITHOUT_MULTI = ReplyError("ERR DISCARD without MULTI")
+VALUE_NOT_POSITIVE = ReplyError("ERR value is out of range, must be positive")
+INVALID_CURSOR = ReplyError("ERR invalid cursor")
+SCORE_NAN = ReplyError("ERR resulting score is not a number (NaN)")
+SCORE_RANGE_NOT_FLOAT = ReplyError("ERR min or max is not a float")
+LEX_RANGE_INVALID = ReplyError("ERR min or max not valid string range item")
+ZADD_XX_NX = ReplyError("ERR XX and NX options at the same time are not compatible")
+ZADD_GT_LT_NX = ReplyError("ERR GT, LT, and/or NX options at the same time are not compatible")
+ZADD_INCR_PAIRS = ReplyError("ERR INCR option supports a single increment-element pair")
+ZRANGE_LIMIT_RANK = ReplyError(
+    "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+)
+ZRANGE_WITHSCORES_LEX = ReplyError(
+    "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
+)
 
 
 def wrong_arity(name: str) -> ReplyError:
