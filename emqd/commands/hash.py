@@ -1,34 +1,151 @@
-"""Hash commands: HSET, HGET, HGETALL (the rest of section 7 to come)."""
+"""Hash commands (protocol section 7), answering as Redis 7.0 does, byte for byte.
+
+HSET HSETNX HMSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY
+HSTRLEN HSCAN. Reads answer from the store; writes return a `Plan` whose ops
+are plain HSET / HDEL with every value resolved (HINCRBY logs the HSET of its
+result), after every check has passed, so a refused command writes nothing.
+Arguments are checked in Redis's order, because with several faults the first
+one found is the error a client sees (HINCRBY reads its increment before the
+key's type).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from emqd import errors
+from emqd import errors, scan
 from emqd.command import command
+from emqd.numbers import parse_cursor, parse_int
 from emqd.plan import Plan
 from emqd.session import Session
+from emqd.store.hash import incremented, is_compact
+
+
+def _row(session: Session, key: bytes) -> dict | None:
+    return session.server.keyspace.hash(key)
+
+
+def _check_pairs(argv: list[bytes], name: str) -> None:
+    if len(argv) % 2:
+        raise errors.wrong_arity(name)
 
 
 def hset(session: Session, argv: list[bytes]) -> Any:
-    if len(argv) % 2:
-        raise errors.wrong_arity("hset")
-    row = session.server.keyspace.hash(argv[1]) or {}
-    fresh = {argv[i] for i in range(2, len(argv), 2) if argv[i] not in row}
-    return Plan([(b"HSET", *argv[1:])], len(fresh))
+    """HSET key field value [field value ...] -> the number of fields created."""
+    _check_pairs(argv, "hset")
+    row = _row(session, argv[1]) or {}
+    created = len({argv[i] for i in range(2, len(argv), 2) if argv[i] not in row})
+    return Plan([(b"HSET", *argv[1:])], created)
+
+
+def hmset(session: Session, argv: list[bytes]) -> Any:
+    """HMSET key field value [field value ...] -> OK."""
+    _check_pairs(argv, "hmset")
+    _row(session, argv[1])  # WRONGTYPE before anything is written
+    return Plan([(b"HSET", *argv[1:])], "OK")
+
+
+def hsetnx(session: Session, argv: list[bytes]) -> Any:
+    """HSETNX key field value -> 1 when set, 0 when the field existed."""
+    row = _row(session, argv[1])
+    if row is not None and argv[2] in row:
+        return 0
+    return Plan([(b"HSET", argv[1], argv[2], argv[3])], 1)
 
 
 def hget(session: Session, argv: list[bytes]) -> Any:
-    row = session.server.keyspace.hash(argv[1])
+    row = _row(session, argv[1])
     return None if row is None else row.get(argv[2])
 
 
+def hmget(session: Session, argv: list[bytes]) -> Any:
+    row = _row(session, argv[1]) or {}
+    return [row.get(name) for name in argv[2:]]
+
+
 def hgetall(session: Session, argv: list[bytes]) -> Any:
-    return dict(session.server.keyspace.hash(argv[1]) or {})
+    """A map under RESP3, a flat field/value array under RESP2."""
+    return dict(_row(session, argv[1]) or {})
+
+
+def hkeys(session: Session, argv: list[bytes]) -> Any:
+    return list(_row(session, argv[1]) or ())
+
+
+def hvals(session: Session, argv: list[bytes]) -> Any:
+    return list((_row(session, argv[1]) or {}).values())
+
+
+def hdel(session: Session, argv: list[bytes]) -> Any:
+    """HDEL key field [field ...] -> the number removed; the key goes with its last field."""
+    row = _row(session, argv[1])
+    if row is None:
+        return 0
+    gone = [name for name in dict.fromkeys(argv[2:]) if name in row]
+    return Plan([(b"HDEL", argv[1], *gone)] if gone else [], len(gone))
+
+
+def hexists(session: Session, argv: list[bytes]) -> Any:
+    row = _row(session, argv[1])
+    return int(row is not None and argv[2] in row)
+
+
+def hlen(session: Session, argv: list[bytes]) -> Any:
+    return len(_row(session, argv[1]) or ())
+
+
+def hstrlen(session: Session, argv: list[bytes]) -> Any:
+    row = _row(session, argv[1]) or {}
+    return len(row.get(argv[2], b""))
+
+
+def hincrby(session: Session, argv: list[bytes]) -> Any:
+    """HINCRBY key field increment -> the new value, logged as the HSET of that value."""
+    by = parse_int(argv[3])
+    if by is None:
+        raise errors.NOT_INTEGER
+    row = _row(session, argv[1])
+    value = incremented(None if row is None else row.get(argv[2]), by)
+    return Plan([(b"HSET", argv[1], argv[2], b"%d" % value)], value)
+
+
+def hscan(session: Session, argv: list[bytes]) -> Any:
+    """HSCAN key cursor [MATCH pattern] [COUNT count] -> [cursor, [field, value, ...]].
+
+    A hash Redis would hold as a listpack comes whole, in order, with cursor 0
+    (whatever cursor was given); a bigger one is walked by `scan.walk`.
+    """
+    cursor = parse_cursor(argv[2])
+    if cursor is None:
+        raise errors.INVALID_CURSOR
+    row = _row(session, argv[1])
+    if row is None:
+        return [b"0", []]
+    count, pattern = scan.parse_options(argv, 3)
+    if is_compact(row):
+        cursor, names = 0, list(row)
+    else:
+        cursor, names = scan.walk(row, cursor, count)
+    items: list[bytes] = []
+    for name in names:
+        if pattern is None or pattern.matches(name):
+            items += (name, row[name])
+    return [b"%d" % cursor, items]
 
 
 COMMANDS = [
     command("hset", -4, "write denyoom fast", hset, (1, 1, 1), group="hash"),
+    command("hsetnx", 4, "write denyoom fast", hsetnx, (1, 1, 1), group="hash"),
+    command("hmset", -4, "write denyoom fast", hmset, (1, 1, 1), group="hash"),
     command("hget", 3, "readonly fast", hget, (1, 1, 1), group="hash"),
+    command("hmget", -3, "readonly fast", hmget, (1, 1, 1), group="hash"),
     command("hgetall", 2, "readonly", hgetall, (1, 1, 1), group="hash"),
+    command("hdel", -3, "write fast", hdel, (1, 1, 1), group="hash"),
+    command("hexists", 3, "readonly fast", hexists, (1, 1, 1), group="hash"),
+    command("hlen", 2, "readonly fast", hlen, (1, 1, 1), group="hash"),
+    command("hkeys", 2, "readonly", hkeys, (1, 1, 1), group="hash"),
+    command("hvals", 2, "readonly", hvals, (1, 1, 1), group="hash"),
+    command("hincrby", 4, "write denyoom fast", hincrby, (1, 1, 1), group="hash"),
+    command("hstrlen", 3, "readonly fast", hstrlen, (1, 1, 1), group="hash"),
+    command("hscan", -3, "readonly", hscan, (1, 1, 1), group="hash"),
 ]

@@ -1,10 +1,12 @@
 """The hash type: a dict of bytes to bytes, in insertion order.
 
-Redis keeps a small hash (at most 128 fields, values at most 64 bytes) as a
-listpack, which lists fields in insertion order; a Python dict keeps that same
-order, so HGETALL on a small hash answers byte for byte what Redis answers.
-This module holds the one rule that is about hash values rather than keys:
-reading a stored value as Redis's HINCRBY does.
+Redis keeps a small hash (at most 512 fields, fields and values at most 64
+bytes) as a listpack, which lists fields in insertion order; a Python dict
+keeps that same order, so HGETALL on a small hash answers byte for byte what
+Redis answers. A bigger hash Redis keeps as a hashtable, whose order the
+protocol (section 7) lets emqd differ from. This module holds the rules that
+are about hash values rather than keys: reading a stored value as Redis's
+HINCRBY does, and whether Redis would list a hash as a listpack.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from emqd.errors import HASH_NOT_INTEGER, OVERFLOW
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 
 Hash = dict  # dict[bytes, bytes]
+
+LISTPACK_ENTRIES = 512  # Redis 7.0's hash-max-listpack-entries default (zsets: 128)
+LISTPACK_VALUE = 64  # Redis's hash-max-listpack-value default
 
 
 def incremented(current: bytes | None, by: int) -> int:
@@ -29,3 +34,18 @@ def incremented(current: bytes | None, by: int) -> int:
     if result > INT64_MAX or result < INT64_MIN:
         raise OVERFLOW
     return result
+
+
+def is_compact(row: dict) -> bool:
+    """True when `row` fits a listpack: Redis lists it whole, in insertion order (HSCAN).
+
+    Redis never turns a hashtable back into a listpack, so a hash that once
+    outgrew the limits and shrank is a hashtable there and compact here; the
+    protocol lets the order of such a hash differ, and emqd's is insertion order.
+    """
+    if len(row) > LISTPACK_ENTRIES:
+        return False
+    for name, value in row.items():
+        if len(name) > LISTPACK_VALUE or len(value) > LISTPACK_VALUE:
+            return False
+    return True
