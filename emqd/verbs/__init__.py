@@ -14,11 +14,15 @@ from emqd.verbs import (
     fail,
     get,
     pause,
+    promote,
     queues,
+    remove,
     requeue,
     resume,
+    revive,
+    stalled_check,
     stats,
 )
 
 ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete, fail, requeue,
-       extend)
+       extend, stalled_check, promote, revive, remove)

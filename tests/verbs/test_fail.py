@@ -182,7 +182,7 @@ def test_refusals_write_nothing(data: dict, argv: list, error: errors.ReplyError
 
 
 def test_over_the_wire(r: redis.Redis) -> None:
-    r.execute_command("EMQ.ADD", "q", "a", "MAXATTEMPTS", "2", "BACKOFF", "0")
+    r.execute_command("EMQ.ADD", "q", "a", "MAXATTEMPTS", "2", "BACKOFF", "60000")
     r.execute_command("EMQ.ADD", "q", "b", "MAXATTEMPTS", "1")
     assert r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "2")[1][:2] == [b"2", b"1"]
     assert r.execute_command("EMQ.FAIL", "q", "1", "1", "ERROR", "oops") == [b"scheduled", 1]

@@ -1,0 +1,70 @@
+"""EMQ.REVIVE QUEUE ID [RESET]
+
+The dead-letter return: a dead job re-enters pending at the front of its
+band (`ZREM dead`, `state pending`, `ZADD pending`). Charges no counter; with
+RESET, `failures` and `stalled` are deleted so that the job has its whole
+budget again. `last_error` and `finished_ms` stay, as history.
+
+Returns: `OK`.
+
+Errors: `EMQSTATE job is not dead` (no row, or its state is not `dead`);
+`ERR syntax error`; a corrupt `priority`; WRONGTYPE. Every refusal writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.plan import Op, Plan
+from emqd.verbs import args as parse_args
+from emqd.verbs import job
+from emqd.verbs.runner import ZSCORE, Reads, need, verb_command
+
+
+@dataclass(frozen=True, slots=True)
+class ReviveArgs:
+    keys: QueueKeys
+    id: bytes
+    reset: bool
+
+
+def parse(argv: list[bytes], config: Config) -> ReviveArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    job_id = parse_args.job_id(argv[2])
+    opts = parse_args.options(argv, 3, frozenset(), flags=frozenset({b"RESET"}))
+    return ReviveArgs(keys, job_id, b"RESET" in opts)
+
+
+def decide(args: ReviveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    keys = args.keys
+    row_r = job.row_read(keys, args.id)
+    if row_r not in reads:
+        return need(row_r, (ZSCORE, keys.dead, args.id))
+    row = reads[row_r]
+    if row is None or row.get(job.STATE) != job.DEAD:
+        raise errors.STATE_NOT_DEAD
+    check = job.entry_check(keys, row)
+    if check not in reads:
+        return need(check)
+    return row
+
+
+def plan(args: ReviveArgs, row: dict, now_ms: int, run_id: bytes) -> Plan:
+    keys = args.keys
+    ops: list[Op] = [(b"ZREM", keys.dead, args.id)]
+    if args.reset:
+        ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
+    ops += job.enter_ops(keys, args.id, row, job.reentry_score(row))
+    return Plan(ops, "OK")
+
+
+COMMANDS = [
+    verb_command("emq.revive", -3, "write fast", sys.modules[__name__],
+                 summary="Return a dead job to pending")
+]

@@ -1,0 +1,132 @@
+"""EMQ.STALLED.CHECK QUEUE [MAXSTALLED n] [LIMIT n]
+
+The one recovery verb (there is no reaper): jobs whose lease ran out go back
+to pending, or die when their stall budget is spent. Housekeeping runs this
+same planner for every queue (protocol section 6.4).
+
+Read pass, with one `now`: members = the first LIMIT (default 100) members of
+`active` with a deadline <= now, then every member's row; every verdict is
+reached before the first write. Verdict per member, in selection order:
+
+- ghost (no row): `ZREM active`; listed nowhere, no row created.
+- exempt (`lease_epoch` absent or not the current run_id: the lease crossed a
+  restart): `ZREM active`, `state pending`, re-entry at the front of its
+  band; `stalled` neither read nor written; listed as recovered.
+- counted: `s = next(stalled)`; `s >= MAXSTALLED` (default the queue's
+  `max_stalled`): `ZREM active`, `stalled s`, `last_error stalled`, `state
+  dead`, `finished_ms`, `ZADD dead now id`, `HINCRBY metrics:failed count 1`
+  (and the `dead` trim), listed as dead; else `ZREM active`, `stalled s`,
+  `state pending`, re-entry, listed as recovered.
+
+Returns: `[[recovered ids...], [dead ids...]]`, each in selection order.
+
+Errors, each refusing the whole call with nothing written: `ERR MAXSTALLED
+must be a positive integer` (LIMIT the same; before anything is read);
+WRONGTYPE for a member's row key that holds a sorted set (or a queue key of
+the wrong type); HINCRBY's text for the `stalled` of a member to be counted; a
+corrupt `priority` of a member to re-enter; a corrupt queue setting.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.plan import Op, Plan
+from emqd.store.hash import incremented
+from emqd.verbs import args as parse_args
+from emqd.verbs import job
+from emqd.verbs import settings as queue_settings
+from emqd.verbs.runner import ZUPTO, Need, Reads, need, verb_command
+
+_KEYWORDS = frozenset({b"MAXSTALLED", b"LIMIT"})
+DEFAULT_LIMIT = 100
+STALLED_ERROR = b"stalled"  # the `last_error` of a job the sweep dead-letters
+
+
+@dataclass(frozen=True, slots=True)
+class CheckArgs:
+    keys: QueueKeys
+    max_stalled: int | None
+    limit: int
+    config: Config
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """The verdict: every member's ops, and the reply lists."""
+
+    ops: list[Op]
+    recovered: list[bytes]
+    dead: list[bytes]
+
+
+def parse(argv: list[bytes], config: Config) -> CheckArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    opts = parse_args.options(argv, 2, _KEYWORDS)
+    raw_max = opts.get(b"MAXSTALLED")
+    raw_limit = opts.get(b"LIMIT")
+    return CheckArgs(
+        keys=keys,
+        max_stalled=None if raw_max is None else parse_args.positive(raw_max, "MAXSTALLED"),
+        limit=DEFAULT_LIMIT if raw_limit is None else parse_args.positive(raw_limit, "LIMIT"),
+        config=config,
+    )
+
+
+def decide(args: CheckArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    keys = args.keys
+    expired_read = (ZUPTO, keys.active, now_ms, args.limit)
+    settings = queue_settings.from_reads(keys.config, reads, args.config)
+    if settings is None:
+        return need(expired_read, queue_settings.settings_read(keys.config))
+    expired = reads[expired_read]
+    missing = [r for m, _ in expired if (r := job.row_read(keys, m)) not in reads]
+    if missing:
+        return need(*missing)
+    max_stalled = args.max_stalled or settings.max_stalled
+    ops: list[Op] = []
+    recovered: list[bytes] = []
+    dead: list[bytes] = []
+    entries: list[tuple] = []
+    for member, _ in expired:
+        row = reads[job.row_read(keys, member)]
+        ops += job.leave_active_ops(keys, member, row)
+        if row is None:
+            continue  # a ghost: listed nowhere, no row created
+        if row.get(job.LEASE_EPOCH) != run_id:  # the lease crossed a restart: not counted
+            ops += job.enter_ops(keys, member, row, job.reentry_score(row))
+            entries.append(job.entry_check(keys, row))
+            recovered.append(member)
+            continue
+        stalled = incremented(row.get(job.STALLED), 1)
+        count = (job.STALLED, b"%d" % stalled)
+        if stalled >= max_stalled:
+            ops.append(job.dead_row_op(keys, member, now_ms, *count, job.LAST_ERROR, STALLED_ERROR))
+            dead.append(member)
+        else:
+            ops += job.enter_ops(keys, member, row, job.reentry_score(row), *count)
+            entries.append(job.entry_check(keys, row))
+            recovered.append(member)
+    missing = [r for r in entries if r not in reads]
+    if missing:
+        return need(*missing)
+    if dead:
+        tail = job.finish_ops(keys, job.DEAD, dead, now_ms, settings.keep_dead, reads)
+        if type(tail) is Need:
+            return tail
+        ops += tail  # type: ignore[arg-type]
+    return Swept(ops, recovered, dead)
+
+
+def plan(args: CheckArgs, verdict: Swept, now_ms: int, run_id: bytes) -> Plan:
+    return Plan(verdict.ops, [verdict.recovered, verdict.dead])
+
+
+COMMANDS = [
+    verb_command("emq.stalled.check", -2, "write", sys.modules[__name__],
+                 summary="Recover or dead-letter jobs whose lease ran out")
+]

@@ -1,0 +1,92 @@
+"""Retention: trim_ops directly (oldest first, the plan's own rows, at most 100, the
+`trimmed` counter) and the housekeeping slice through the runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import queue_keys
+from emqd.plan import Plan
+from emqd.verbs import retention
+from emqd.verbs.runner import decide_and_plan, perform
+from tests.verbs.jobs import P, members, row
+from tests.verbs.planner import NOW, RUN_ID, keyspace
+
+KEYS = queue_keys(b"q")
+
+
+def finished(kind: str, n: int, **extra: object):  # type: ignore[no-untyped-def]
+    data: dict = {f"emq:{{q}}:{kind}": [(f"j{i:03}", 100 + i) for i in range(n)], **extra}
+    for i in range(n):
+        data[f"emq:{{q}}:job:j{i:03}"] = {"state": kind}
+    return keyspace(**data)
+
+
+def trim(space, kind: str, keep: int, added=()):  # type: ignore[no-untyped-def]
+    reads: dict = {}
+    while True:
+        step = retention.trim_ops(KEYS, kind, keep, reads, added)
+        if isinstance(step, list):
+            return step
+        for read in step.reads:
+            reads[read] = perform(space, read)
+
+
+def test_nothing_in_excess() -> None:
+    assert trim(finished("completed", 3), "completed", 3) == []
+    assert trim(finished("dead", 2), "dead", 3, [(NOW, b"x")]) == []
+
+
+def test_oldest_first_and_completed_not_counted() -> None:
+    assert trim(finished("completed", 5), "completed", 3) == [
+        (b"ZREM", P + b"completed", b"j000", b"j001"),
+        (b"DEL", P + b"job:j000", P + b"job:j001"),
+    ]
+
+
+def test_dead_letters_are_counted_in_trimmed() -> None:
+    space = finished("dead", 3, **{"emq:{q}:metrics:failed": {"count": "9"}})
+    assert trim(space, "dead", 1, [(NOW, b"new")]) == [
+        (b"ZREM", P + b"dead", b"j000", b"j001", b"j002"),
+        (b"DEL", P + b"job:j000", P + b"job:j001", P + b"job:j002"),
+        (b"HINCRBY", P + b"metrics:failed", b"trimmed", 3),
+    ]
+
+
+def test_the_plans_own_rows_count_and_can_be_trimmed() -> None:
+    space = finished("completed", 1)
+    # the new row is older than the stored one (its score is smaller): it goes first
+    assert trim(space, "completed", 1, [(50, b"new")]) == [
+        (b"ZREM", P + b"completed", b"new"), (b"DEL", P + b"job:new")]
+
+
+def test_corrupt_trimmed_counter_refuses() -> None:
+    space = finished("dead", 2, **{"emq:{q}:metrics:failed": {"trimmed": "1e3"}})
+    with pytest.raises(errors.ReplyError) as caught:
+        trim(space, "dead", 0)
+    assert caught.value == errors.HASH_NOT_INTEGER
+
+
+def test_housekeeping_slices() -> None:
+    space = finished("dead", 250, **{"emq:{q}:config": {"keep_dead": "20"}})
+    args = retention.slice_args(b"q", Config())
+    deleted = []
+    for _ in range(5):
+        plan = decide_and_plan(retention, space, args, NOW, RUN_ID)
+        assert isinstance(plan, Plan)
+        space.apply(plan.ops)
+        deleted.append(plan.reply)
+    assert deleted == [100, 100, 30, 0, 0]
+    assert [m for m, _ in members(space, b"dead")][:1] == [b"j230"]
+    assert row(space, "j229") is None and row(space, "j230") is not None
+    assert space.hash(P + b"metrics:failed") == {b"trimmed": b"230"}
+
+
+def test_housekeeping_slice_trims_both_sets() -> None:
+    space = finished("completed", 3)
+    space.data.update(finished("dead", 2).data)
+    plan = decide_and_plan(retention, space, retention.slice_args(b"q", Config(
+        keep_completed=1, keep_dead=1)), NOW, RUN_ID)
+    assert plan.reply == 3
