@@ -1,0 +1,200 @@
+"""Random interleavings of every job verb from several clients, checking after each step
+that every job is in exactly the one set its `state` names (protocol section 1), that no
+job completes twice, that a stale token never acts, and that every refusal writes nothing.
+
+The planner variant drives the planners against one keyspace with a controlled `now`
+and run_id (a "restart" draws a new one); the wire variant does the same with a few real
+connections to one server, reading its state atomically inside MULTI/EXEC.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emqd.errors import ReplyError
+from emqd.plan import Block, Plan
+from emqd.verbs import (
+    add,
+    claim,
+    complete,
+    extend,
+    fail,
+    promote,
+    remove,
+    requeue,
+    revive,
+    stalled_check,
+)
+from tests.verbs.jobs import check_invariant, row, snapshot
+from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
+
+KINDS = ("add", "claim", "complete", "fail", "requeue", "extend", "sweep", "promote",
+         "revive", "remove", "tick", "restart")
+HOLDER_VERBS = {"complete": complete, "fail": fail, "requeue": requeue, "extend": extend}
+CLIENTS = 3
+
+# Weighted so that jobs get claimed and held tokens get used (and reused once stale).
+WEIGHTED = (*KINDS, "add", "add", "claim", "claim", "complete", "fail", "requeue", "extend",
+            "tick")
+step = st.tuples(st.sampled_from(WEIGHTED), st.integers(0, CLIENTS - 1), st.integers(0, 12),
+                 st.integers(0, 3))
+
+
+class World:
+    """One keyspace, a clock, an epoch, and what each simulated client believes it holds."""
+
+    def __init__(self) -> None:
+        self.space = keyspace(**{"emq:{q}:config": {"keep_completed": "3", "keep_dead": "2",
+                                                    "backoff": "exp:5:40"}})
+        self.now = NOW
+        self.run_id = RUN_ID
+        self.restarts = 0
+        self.held: list[list[tuple[bytes, bytes]]] = [[] for _ in range(CLIENTS)]
+        self.ids: list[bytes] = []
+        self.completed: set[bytes] = set()
+
+    def call(self, verb: Any, argv: list) -> Any:
+        before = snapshot(self.space)
+        result = drive(verb, argv, self.space, now=self.now, run_id=self.run_id)
+        if isinstance(result, ReplyError):
+            assert snapshot(self.space) == before, (argv, result)  # a refusal writes nothing
+            return result
+        if isinstance(result, Block):
+            if result.plan is not None:
+                self.space.apply(result.plan.ops)
+            return result.timeout_reply
+        assert isinstance(result, Plan)
+        self.space.apply(result.ops)
+        return result.reply
+
+    def step(self, kind: str, client: int, a: int, b: int) -> None:
+        if kind == "add":
+            options: list = []
+            if b == 1:
+                options += ["DELAY", a * 5]
+            if b == 2:
+                options += ["PRIORITY", a % 3 - 1, "MAXATTEMPTS", 1 + a % 3]
+            self.ids.append(self.call(add, ["emq.add", "q", f"p{a}", *options]))
+        elif kind == "claim":
+            argv = ["emq.claim", "q", 5 + a * 5] + (["COUNT", b + 1] if b else [])
+            if a % 4 == 0:
+                argv += ["BLOCK", 10]
+            reply = self.call(claim, argv)
+            jobs = reply if b else ([reply] if isinstance(reply, list) else [])
+            for job_id, token, _, _ in jobs:
+                assert row(self.space, job_id)[b"attempts"] == token
+                self.held[client].append((job_id, token))
+        elif kind in HOLDER_VERBS:
+            self._holder(kind, client, a, b)
+        elif kind == "sweep":
+            self.call(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", b + 1])
+        elif kind == "promote":
+            self.call(promote, ["emq.promote", "q"])
+        elif kind in ("revive", "remove") and self.ids:
+            job_id = self.ids[a % len(self.ids)]
+            if kind == "revive":
+                self.call(revive, ["emq.revive", "q", job_id] + (["RESET"] if b else []))
+            else:
+                self.call(remove, ["emq.remove", "q", job_id])
+        elif kind == "tick":
+            self.now += a * 7
+        elif kind == "restart":
+            self.restarts += 1
+            self.run_id = b"%040d" % self.restarts
+
+    def _holder(self, kind: str, client: int, a: int, b: int) -> None:
+        held = self.held[client] or [h for tokens in self.held for h in tokens]
+        if not held:
+            return
+        job_id, token = held[a % len(held)]
+        before = row(self.space, job_id)
+        current = (before is not None and before.get(b"attempts") == token
+                   and before.get(b"state") == b"active")
+        extra = {"complete": [], "fail": ["ERROR", "e"] + (["BACKOFF", a] if b else []),
+                 "requeue": [], "extend": [5 + a]}[kind]
+        reply = self.call(HOLDER_VERBS[kind], [f"emq.{kind}", "q", job_id, token, *extra])
+        assert isinstance(reply, ReplyError) != current, (kind, job_id, token, before, reply)
+        if kind == "complete" and reply == "OK":
+            assert job_id not in self.completed, f"{job_id!r} completed twice"
+            self.completed.add(job_id)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, min_size=5, max_size=80))
+def test_random_interleavings_keep_the_invariant(steps: list) -> None:
+    world = World()
+    for kind, client, a, b in steps:
+        world.step(kind, client, a, b)
+        check_invariant(world.space)
+
+
+# --- the same over the wire, with real connections -----------------------------------
+STATES = (b"pending", b"active", b"scheduled", b"dead", b"completed")
+
+
+def _check_over_the_wire(client: redis.Redis, ids: list[bytes]) -> dict[bytes, bytes]:
+    """Rows and STATS read in one EXEC (atomic): every set's size is the number of rows
+    whose state names it, so each job is counted in exactly one set."""
+    pipe = client.pipeline(transaction=True)
+    for job_id in ids:
+        pipe.hget(b"emq:{q}:job:" + job_id, "state")
+    pipe.execute_command("EMQ.STATS", "q")
+    *states, stats = pipe.execute()
+    if isinstance(stats, list):
+        stats = dict(zip(stats[::2], stats[1::2], strict=True))
+    for state in STATES:
+        assert stats[state] == sum(1 for s in states if s == state), (state, stats, states)
+    return {job_id: s for job_id, s in zip(ids, states, strict=True) if s is not None}
+
+
+def test_random_interleavings_over_the_wire(rq: redis.Redis, no_sweep_server: Any) -> None:
+    clients = [redis.Redis(port=no_sweep_server.port) for _ in range(CLIENTS)]
+    rng = random.Random(20261130)
+    ids: list[bytes] = []
+    held: list[list[tuple[bytes, bytes]]] = [[] for _ in clients]
+    completed: set[bytes] = set()
+    rq.execute_command("EMQ.CONFIG", "q", "SET", "backoff", "0", "keep_completed", "1000")
+    try:
+        for _ in range(300):
+            i = rng.randrange(CLIENTS)
+            c = clients[i]
+            kind = rng.choice(("add", "add", "claim", "claim", "holder", "holder", "sweep",
+                               "promote", "revive", "remove"))
+            if kind == "add":
+                ids.append(c.execute_command("EMQ.ADD", "q", "x", "MAXATTEMPTS",
+                                             rng.randint(1, 3)))
+            elif kind == "claim":
+                for job in c.execute_command("EMQ.CLAIM", "q", rng.choice((1, 60000)),
+                                             "COUNT", rng.randint(1, 3)):
+                    held[i].append((job[0], job[1]))
+            elif kind == "holder" and held[i]:
+                job_id, token = rng.choice(held[i])
+                verb = rng.choice(("EMQ.COMPLETE", "EMQ.FAIL", "EMQ.REQUEUE", "EMQ.EXTEND"))
+                argv = [verb, "q", job_id, token] + (["60000"] if verb == "EMQ.EXTEND" else [])
+                try:
+                    reply = c.execute_command(*argv)
+                except redis.ResponseError as error:
+                    assert str(error).startswith("EMQSTALE"), error
+                    continue
+                if verb == "EMQ.COMPLETE":
+                    assert reply == b"OK" and job_id not in completed
+                    completed.add(job_id)
+            elif kind == "sweep":
+                c.execute_command("EMQ.STALLED.CHECK", "q", "MAXSTALLED", 3)
+            elif kind == "promote":
+                c.execute_command("EMQ.PROMOTE", "q")
+            elif kind in ("revive", "remove") and ids:
+                try:
+                    c.execute_command(f"EMQ.{kind.upper()}", "q", rng.choice(ids))
+                except redis.ResponseError as error:
+                    assert str(error).startswith("EMQSTATE"), error
+            _check_over_the_wire(rq, ids)
+    finally:
+        for c in clients:
+            c.close()
+    assert completed  # the run exercised completion at all
