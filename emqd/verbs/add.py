@@ -33,7 +33,7 @@ from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
 from emqd.verbs.backoff import parse_backoff
 from emqd.verbs.job import PRIORITY_BAND
-from emqd.verbs.runner import HGET, TYPE, ZSCORE, Reads, need, verb_command
+from emqd.verbs.runner import HGET, TYPE, ZCARD, ZSCORE, Reads, need, verb_command
 
 _KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
 
@@ -102,7 +102,9 @@ def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     seq_read = (HGET, keys.meta, b"seq")
     queue_read = (ZSCORE, QUEUES, keys.queue)
     if seq_read not in reads:
-        return need(seq_read, queue_read)
+        # The set the plan ZADDs to is read too: one holding a hash refuses with
+        # WRONGTYPE here, instead of failing the plan halfway in `apply`.
+        return need(seq_read, queue_read, (ZCARD, _target(args, now_ms)))
     seq = incremented(reads[seq_read], 1)  # a corrupt seq refuses with HINCRBY's text
     if args.id is not None:
         exists_read = (TYPE, keys.job(args.id))
@@ -120,12 +122,22 @@ def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         seq = incremented(b"%d" % seq, 1)
 
 
+def _due(args: AddArgs, now_ms: int) -> int | None:
+    """The due time when it is in the future (the job is scheduled), else None."""
+    due = now_ms + args.delay if args.delay is not None else args.at
+    return due if due is not None and due > now_ms else None
+
+
+def _target(args: AddArgs, now_ms: int) -> bytes:
+    return args.keys.pending if _due(args, now_ms) is None else args.keys.scheduled
+
+
 def plan(args: AddArgs, verdict: Added | Exists, now_ms: int, run_id: bytes) -> Plan:
     if type(verdict) is Exists:
         return Plan([], verdict.id)
     keys = args.keys
-    due = now_ms + args.delay if args.delay is not None else args.at
-    scheduled = due is not None and due > now_ms
+    due = _due(args, now_ms)
+    scheduled = due is not None
     row = [
         b"HSET",
         keys.job(verdict.id),

@@ -122,3 +122,13 @@ def test_over_the_wire(r: redis.Redis) -> None:
     with pytest.raises(redis.ResponseError, match="PRIORITY must be between"):
         r.execute_command("EMQ.ADD", "mail", "x", "PRIORITY", "5000")
     assert r.hgetall("emq:{mail}:meta") == before
+
+
+@pytest.mark.parametrize(("key", "argv"), [("emq:{q}:pending", []),
+                                           ("emq:{q}:scheduled", ["DELAY", "10"])])
+def test_wrongtype_target_set_refuses_before_writing(key: str, argv: list) -> None:
+    # Without the check, the plan's HSET of the row applied and its ZADD failed halfway.
+    space = keyspace(**{key: {"not": "a zset"}})
+    assert drive(add, ["emq.add", "q", "x", *argv], space) == errors.WRONGTYPE
+    assert drive(add, ["emq.add", "q", "x", *(["DELAY", "10"] if not argv else [])],
+                 space).reply == b"1"
