@@ -172,9 +172,9 @@ class Counters:
 
 
 class Housekeeping:
-    def __init__(self, state: ServerState, planners: Planners) -> None:
+    def __init__(self, state: ServerState, planners: Planners | None = None) -> None:
         self.state = state
-        self.planners = planners
+        self.planners = planners or default_planners()
         self.sweep_interval = state.config.stalled_interval  # 0: no stall sweep
         self.counters = Counters()
         self.logged: set[tuple] = set()  # refusals already logged: each is logged once
@@ -380,3 +380,9 @@ def _ms(score: float) -> int:
         return 0 if score < 0 else 2**62
     return math.ceil(score)
 
+
+def default_planners() -> Planners:
+    """The verbs' own planners (imported here: the verbs import nothing of this module)."""
+    from emqd.verbs import promote, retention, stalled_check
+
+    return Planners(promote, stalled_check, retention)

@@ -16,6 +16,7 @@ import uvloop
 
 from emqd.blocking import Waiters
 from emqd.config import Config
+from emqd.housekeeping import Housekeeping
 from emqd.server_state import ServerState
 from emqd.wire.protocol import Connection
 
@@ -34,6 +35,7 @@ class Server:
         self.stopped = asyncio.Event()
         self.state.shutdown_requested = self.request_shutdown
         self.state.wake = self.wake_parked  # housekeeping and verbs outside a connection
+        self.housekeeping = Housekeeping(self.state)
 
     # --- the write path ---------------------------------------------------------
     def write(self, conn: Connection, data: bytes) -> None:
@@ -62,6 +64,7 @@ class Server:
         port = sock.getsockname()[1]
         self.port = port
         log.info("emqd listening on %s:%d run_id=%s", self.config.bind, port, self.state.run_id)
+        self.housekeeping.start(loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_shutdown)
 
@@ -71,6 +74,7 @@ class Server:
             return
         for listener in self.listeners:
             listener.close()
+        self.housekeeping.stop()
         for conn in list(self.connections.values()):
             block = conn.parked
             if block is not None:

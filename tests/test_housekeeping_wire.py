@@ -1,0 +1,138 @@
+"""The server's own clock work over the wire: no client sends PROMOTE or STALLED.CHECK.
+
+Each test starts its own emqd (a short --stalled-interval where the sweep is
+under test) and only watches: ADD, CLAIM, plain reads. Bounds are generous
+functional bounds (the server aims at the due time itself), never timings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from tests.support import ServerProcess, start_emqd
+
+BOUND_S = 3.0  # every wait below is bounded by this, and fails past it
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    flags = getattr(request, "param", ("--stalled-interval", "100"))
+    proc = start_emqd(*flags)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def r(server: ServerProcess) -> Iterator[redis.Redis]:
+    client = redis.Redis(port=server.port, protocol=2)
+    yield client
+    client.close()
+
+
+def wait_for(condition: Callable[[], bool]) -> float:
+    """Seconds until `condition` held; fails after BOUND_S."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > BOUND_S:
+            raise AssertionError("not reached within the bound")
+        time.sleep(0.005)
+    return time.monotonic() - start
+
+
+def row(r: redis.Redis, job: bytes) -> dict[bytes, bytes]:
+    return r.hgetall(b"emq:{q}:job:" + job)
+
+
+def test_a_delayed_job_is_promoted_at_its_due_time(r: redis.Redis) -> None:
+    job = r.execute_command("EMQ.ADD", "q", "later", "DELAY", "100")
+    due_ms = int(row(r, job)[b"created_ms"]) + 100
+    assert row(r, job)[b"state"] == b"scheduled"
+    wait_for(lambda: row(r, job)[b"state"] == b"pending")
+    seconds, micros = r.time()
+    assert seconds * 1000 + micros // 1000 - due_ms < 500  # generous; the timer aims at due
+    assert r.zrange("emq:{q}:pending", 0, -1) == [job]
+    assert r.zcard("emq:{q}:scheduled") == 0
+
+
+def test_a_failed_job_comes_back_after_its_backoff_to_a_parked_claimer(
+    r: redis.Redis, server: ServerProcess
+) -> None:
+    job = r.execute_command("EMQ.ADD", "q", "x")
+    _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", "30000")
+    assert r.execute_command("EMQ.FAIL", "q", job, token, "BACKOFF", "150") == [b"scheduled", 1]
+    got: list = []
+    with redis.Redis(port=server.port, protocol=2) as waiter:
+        thread = threading.Thread(
+            target=lambda: got.append(waiter.execute_command("EMQ.CLAIM", "q", "30000",
+                                                             "BLOCK", "2500")))
+        thread.start()
+        thread.join(BOUND_S)
+    assert not thread.is_alive()
+    assert got == [[job, b"2", b"x", 1]]  # woken by the promotion, not by its timeout
+
+
+def test_an_expired_lease_is_recovered_then_dead_at_the_second_stall(r: redis.Redis) -> None:
+    job = r.execute_command("EMQ.ADD", "q", "x")
+    assert r.execute_command("EMQ.CLAIM", "q", "50")[:2] == [job, b"1"]
+    wait_for(lambda: row(r, job)[b"state"] == b"pending")
+    assert row(r, job)[b"stalled"] == b"1" and b"failures" not in row(r, job)
+    assert r.execute_command("EMQ.CLAIM", "q", "50")[:2] == [job, b"2"]
+    wait_for(lambda: row(r, job)[b"state"] == b"dead")
+    assert row(r, job)[b"stalled"] == b"2" and row(r, job)[b"last_error"] == b"stalled"
+    assert r.zrange("emq:{q}:dead", 0, -1) == [job]
+    assert r.hget("emq:{q}:metrics:failed", "count") == b"1"
+
+
+def test_an_extended_lease_is_left_alone(r: redis.Redis) -> None:
+    job = r.execute_command("EMQ.ADD", "q", "x")
+    _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", "150")
+    for _ in range(6):  # a heartbeat every 50 ms keeps the job for 300 ms
+        time.sleep(0.05)
+        r.execute_command("EMQ.EXTEND", "q", job, token, "150")
+    assert row(r, job)[b"state"] == b"active" and b"stalled" not in row(r, job)
+
+
+@pytest.mark.parametrize("server", [("--stalled-interval", "0")], indirect=True)
+def test_stalled_interval_zero_leaves_expired_leases_to_clients(r: redis.Redis) -> None:
+    job = r.execute_command("EMQ.ADD", "q", "x")
+    r.execute_command("EMQ.CLAIM", "q", "10")
+    time.sleep(0.2)
+    assert row(r, job)[b"state"] == b"active"
+    assert r.execute_command("EMQ.STALLED.CHECK", "q") == [[job], []]
+
+
+def test_a_corrupt_row_is_logged_once_and_recovered_once_repaired(
+    r: redis.Redis, server: ServerProcess
+) -> None:
+    job = r.execute_command("EMQ.ADD", "q", "x")
+    r.execute_command("EMQ.CLAIM", "q", "100000")
+    r.hset(b"emq:{q}:job:" + job, "stalled", "01")  # HINCRBY would refuse it
+    r.zadd("emq:{q}:active", {job: 1})  # its lease ran out long ago
+    wait_for(lambda: "refused" in server.output())
+    time.sleep(0.5)  # about five more sweep intervals
+    assert row(r, job)[b"state"] == b"active"
+    warnings = [line for line in server.output().splitlines() if "refused" in line]
+    assert len(warnings) == 1
+    assert "'q'" in warnings[0] and f"'{job.decode()}'" in warnings[0]
+    assert "ERR hash value is not an integer" in warnings[0]
+    r.hdel(b"emq:{q}:job:" + job, "stalled")  # the operator repairs the row
+    wait_for(lambda: row(r, job)[b"state"] == b"pending")
+    assert row(r, job)[b"stalled"] == b"1"
+
+
+def test_lowering_keep_completed_trims_the_excess(r: redis.Redis) -> None:
+    for i in range(5):
+        job = r.execute_command("EMQ.ADD", "q", f"job {i}")
+        _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", "30000")
+        r.execute_command("EMQ.COMPLETE", "q", job, token)
+    assert r.zcard("emq:{q}:completed") == 5
+    r.execute_command("EMQ.CONFIG", "q", "SET", "keep_completed", "2")
+    wait_for(lambda: r.zcard("emq:{q}:completed") == 2)
+    assert r.zrange("emq:{q}:completed", 0, -1) == [b"4", b"5"]  # the newest are kept
+    assert not r.exists("emq:{q}:job:1")
+    assert r.execute_command("EMQ.STATS", "q")[11] == 5  # completed_total is not trimmed
