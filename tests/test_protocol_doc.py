@@ -7,9 +7,9 @@ bash (so the quoting is the reader's) on the test server's port, with
 the lines that follow it, where `<ms>` matches a time in milliseconds and
 `<run_id>` the epoch. A `$ sleep n` line sleeps: it waits for housekeeping.
 
-Where the document uses a verb that has not landed yet, the session stops
-there and the test is skipped with the verb's name (everything before it was
-checked); a `sleep` needs the housekeeping planners (PROMOTE, STALLED.CHECK).
+Where the document uses a command that has not landed yet, the session stops
+there and the test is skipped with the command's name (everything before it
+was checked); a `sleep` needs the housekeeping planners (PROMOTE, STALLED.CHECK).
 """
 
 from __future__ import annotations
@@ -61,8 +61,7 @@ def needed_verbs(step: Step) -> tuple[bytes, ...]:
     if words[0] == "sleep":
         return HOUSEKEEPING_VERBS
     assert words[:3] == ["redis-cli", "-p", "6390"], f"PROTOCOL.md:{step.line}: {step.command}"
-    name = words[3].lower().encode()
-    return (name,) if name.startswith(b"emq.") else ()
+    return (words[3].lower().encode(),)
 
 
 def matches(expected: list[str], got: list[str]) -> bool:
