@@ -38,7 +38,7 @@ from emqd.verbs.runner import HGET, TYPE, ZCARD, ZSCORE, Reads, need, verb_comma
 _KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class AddArgs:
     keys: QueueKeys
     payload: bytes
@@ -50,7 +50,7 @@ class AddArgs:
     backoff: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class Added:
     """The verdict: a new job `id` with sequence number `seq`; `new_queue` if first."""
 
@@ -59,7 +59,7 @@ class Added:
     new_queue: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class Exists:
     id: bytes
 

@@ -44,7 +44,7 @@ from emqd.verbs.runner import HGET, ZCARD, ZHEAD, Need, Reads, need, verb_comman
 _KEYWORDS = frozenset({b"COUNT", b"BLOCK"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class ClaimArgs:
     keys: QueueKeys
     lease_ms: int
@@ -53,7 +53,7 @@ class ClaimArgs:
     config: Config
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class Claimed:
     """The verdict: the jobs handed out (reply rows) and every op of the call."""
 

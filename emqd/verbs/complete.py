@@ -30,7 +30,7 @@ from emqd.verbs.runner import Need, Reads, need, verb_command
 _KEYWORDS = frozenset({b"RESULT"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class CompleteArgs:
     keys: QueueKeys
     id: bytes
@@ -39,7 +39,7 @@ class CompleteArgs:
     config: Config
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class Completed:
     """The verdict: the held row, and the finishing ops (set entry, metric, trim)."""
 

@@ -43,7 +43,7 @@ from emqd.verbs.runner import ZCARD, Need, Reads, need, verb_command
 _KEYWORDS = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class FailArgs:
     keys: QueueKeys
     id: bytes
@@ -54,14 +54,14 @@ class FailArgs:
     config: Config
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class Dead:
     failures: int
     row: dict
     tail: list[Op]  # ZADD dead, the metric, the trim
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see runner.Need
 class Retry:
     failures: int
     row: dict

@@ -61,9 +61,15 @@ Read = tuple
 Reads = dict
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Need:
-    """What `decide` must see before it can decide."""
+    """What `decide` must see before it can decide.
+
+    Not frozen, like the verbs' per-call args and verdicts: a frozen
+    dataclass's __init__ sets each field through object.__setattr__, about
+    5x the cost of a plain one, on every call of the hot verbs. Nothing
+    mutates them after construction all the same.
+    """
 
     reads: tuple[Read, ...]
     ahead: tuple[Read, ...] = ()  # likely next: read now if they succeed (module docstring)
