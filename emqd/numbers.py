@@ -52,6 +52,10 @@ _NONZERO_DEC = re.compile(rb"[1-9]")
 
 def parse_int(value: bytes) -> int | None:
     """The integer Redis reads in `value`, or None where string2ll refuses it."""
+    if len(value) < 19 and value.isdigit() and (value[0] != 48 or len(value) == 1):
+        # The common case, without the regex: up to 18 ASCII digits, no
+        # leading zero (so within 64 bits). bytes.isdigit() is ASCII-only.
+        return int(value)
     if not _INT.match(value) or value == b"-0":
         return None
     number = int(value)
