@@ -22,12 +22,12 @@ later ZADD (an EXTEND) never adds an entry; an entry that turns out early (its
 job was extended or removed) costs one empty pass, after which the queue's
 true earliest time is read from the store.
 
-Work is done in slices of SLICE jobs, one slice per queue per loop iteration,
-so a backlog never stalls the loop. A refused slice (a corrupt row) is logged
-once with the queue and the job (found by asking the same planner for shorter
-LIMITs, no second copy of its rules), the slices before that job are applied,
-the refusal is counted for INFO, and the queue is tried again a retry interval
-later: it never spins.
+Work is done in slices of SLICE jobs, one slice per queue and at most
+QUEUES_PER_TURN queues per loop iteration, so a backlog never stalls the loop.
+A refused slice (a corrupt row) is logged once with the queue and the job
+(found by asking the same planner for shorter LIMITs, no second copy of its
+rules), the slices before that job are applied, the refusal is counted for
+INFO, and the queue is tried again a retry interval later: it never spins.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ log = logging.getLogger("emqd")
 
 SLICE = 100  # jobs per plan: a slice never holds the loop for long
 RETRY_MS = 1000  # a refused promotion or retention slice is tried again this much later
+QUEUES_PER_TURN = 16  # queues served per timer run; the rest at the loop's next turn
 MAX_TIMER_MS = 3_600_000  # a far due time is looked at again after an hour, not armed as is
 LOGGED_MAX = 10_000  # refusals remembered so that each is logged once
 
@@ -124,7 +125,7 @@ class Deadlines:
         now = clock.now_ms()
         heap, earliest = self.heap, self.earliest
         ready = []
-        while heap and heap[0][0] <= now:
+        while heap and heap[0][0] <= now and len(ready) < QUEUES_PER_TURN:
             at, queue = heapq.heappop(heap)
             if earliest.get(queue) == at:  # else a stale entry: an earlier one replaced it
                 del earliest[queue]

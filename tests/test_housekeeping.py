@@ -171,6 +171,28 @@ async def test_deadlines_fire_each_queue_once_at_its_earliest_time() -> None:
     assert deadlines.heap == [] and deadlines.earliest == {}
 
 
+async def test_many_due_queues_are_served_a_few_per_loop_turn(monkeypatch: Any) -> None:
+    monkeypatch.setattr("emqd.housekeeping.QUEUES_PER_TURN", 2)
+    turns: list[list[bytes]] = [[]]
+    deadlines = Deadlines(lambda queue, now: turns[-1].append(queue))
+    loop = asyncio.get_running_loop()
+
+    def next_turn() -> None:  # marks each loop iteration
+        turns.append([])
+        if len(turns) < 50:
+            loop.call_soon(next_turn)
+
+    deadlines.start(loop)
+    now = clock.now_ms()
+    for i in range(5):
+        deadlines.note(b"q%d" % i, now - 1)
+    loop.call_soon(next_turn)
+    await until(lambda: sum(map(len, turns)) == 5)
+    deadlines.stop()
+    assert max(map(len, turns)) == 2
+    assert sorted(q for turn in turns for q in turn) == [b"q%d" % i for i in range(5)]
+
+
 async def test_a_failing_job_is_logged_and_retried_not_fatal(caplog: Any) -> None:
     calls: list[bytes] = []
 
