@@ -213,7 +213,7 @@ async def test_a_failing_job_is_logged_and_retried_not_fatal(caplog: Any) -> Non
 # --- promotion ----------------------------------------------------------------------
 async def test_a_scheduled_job_is_promoted_at_its_due_time(rig: Any) -> None:
     r = rig()
-    due = clock.now_ms() + 40
+    due = clock.now_ms() + 120
     r.state.commit([(b"ZADD", K.scheduled, due, b"1")])
     await asyncio.sleep(0.02)
     assert r.zset(K.pending) == []  # not before its time

@@ -93,10 +93,10 @@ def test_an_expired_lease_is_recovered_then_dead_at_the_second_stall(r: redis.Re
 
 def test_an_extended_lease_is_left_alone(r: redis.Redis) -> None:
     job = r.execute_command("EMQ.ADD", "q", "x")
-    _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", "150")
-    for _ in range(6):  # a heartbeat every 50 ms keeps the job for 300 ms
+    _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", "300")
+    for _ in range(8):  # a heartbeat every 50 ms keeps the job past its first lease
         time.sleep(0.05)
-        r.execute_command("EMQ.EXTEND", "q", job, token, "150")
+        r.execute_command("EMQ.EXTEND", "q", job, token, "300")
     assert row(r, job)[b"state"] == b"active" and b"stalled" not in row(r, job)
 
 
@@ -113,7 +113,7 @@ def test_a_corrupt_row_is_logged_once_and_recovered_once_repaired(
     r: redis.Redis, server: ServerProcess
 ) -> None:
     job = r.execute_command("EMQ.ADD", "q", "x")
-    r.execute_command("EMQ.CLAIM", "q", "300")
+    r.execute_command("EMQ.CLAIM", "q", "400")
     r.hset(b"emq:{q}:job:" + job, "stalled", "01")  # HINCRBY would refuse it
     wait_for(lambda: "refused" in server.output())  # once the lease ran out
     time.sleep(0.5)  # about five more sweep intervals
