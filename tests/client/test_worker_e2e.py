@@ -1,0 +1,277 @@
+"""The worker against a real emqd: chaos with a killed worker, graceful shutdown, heartbeat,
+and a server restart.
+
+Worker processes are `python -m emqd.worker` subprocesses started here and
+stopped by PID; every wait has a deadline (`wait_for`), so a failure is a
+failed assertion, never a hung suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from emqd.client import Job, Queue, StaleJob, SyncQueue, Worker
+from emqd.client.errors import TRANSPORT_ERRORS
+from tests.support import ROOT, ServerProcess, start_emqd
+
+pytestmark = pytest.mark.slow
+
+JOBS = 2000
+MAX_ATTEMPTS = 3
+MAX_STALLED = 2
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str,
+              interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class WorkerProcess:
+    """`python -m emqd.worker` in its own session, logging to a temp file."""
+
+    def __init__(self, handler: str, queue: str, port: int, *flags: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.log = tempfile.NamedTemporaryFile(prefix="emqd-worker-", suffix=".log", delete=False)
+        full_env = {**os.environ, **(env or {}),
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                                os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "emqd.worker", handler, "--queue", queue,
+             "--url", f"redis://127.0.0.1:{port}", *flags],
+            cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+@pytest.mark.timeout(120)
+def test_chaos_two_workers_one_killed_every_job_ends_right(
+        workers: list[WorkerProcess], tmp_path: Path) -> None:
+    server = start_emqd("--stalled-interval", "100", "--max-stalled", str(MAX_STALLED),
+                        "--max-attempts", str(MAX_ATTEMPTS), "--keep-completed", "100000",
+                        "--backoff", "fixed:20")
+    try:
+        queue = SyncQueue("chaos", f"redis://127.0.0.1:{server.port}")
+        queue.add_many([b"job %d" % n for n in range(JOBS)])
+        flags = ("--concurrency", "20", "--lease-ms", "600", "--timeout-ms", "300",
+                 "--grace-ms", "500", "--progress-interval", "1")
+        env = {"EMQD_E2E_LOG": str(tmp_path)}
+        victim = WorkerProcess("tests.client.e2e_handlers:chaos", "chaos", server.port,
+                               *flags, env=env)
+        survivor = WorkerProcess("tests.client.e2e_handlers:chaos_sync", "chaos", server.port,
+                                 *flags, env=env)
+        workers += [victim, survivor]
+
+        def finished() -> int:
+            stats = queue.stats()
+            return stats.completed + stats.dead
+
+        wait_for(lambda: finished() >= JOBS // 3, 40, "a third of the jobs")
+        victim.signal(signal.SIGKILL)
+        wait_for(lambda: finished() == JOBS, 60, "every job to finish")
+
+        stats = queue.stats()
+        assert (stats.pending, stats.active, stats.scheduled) == (0, 0, 0)
+        assert stats.completed + stats.dead == JOBS
+        assert stats.completed_total == stats.completed  # no job completed twice
+        assert stats.failed_total == stats.dead
+
+        rows = {str(n + 1): queue.get(str(n + 1)) for n in range(JOBS)}
+        completed = {i: row for i, row in rows.items() if row.state == "completed"}
+        dead = {i: row for i, row in rows.items() if row.state == "dead"}
+        assert len(completed) == stats.completed and len(dead) == stats.dead
+        # Each COMPLETE came from the holder of the current token.
+        for row in completed.values():
+            token, _pid = row.result.decode().split()
+            assert int(token) == row.attempts
+        for job_id, row in dead.items():
+            at_cap = row.failures == MAX_ATTEMPTS
+            stalled_out = row.stalled == MAX_STALLED and row.last_error == "stalled"
+            assert at_cap or stalled_out, (job_id, row.fields)
+        # Some runs timed out, some failed, and the victim's leases were recovered.
+        errors = {row.last_error for row in rows.values() if row.last_error}
+        assert "timeout" in errors and any(e.startswith("ValueError") for e in errors)
+        assert any(row.stalled >= 1 for row in rows.values())
+
+        # A stale holder's COMPLETE is refused: replay one superseded run's token.
+        runs = [line.split() for log in tmp_path.glob("*.log")
+                for line in log.read_text().splitlines()]
+        ran = {(job_id, token) for job_id, token, _pid in runs}
+        assert all((i, str(row.attempts)) in ran for i, row in completed.items())
+        stale = next((job_id, token) for job_id, token, _pid in runs
+                     if int(token) < rows[job_id].attempts and job_id in completed)
+        with pytest.raises(StaleJob, match="token mismatch"):
+            queue.complete(Job(stale[0], b"", stale[1]), "late")
+        assert queue.stats().completed_total == stats.completed_total
+
+        survivor.signal(signal.SIGTERM)
+        assert survivor.proc.wait(10) == 0, survivor.output()
+        assert "done=" in survivor.output() and "rate=" in survivor.output()
+        queue.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_requeues_unfinished_jobs_and_exits_0_within_grace(
+        workers: list[WorkerProcess]) -> None:
+    server = start_emqd()
+    try:
+        queue = SyncQueue("graceful", f"redis://127.0.0.1:{server.port}")
+        slow = [queue.add_json({"sleep": 30}) for _ in range(2)]
+        quick = queue.add_json({"sleep": 0.3})
+        worker = WorkerProcess("tests.client.e2e_handlers:sleepy", "graceful", server.port,
+                               "--grace-ms", "1500", "--concurrency", "5")
+        workers.append(worker)
+        wait_for(lambda: queue.stats().active == 3, 10, "all three jobs claimed")
+        started = time.monotonic()
+        worker.signal(signal.SIGTERM)
+        assert worker.proc.wait(10) == 0, worker.output()
+        assert time.monotonic() - started < 1.5 + 1.0
+        assert queue.get(quick).state == "completed"
+        for job_id in slow:
+            row = queue.get(job_id)
+            assert (row.state, row.attempts, row.failures) == ("pending", 1, 0)
+        stats = queue.stats()
+        assert (stats.pending, stats.active, stats.completed) == (2, 0, 1)
+        queue.close()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def sweeping_server() -> Iterator[ServerProcess]:
+    server = start_emqd("--stalled-interval", "50")
+    yield server
+    server.stop()
+
+
+async def test_heartbeat_keeps_a_long_handler_from_being_swept(
+        sweeping_server: ServerProcess) -> None:
+    url = f"redis://127.0.0.1:{sweeping_server.port}"
+    async with Queue("beat", url) as queue:
+        # Control: a lease nobody extends is swept (so the sweep runs in this setup).
+        await queue.add(b"abandoned")
+        [abandoned] = await queue.claim(300)
+        await wait_async(lambda: _state(queue, abandoned.id), "pending", 3)
+        assert (await queue.get(abandoned.id)).stalled == 1
+        await queue.remove(abandoned.id)
+
+        job_id = await queue.add(b"long")
+
+        async def handler(job: Job) -> str:
+            await asyncio.sleep(0.9)  # three times the lease
+            return "finished"
+
+        worker = Worker(queue, handler, lease_ms=300, block_ms=50)
+        task = asyncio.create_task(worker.run())
+        try:
+            await wait_async(lambda: _state(queue, job_id), "completed", 5)
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 5)
+        row = await queue.get(job_id)
+        assert (row.attempts, row.stalled, row.result) == (1, 0, b"finished")
+        assert worker.counts.lost == 0 and worker.counts.completed == 1
+
+
+async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture) -> None:
+    """Without persistence the restarted server has forgotten the jobs in flight: their
+    leases answer EMQSTALE (logged once each, nothing retried) and the worker goes on
+    with the jobs added after the restart."""
+    server = start_emqd()
+    port = server.port
+    try:
+        async with Queue("restart", f"redis://127.0.0.1:{port}") as queue:
+            await queue.add_many([b"before"] * 4)
+            gate = asyncio.Event()
+
+            async def handler(job: Job) -> str:
+                if job.payload == b"before":
+                    await gate.wait()
+                return job.token
+
+            worker = Worker(queue, handler, concurrency=4, lease_ms=600, block_ms=100)
+            task = asyncio.create_task(worker.run())
+            try:
+                await wait_async(lambda: _count(queue, "active"), 4, 5)
+                server.kill()
+                await asyncio.sleep(0.3)
+                server = start_emqd(port=port)
+                gate.set()
+                # Every old run is dropped before new jobs (with the same ids!) arrive.
+                await wait_async(lambda: _value(worker.counts.lost), 4, 5)
+                after = await queue.add_many([b"after"] * 6)
+                await wait_async(lambda: _count(queue, "completed"), 6, 10)
+            finally:
+                worker.stop()
+                await asyncio.wait_for(task, 5)
+            assert worker.counts.reconnects >= 1 and worker.counts.lost == 4
+            assert worker.counts.completed == 6
+            for job_id in after:
+                assert (await queue.get(job_id)).result == b"1"
+            lost_lines = [r for r in caplog.records if "lease lost" in r.getMessage()]
+            assert len(lost_lines) == 4
+    finally:
+        server.stop()
+
+
+async def _state(queue: Queue, job_id: str) -> str:
+    return (await queue.get(job_id)).state
+
+
+async def _count(queue: Queue, field: str) -> int:
+    """A STATS count, or -1 while the server is away."""
+    try:
+        return getattr(await queue.stats(), field)
+    except TRANSPORT_ERRORS:
+        return -1
+
+
+async def _value(value: object) -> object:
+    return value
+
+
+async def wait_async(read: Callable, expected: object, timeout: float) -> None:
+    """Poll `await read()` until it equals `expected` (or satisfies it, if callable)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await read()
+        if expected(value) if callable(expected) else value == expected:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {value!r} after {timeout}s")
+        await asyncio.sleep(0.02)
