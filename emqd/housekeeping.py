@@ -152,7 +152,7 @@ class Planners:
 
 @dataclass(slots=True)
 class Counters:
-    """What INFO's `# Housekeeping` section shows."""
+    """What housekeeping adds to INFO's `# Stats` section."""
 
     promoted: int = 0  # jobs promoted
     stall_recovered: int = 0  # expired leases returned to pending by the sweep
@@ -187,7 +187,7 @@ class Housekeeping:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch commits, and look at every known queue once (after the file is loaded)."""
         self.state.observe = self.observe
-        self.state.info_sections["housekeeping"] = self.counters.info
+        self.state.info_fields.setdefault("stats", []).append(self.counters.info)
         now = clock.now_ms()
         for _, queue in self._zset(QUEUES) or ():
             keys = queue_keys(queue)

@@ -36,6 +36,9 @@ class ServerState:
         self.clients: dict[int, Session] = {}
         self.total_commands = 0
         self.total_connections = 0
+        # INFO: section name -> callables adding fields to it (housekeeping adds
+        # its `housekeeping_*` counters to "stats").
+        self.info_fields: dict[str, list[Callable[[], dict[str, object]]]] = {}
         self.dirty = 0  # writes since the last save, as Redis's rdb_changes_since_last_save
         self.last_save_s = self.started_ms // 1000
         # The append-only log's entry point: called with each record's ops
@@ -49,8 +52,6 @@ class ServerState:
         # Sees every committed plan's ops after they are applied (housekeeping
         # learns of new due times here); None costs the write path one test.
         self.observe: Callable[[list[Op]], None] | None = None
-        # Extra INFO sections: name -> fields, e.g. "housekeeping" -> its counters.
-        self.info_sections: dict[str, Callable[[], dict[str, object]]] = {}
 
     def commit(self, ops: list[Op]) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""

@@ -302,7 +302,8 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
     assert len(warnings) == 1
     assert "'q'" in warnings[0].getMessage() and "'bad'" in warnings[0].getMessage()
     assert "ERR hash value is not an integer" in r.hk.counters.last_refusal
-    assert r.state.info_sections["housekeeping"]()["housekeeping_refused"] == refused
+    info = {k: v for extra in r.state.info_fields["stats"] for k, v in extra().items()}
+    assert info["housekeeping_refused"] == refused
     r.state.commit([(b"HDEL", K.job(b"bad"), b"stalled")])  # an operator repairs the row
     await until(lambda: r.zset(K.active) == [], timeout=1.0)
     assert r.zset(K.pending)[:3] == [b"a", b"bad", b"c"] and len(r.zset(K.pending)) == 23
