@@ -89,7 +89,7 @@ class Bench:
         self.client_cpus = {1} if pin else None
 
     def start(self, name: str) -> Target:
-        workdir = Path(self.workdir) / f"{name}-{len(self.live)}"
+        workdir = Path(self.workdir) / f"{name}-{len(self.started)}"
         workdir.mkdir()
         if name == "emqd":
             flags = ["--appendonly", self.args.appendonly]
