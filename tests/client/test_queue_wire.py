@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
 from redis.exceptions import ResponseError
 
-from emqd.client import Queue, SyncQueue
+from emqd.client import Job, JobStateError, Queue, StaleJob, SyncQueue
 
 
 @pytest.fixture
@@ -78,3 +79,55 @@ def test_default_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert SyncQueue("q", "redis://127.0.0.1:2").url == "redis://127.0.0.1:2"
     monkeypatch.delenv("EMQD_URL")
     assert SyncQueue("q").url == "redis://127.0.0.1:6390"
+
+
+async def test_the_holder_verbs_and_their_refusals(queue: Queue) -> None:
+    await queue.add_many([b"a", b"b", b"c"], max_attempts=2)
+    jobs = await queue.claim(5000, count=3)
+    assert [(j.id, j.token, j.failures) for j in jobs] == [("1", "1", 0), ("2", "1", 0),
+                                                          ("3", "1", 0)]
+    first, second, third = jobs
+    assert await queue.extend(first, 60_000) > 0
+    await queue.complete(first, {"ok": True})
+    assert (await queue.get("1")).result == b'{"ok":true}'
+    with pytest.raises(StaleJob, match="job not active"):
+        await queue.complete(first)
+    with pytest.raises(StaleJob, match="token mismatch"):
+        await queue.extend(Job("2", b"", "7"), 1000)
+    verdict = await queue.fail(second, "ValueError: x", backoff_ms=0)
+    assert (verdict.verdict, verdict.failures, verdict.dead) == ("scheduled", 1, False)
+    await queue.requeue(third)
+    row = await queue.get("3")
+    assert (row.state, row.attempts, row.failures) == ("pending", 1, 0)
+
+
+async def test_dead_letters_browse_revive_and_remove(queue: Queue) -> None:
+    ids = await queue.add_many([b"x%d" % n for n in range(5)])
+    for job in await queue.claim(5000, count=5):
+        verdict = await queue.fail(job, f"boom {job.id}", max_attempts=1)
+        assert verdict.dead
+    page = await queue.dead(1, 2)
+    assert [(info.id, info.state, info.last_error) for info in page] == [
+        (ids[1], "dead", f"boom {ids[1]}"), (ids[2], "dead", f"boom {ids[2]}")]
+    assert [info.id for info in await queue.dead()] == ids
+    await queue.revive(ids[0], reset=True)
+    row = await queue.get(ids[0])
+    assert (row.state, row.failures) == ("pending", 0)
+    with pytest.raises(JobStateError, match="not dead"):
+        await queue.revive(ids[0])
+    [claimed] = await queue.claim(5000)
+    with pytest.raises(JobStateError, match="is active"):
+        await queue.remove(claimed.id)
+    assert await queue.remove(ids[4]) is True
+    assert await queue.remove(ids[4]) is False
+    assert [info.id for info in await queue.dead()] == ids[1:4]
+
+
+async def test_a_blocking_claim_waits_for_an_add_on_another_connection(queue: Queue) -> None:
+    waiting = asyncio.create_task(queue.claim(5000, count=2, block_ms=3000))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    job_id = await queue.add(b"wake")  # a second pooled connection, while one is parked
+    jobs = await asyncio.wait_for(waiting, 3)
+    assert [job.id for job in jobs] == [job_id]
+    assert await queue.claim(100, block_ms=50) == []
