@@ -138,3 +138,10 @@ def test_lowering_keep_completed_trims_the_excess(r: redis.Redis) -> None:
     kept = [job for job in (b"1", b"2", b"3", b"4", b"5") if r.exists(b"emq:{q}:job:" + job)]
     assert kept == [b"4", b"5"]  # the newest are kept
     assert stats(r)[b"completed_total"] == 5  # the metric is not trimmed
+
+
+def test_a_plain_zadd_to_scheduled_is_promoted_too(r: redis.Redis) -> None:
+    r.hset("emq:{q}:job:j", mapping={"state": "scheduled", "payload": "by hand"})
+    r.zadd("emq:{q}:scheduled", {"j": int(time.time() * 1000) + 50})
+    wait_for(lambda: row(r, b"j")[b"state"] == b"pending")
+    assert r.execute_command("EMQ.CLAIM", "q", "1000")[:3] == [b"j", b"1", b"by hand"]
