@@ -219,9 +219,18 @@ def _job(job_id: str, token: str, payload: str, failures: int = 0) -> bytes:
 
 
 def _parked(port: int, *argv: object) -> RawClient:
+    """A client whose blocking request the server has read (and parked) already."""
     client = RawClient(port)
     client.send(encode_request(*argv))
-    time.sleep(0.05)  # let the server run (and park) it before anything else arrives
+    # The request reached the server's socket before this round trip starts, and the
+    # loop serves ready sockets in the order they became ready; the short sleep is a
+    # margin on top, not the mechanism.
+    control = RawClient(port)
+    try:
+        assert control.command("PING") == b"+PONG\r\n"
+    finally:
+        control.close()
+    time.sleep(0.01)
     return client
 
 
