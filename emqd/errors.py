@@ -102,6 +102,11 @@ INVALID_BACKOFF = ReplyError("ERR invalid backoff rule")
 PRIORITY_RANGE = ReplyError("ERR PRIORITY must be between -1000 and 1000")
 PAYLOAD_TOO_BIG = ReplyError("ERR payload exceeds max-payload")
 GROUP_UNSUPPORTED = ReplyError("ERR GROUP is not supported yet")
+AOF_DISABLED = ReplyError("ERR persistence is off (emqd was started with --appendonly no)")
+REWRITE_IN_PROGRESS = ReplyError("ERR Background append only file rewriting already in progress")
+REWRITE_FAILED = ReplyError(
+    "ERR Background append only file rewriting could not start; see the log"
+)
 
 
 def must_be_positive(keyword: str) -> ReplyError:

@@ -17,6 +17,8 @@ import uvloop
 from emqd.blocking import Waiters
 from emqd.config import Config
 from emqd.housekeeping import Housekeeping
+from emqd.persist.aof import open_log
+from emqd.persist.load import LoadError
 from emqd.server_state import ServerState
 from emqd.wire.protocol import Connection
 
@@ -39,7 +41,10 @@ class Server:
 
     # --- the write path ---------------------------------------------------------
     def write(self, conn: Connection, data: bytes) -> None:
-        """Send a connection's replies (the log hooks in here to hold them for fsync)."""
+        """Send a connection's replies, once the records they answer are in the log."""
+        aof = self.state.aof
+        if aof is not None and aof.busy and aof.hold(conn, data):
+            return  # sent after the fsync (--appendfsync always)
         if not conn.closed and conn.transport is not None:
             conn.transport.write(data)
 
@@ -82,8 +87,12 @@ class Server:
         self.stopped.set()
 
     async def serve(self) -> None:
+        if self.config.appendonly:
+            open_log(self.config, self.state)
         await self.start()
         await self.stopped.wait()
+        if self.state.aof is not None:
+            self.state.aof.close()  # written, fsynced, held replies sent
         for conn in list(self.connections.values()):
             if conn.transport is not None:
                 conn.transport.close()
@@ -110,7 +119,7 @@ def run(config: Config) -> int:
     )
     try:
         uvloop.run(Server(config).serve())
-    except OSError as exc:
+    except (OSError, LoadError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

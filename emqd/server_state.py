@@ -18,6 +18,7 @@ from emqd.plan import Op
 from emqd.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
+    from emqd.persist.aof import AppendOnlyFile
     from emqd.session import Session
 
 
@@ -44,6 +45,10 @@ class ServerState:
         # The append-only log's entry point: called with each record's ops
         # (one plan, or all of an EXEC). None while persistence is off.
         self.log: Callable[[list[Op]], None] | None = None
+        self.aof: AppendOnlyFile | None = None  # the open log (persist/aof.py), when on
+        # Called with a plan's ops before they are applied while a compaction
+        # runs (it keeps the old values of the keys they change).
+        self.before_apply: Callable[[list[Op]], None] | None = None
         self._batch: list[Op] | None = None  # ops of an EXEC in progress
         self.shutdown_requested: Callable[[], None] | None = None
         # Re-runs parked requests whose keys were written; housekeeping calls
@@ -57,6 +62,8 @@ class ServerState:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""
         if not ops:
             return
+        if self.before_apply is not None:
+            self.before_apply(ops)
         self.keyspace.apply(ops)
         self.dirty += len(ops)
         if self.observe is not None:

@@ -1,0 +1,44 @@
+"""BGREWRITEAOF, SAVE, LASTSAVE: the persistence commands, on the open log.
+
+With `--appendonly no` there is nothing to save to: BGREWRITEAOF and SAVE
+answer an error rather than pretend. SAVE does not rewrite: it writes and
+fsyncs the log, so everything applied so far survives a power cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emqd import errors
+from emqd.command import command
+from emqd.session import Session
+
+
+def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
+    aof = session.server.aof
+    if aof is None:
+        raise errors.AOF_DISABLED
+    if aof.rewrite is not None:
+        raise errors.REWRITE_IN_PROGRESS
+    if not aof.start_rewrite():
+        raise errors.REWRITE_FAILED
+    return "Background append only file rewriting started"
+
+
+def save(session: Session, argv: list[bytes]) -> Any:
+    aof = session.server.aof
+    if aof is None:
+        raise errors.AOF_DISABLED
+    aof.save()
+    return "OK"
+
+
+def lastsave(session: Session, argv: list[bytes]) -> Any:
+    return session.server.last_save_s
+
+
+COMMANDS = [
+    command("bgrewriteaof", 1, "admin noscript no_async_loading", bgrewriteaof, group="server"),
+    command("save", 1, "admin noscript no_async_loading no_multi", save, group="server"),
+    command("lastsave", 1, "random fast allow_busy", lastsave, group="server"),
+]

@@ -1,0 +1,295 @@
+"""Reading the append-only file back into the keyspace at start-up.
+
+The fast path feeds the file to `hiredis.Reader` in slices of about 16 KiB
+(a bigger feed makes hiredis move its buffer over and over) and applies each
+slice's ops to the keyspace in one `Keyspace.apply` call, with the cyclic
+garbage collector paused: the millions of small objects a big file makes are
+not garbage, and scanning them would cost more than the parse.
+
+It tracks no byte offsets, which would cost more than the parse again.
+Instead, slices end just before a `*` that follows a CRLF, so most of them end
+on a record boundary; a slice after which the reader holds nothing and no
+MULTI is open is an *anchor*, a known clean offset. When something is wrong
+(framing, an unknown command, EOF inside a record or a MULTI), a strict
+Python scan from the last anchor finds the exact offset and decides:
+
+- the bytes after the last complete record are a prefix of a record, or an
+  unterminated MULTI block: a *torn tail* (a crash mid-write). It was not
+  applied; `Loaded.torn_bytes` says how much to cut, and the caller truncates
+  the file only after the whole load succeeded;
+- anything else is damage: `LoadError` names the byte offset, and nothing on
+  disk is changed.
+
+An op that the keyspace refuses (a hash write to a sorted set, a score that is
+not a number) is damage too; it is found by replaying the file record by record
+into a scratch keyspace, which only happens when the start fails anyway.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain
+
+import hiredis
+
+from emqd.store.keyspace import Keyspace
+
+SLICE_BYTES = 16 * 1024
+_MULTI = b"MULTI"
+_EXEC = b"EXEC"
+
+# name -> (fewest args, most args, total count must be even): the op set of
+# store/keyspace.py, in the forms the file holds them.
+_SPECS: dict[bytes, tuple[int, int, bool]] = {
+    b"HSET": (4, 1 << 62, True),
+    b"HDEL": (3, 1 << 62, False),
+    b"HINCRBY": (4, 4, False),
+    b"DEL": (2, 1 << 62, False),
+    b"ZADD": (4, 1 << 62, True),
+    b"ZREM": (3, 1 << 62, False),
+    b"FLUSHALL": (1, 1, False),
+}
+
+
+class LoadError(Exception):
+    """The file is damaged before its last record; the server must not start."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(
+            f"{path}: damaged at byte offset {offset}: {reason}; the file was left "
+            f"untouched (inspect it, or cut it at offset {offset} to keep what precedes)"
+        )
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What `load` found: the length of the valid records, and of a torn tail after them."""
+
+    size: int  # bytes of complete records: the file's length once the tail is cut
+    torn_bytes: int  # bytes of the torn last record (0 when the file ends cleanly)
+
+
+class _Problem(Exception):
+    """The fast path met something it does not handle; the strict scan decides."""
+
+
+def load(path: str, keyspace: Keyspace) -> Loaded:
+    """Replay `path` into `keyspace`. A missing or empty file loads nothing.
+
+    Raises `LoadError` for damage; never writes to the file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return Loaded(0, 0)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return Loaded(0, 0)
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as buf:
+            gc_was_on = gc.isenabled()
+            gc.disable()
+            try:
+                return _load(path, buf, size, keyspace)
+            finally:
+                if gc_was_on:
+                    gc.enable()
+    finally:
+        os.close(fd)
+
+
+def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
+    reader = hiredis.Reader()
+    feed, gets = reader.feed, reader.gets
+    apply = keyspace.apply
+    specs = _SPECS
+    txn: list | None = None  # ops of an open MULTI, applied at its EXEC
+    consumed = 0  # bytes of the complete commands parsed so far
+    anchor = 0
+    start = 0
+    try:
+        while start < size:
+            end = buf.find(b"\r\n*", start + SLICE_BYTES)
+            end = size if end < 0 else end + 2
+            feed(buf, start, end - start)
+            cmds: list = []
+            while (cmd := gets()) is not False:
+                cmds.append(cmd)
+            ops: list = []
+            for cmd in cmds:
+                spec = specs.get(cmd[0])
+                if spec is not None:
+                    n = len(cmd)
+                    if n < spec[0] or n > spec[1] or (spec[2] and n & 1):
+                        raise _Problem
+                    if txn is None:
+                        ops.append(cmd)
+                    else:
+                        txn.append(cmd)
+                elif cmd == [_MULTI] and txn is None:
+                    txn = []
+                elif cmd == [_EXEC] and txn is not None:
+                    ops.extend(txn)
+                    txn = None
+                else:
+                    raise _Problem
+            _apply_slice(path, buf, size, apply, ops)
+            consumed += _encoded_length(cmds)
+            start = end
+            if consumed == end and txn is None and end < size:
+                anchor = end  # the last slice is always scanned strictly, below
+    except (_Problem, hiredis.ProtocolError, TypeError, IndexError):
+        _scan_tail(path, buf, anchor, size)  # raises at the damage it finds
+        raise LoadError(path, anchor, "unreadable records after this offset") from None
+    if txn is None and consumed == size:
+        # hiredis does not check the CRLF after a bulk string: the strict scan
+        # looks at the last records, where a crash leaves its marks.
+        if _scan_tail(path, buf, anchor, size) != size:
+            raise LoadError(path, anchor, "unreadable records after this offset")
+        return Loaded(size, 0)
+    if txn is not None:  # the open MULTI's own bytes, and those of its commands so far
+        consumed -= _encoded_length([[_MULTI], *txn])
+    if _scan_tail(path, buf, consumed, size) != consumed:
+        raise LoadError(path, consumed, "unreadable records after this offset")
+    return Loaded(consumed, size - consumed)
+
+
+def _encoded_length(cmds: list) -> int:
+    """The bytes `cmds` take as RESP multi-bulk requests, the way the file writes them.
+
+    Computed a slice at a time with C-level passes: each `$<len>\r\n<arg>\r\n`
+    is len + digits + 5, each `*<argc>\r\n` digits + 3, and `str()` of a list of
+    n numbers is their digits plus 2n characters.
+    """
+    if not cmds:
+        return 0
+    lens = list(map(len, chain.from_iterable(cmds)))
+    argcs = list(map(len, cmds))
+    return sum(lens) + len(str(lens)) + 3 * len(lens) + len(str(argcs)) + len(argcs)
+
+
+def _apply_slice(path: str, buf: mmap.mmap, size: int, apply, ops: list) -> None:  # type: ignore[no-untyped-def]
+    try:
+        apply(ops)
+    except Exception:
+        offset, reason = _replay_for_error(buf, size)
+        raise LoadError(path, offset, reason) from None
+
+
+def _scan_tail(path: str, buf: mmap.mmap, anchor: int, size: int) -> int:
+    """The offset where a torn tail starts (everything from `anchor` scanned strictly)."""
+    txn_at: int | None = None
+    try:
+        for offset, cmd in _commands(buf, anchor, size):
+            if cmd == [_MULTI]:
+                if txn_at is not None:
+                    raise LoadError(path, offset, "MULTI inside MULTI")
+                txn_at = offset
+            elif cmd == [_EXEC]:
+                if txn_at is None:
+                    raise LoadError(path, offset, "EXEC without MULTI")
+                txn_at = None
+            else:
+                _check(path, offset, cmd)
+    except _Torn as torn:
+        return torn.offset if txn_at is None else txn_at
+    except _Damage as damage:
+        raise LoadError(path, damage.offset, damage.reason) from None
+    if txn_at is not None:
+        return txn_at  # MULTI ... and no EXEC: the crash came before it
+    return size
+
+
+def _check(path: str, offset: int, cmd: list[bytes]) -> None:
+    spec = _SPECS.get(cmd[0])
+    if spec is None:
+        raise LoadError(path, offset, f"unknown command {cmd[0][:64]!r}")
+    n = len(cmd)
+    if n < spec[0] or n > spec[1] or (spec[2] and n & 1):
+        raise LoadError(path, offset, f"wrong number of arguments for {cmd[0].decode()}")
+
+
+def _replay_for_error(buf: mmap.mmap, size: int) -> tuple[int, str]:
+    """Replay record by record into a scratch keyspace to find the op that fails."""
+    scratch = Keyspace()
+    txn: list | None = None
+    txn_at = 0
+    try:
+        for offset, cmd in _commands(buf, 0, size):
+            if cmd == [_MULTI]:
+                txn, txn_at = [], offset
+                continue
+            if txn is not None and cmd != [_EXEC]:
+                txn.append(cmd)
+                continue
+            record, record_at = ([cmd], offset) if txn is None else (txn, txn_at)
+            txn = None
+            try:
+                scratch.apply(record)
+            except Exception as exc:
+                return record_at, f"the keyspace refused it ({type(exc).__name__}: {exc})"
+    except (_Torn, _Damage):
+        pass
+    return 0, "the keyspace refused a command"
+
+
+class _Torn(Exception):
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+class _Damage(Exception):
+    def __init__(self, offset: int, reason: str) -> None:
+        self.offset = offset
+        self.reason = reason
+
+
+def _commands(buf: mmap.mmap, pos: int, end: int) -> Iterator[tuple[int, list[bytes]]]:
+    """Strictly parse RESP commands from `pos`: (offset, argv) for each.
+
+    Raises `_Torn` at a command cut short by the end of the file, `_Damage`
+    at the first byte that no valid file could hold there.
+    """
+    while pos < end:
+        start = pos
+        if buf[pos] != 42:  # b"*"
+            raise _Damage(pos, f"expected '*', found {bytes(buf[pos:pos + 16])!r}")
+        count, pos = _number(buf, start, pos + 1, end, minimum=1)
+        args: list[bytes] = []
+        for _ in range(count):
+            if pos >= end:
+                raise _Torn(start)
+            if buf[pos] != 36:  # b"$"
+                raise _Damage(pos, f"expected '$', found {bytes(buf[pos:pos + 16])!r}")
+            length, pos = _number(buf, start, pos + 1, end, minimum=0)
+            if pos + length + 2 > end:
+                tail = bytes(buf[pos + length : end])
+                if tail and not b"\r\n".startswith(tail):
+                    raise _Damage(pos + length, "bulk string not followed by CRLF")
+                raise _Torn(start)
+            if buf[pos + length : pos + length + 2] != b"\r\n":
+                raise _Damage(pos + length, "bulk string not followed by CRLF")
+            args.append(bytes(buf[pos : pos + length]))
+            pos += length + 2
+        yield start, args
+
+
+def _number(buf: mmap.mmap, start: int, pos: int, end: int, minimum: int) -> tuple[int, int]:
+    """The decimal at `pos` up to CRLF, and the offset after the CRLF."""
+    line_end = buf.find(b"\r\n", pos, end)
+    if line_end < 0:
+        partial = bytes(buf[pos:end])
+        if partial.rstrip(b"\r").isdigit() or partial in (b"", b"\r"):
+            raise _Torn(start)
+        raise _Damage(pos, f"bad length {partial[:16]!r}")
+    digits = bytes(buf[pos:line_end])
+    if not digits.isdigit() or int(digits) < minimum or (len(digits) > 1 and digits[0] == 48):
+        raise _Damage(pos, f"bad length {digits[:16]!r}")
+    return int(digits), line_end + 2

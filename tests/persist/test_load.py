@@ -1,0 +1,151 @@
+"""Loading the file: replay, torn tails dropped, damage named by its offset, file untouched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from emqd.persist import load as load_module
+from emqd.persist.load import LoadError, load
+from emqd.persist.records import encode_records
+from emqd.store.keyspace import Keyspace
+from tests.persist.helpers import RandomPlans, dump, write_file
+
+
+@pytest.fixture(params=[16 * 1024, 7], ids=["big-slices", "tiny-slices"])
+def slices(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run each test with the real slice size and with slices of a few bytes."""
+    monkeypatch.setattr(load_module, "SLICE_BYTES", request.param)
+    return request.param
+
+
+def applied(plans: list) -> Keyspace:
+    space = Keyspace()
+    for ops in plans:
+        space.apply(ops)
+    return space
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replay_gives_the_keyspace_the_plans_built(tmp_path: Path, slices: int, seed: int) -> None:
+    plans = RandomPlans(seed).plans(400)
+    path = str(tmp_path / "emqd.aof")
+    data = write_file(path, plans)
+    space = Keyspace()
+    assert load(path, space) == load_module.Loaded(len(data), 0)
+    assert dump(space) == dump(applied(plans))
+
+
+def test_a_missing_or_empty_file_loads_nothing(tmp_path: Path) -> None:
+    space = Keyspace()
+    assert load(str(tmp_path / "none.aof"), space) == load_module.Loaded(0, 0)
+    (tmp_path / "empty.aof").write_bytes(b"")
+    assert load(str(tmp_path / "empty.aof"), space) == load_module.Loaded(0, 0)
+    assert len(space) == 0
+
+
+@pytest.mark.parametrize("last_plan_ops", [1, 3])
+def test_every_cut_inside_the_last_record_is_a_torn_tail(
+    tmp_path: Path, slices: int, last_plan_ops: int
+) -> None:
+    plans = RandomPlans(7).plans(30)
+    last = [(b"HSET", b"last", b"f", b"v\r\n")]
+    last += [(b"ZADD", b"zl", 1.5, b"m")] * (last_plan_ops - 1)
+    whole = encode_records(plans)
+    record = encode_records([last])
+    expected = dump(applied(plans))
+    path = tmp_path / "emqd.aof"
+    for cut in range(1, len(record)):
+        path.write_bytes(whole + record[:cut])
+        space = Keyspace()
+        loaded = load(str(path), space)
+        assert (loaded.size, loaded.torn_bytes) == (len(whole), cut), cut
+        assert dump(space) == expected, cut
+        assert path.read_bytes() == whole + record[:cut]  # load itself never writes
+
+
+def test_complete_commands_of_a_multi_without_exec_are_dropped(tmp_path: Path, slices: int) -> None:
+    plans = RandomPlans(8).plans(20)
+    whole = encode_records(plans)
+    record = encode_records(
+        [[(b"HSET", b"a", b"f", b"1"), (b"DEL", b"h:1"), (b"HSET", b"b", b"f", b"2")]]
+    )
+    unterminated = record[: record.rindex(b"*1\r\n$4\r\nEXEC")]
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(whole + unterminated)
+    space = Keyspace()
+    loaded = load(str(path), space)
+    assert (loaded.size, loaded.torn_bytes) == (len(whole), len(unterminated))
+    assert dump(space) == dump(applied(plans))
+
+
+def damaged(
+    tmp_path: Path, plans_before: int, bad: bytes, after: int = 20
+) -> tuple[str, int, bytes]:
+    rng = RandomPlans(9)
+    head = encode_records(rng.plans(plans_before))
+    tail = encode_records(rng.plans(after))
+    data = head + bad + tail
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(data)
+    return str(path), len(head), data
+
+
+@pytest.mark.parametrize(
+    "bad, at",
+    [
+        (b"#garbage\r\n", 0),  # not a command at all
+        (b"*2\r\n$3\r\nDEL\r\n$x\r\nk\r\n", 14),  # a bad bulk length
+        (b"*2\r\n$3\r\nDEL\r\n$1\r\nkk\r\n", 18),  # a bulk string longer than it says
+        (b"*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n", 0),  # not an op the file may hold
+        (b"*2\r\n$4\r\nHSET\r\n$1\r\nk\r\n", 0),  # HSET without a field
+        (b"*1\r\n$4\r\nEXEC\r\n", 0),  # EXEC without MULTI
+        (b"*1\r\n$5\r\nMULTI\r\n*1\r\n$5\r\nMULTI\r\n", 15),  # MULTI inside MULTI
+    ],
+)
+def test_damage_before_the_end_stops_the_load_naming_its_offset(
+    tmp_path: Path, slices: int, bad: bytes, at: int
+) -> None:
+    path, offset, data = damaged(tmp_path, 50, bad)
+    with pytest.raises(LoadError) as caught:
+        load(path, Keyspace())
+    assert caught.value.offset == offset + at
+    assert f"byte offset {offset + at}" in str(caught.value)
+    assert Path(path).read_bytes() == data
+
+
+def test_damage_in_the_last_record_is_damage_not_a_torn_tail(tmp_path: Path, slices: int) -> None:
+    path, offset, data = damaged(tmp_path, 30, b"*2\r\n$3\r\nDEL\r\n$1\r\nk\r\r", after=0)
+    with pytest.raises(LoadError) as caught:
+        load(path, Keyspace())
+    assert caught.value.offset == offset + 18  # where its CRLF should be
+
+
+def test_an_op_the_keyspace_refuses_is_damage_at_its_record(tmp_path: Path, slices: int) -> None:
+    before = [[(b"ZADD", b"z", 1, b"m")], [(b"HSET", b"h", b"f", b"v")]]
+    refused = [(b"HSET", b"x", b"f", b"v"), (b"HSET", b"z", b"f", b"v")]  # z is a sorted set
+    head = encode_records(before)
+    path = tmp_path / "emqd.aof"
+    data = head + encode_records([refused, [(b"DEL", b"h")]])
+    path.write_bytes(data)
+    with pytest.raises(LoadError) as caught:
+        load(str(path), Keyspace())
+    assert caught.value.offset == len(head)  # the MULTI of the refused plan
+    assert path.read_bytes() == data
+
+
+def test_a_big_file_with_a_torn_tail_loads_through_many_anchors(tmp_path: Path) -> None:
+    plans = [
+        [(b"HSET", b"job:%d" % i, b"payload", os.urandom(50)), (b"ZADD", b"pending", i, b"%d" % i)]
+        for i in range(20_000)
+    ]
+    whole = encode_records(plans)
+    torn = encode_records([[(b"HSET", b"job:x", b"payload", b"p")]])[:-3]
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(whole + torn)
+    space = Keyspace()
+    loaded = load(str(path), space)
+    assert (loaded.size, loaded.torn_bytes) == (len(whole), len(torn))
+    assert len(space.data[b"pending"]) == 20_000

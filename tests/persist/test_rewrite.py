@@ -1,0 +1,155 @@
+"""Compaction in process: the new file rebuilds the keyspace, whatever is written meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import hiredis
+import pytest
+
+from emqd.config import Config
+from emqd.persist import rewrite as rewrite_module
+from emqd.persist.aof import TEMP_SUFFIX, AppendOnlyFile, open_log
+from emqd.server_state import ServerState
+from tests.persist.helpers import RandomPlans, dump, dump_file
+
+
+def commands_of(path: Path) -> list[list[bytes]]:
+    reader = hiredis.Reader()
+    reader.feed(path.read_bytes())
+    out = []
+    while (cmd := reader.gets()) is not False:
+        out.append(cmd)
+    return out
+
+
+async def until_done(aof: AppendOnlyFile, steps: int = 100_000) -> None:
+    for _ in range(steps):
+        if aof.rewrite is None:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the rewrite did not finish")
+
+
+def opened(tmp_path: Path, **settings: object) -> tuple[ServerState, AppendOnlyFile]:
+    config = Config(dir=str(tmp_path), appendfsync="no", **settings)  # type: ignore[arg-type]
+    state = ServerState(config)
+    return state, open_log(config, state)
+
+
+def fill(state: ServerState) -> None:
+    """Small hashes, a hash and a sorted set bigger than a slice, history to compact away."""
+    for i in range(300):
+        state.commit([(b"HSET", b"h:%d" % i, b"state", b"old", b"n", b"%d" % i)])
+        state.commit([(b"HSET", b"h:%d" % i, b"state", b"pending")])
+    state.commit([(b"ZADD", b"z:0", *[x for i in range(900) for x in (i / 3, b"m%d" % i)])])
+    state.commit([(b"HSET", b"z:big-hash", *[x for i in range(700) for x in (b"f%d" % i, b"v")])])
+    state.commit([(b"ZADD", b"z:inf", float("inf"), b"a", float("-inf"), b"b", -0.0, b"c")])
+
+
+@pytest.fixture(autouse=True)
+def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rewrite_module, "SLICE_ITEMS", 97)
+    monkeypatch.setattr(rewrite_module, "ITEMS_PER_COMMAND", 41)
+
+
+async def test_the_new_file_is_the_shortest_commands_for_the_keyspace(tmp_path: Path) -> None:
+    state, aof = opened(tmp_path)
+    fill(state)
+    aof.write_records()
+    before = os.path.getsize(tmp_path / "emqd.aof")
+    assert aof.start_rewrite()
+    await until_done(aof)
+    path = tmp_path / "emqd.aof"
+    assert dump_file(str(path)) == dump(state.keyspace)
+    assert os.path.getsize(path) < before
+    commands = commands_of(path)
+    assert {cmd[0] for cmd in commands} == {b"HSET", b"ZADD"}
+    per_key: dict[bytes, int] = {}
+    for cmd in commands:
+        per_key[cmd[1]] = per_key.get(cmd[1], 0) + 1
+        assert len(cmd) <= 2 + 2 * 41
+    assert per_key[b"h:7"] == 1 and per_key[b"z:0"] == 22 and per_key[b"z:big-hash"] == 18
+    assert not (tmp_path / ("emqd.aof" + TEMP_SUFFIX)).exists()
+    assert aof.rewrites == 1 and aof.base_size == aof.size == os.path.getsize(path)
+    # The log goes on in the new file.
+    state.commit([(b"DEL", b"h:1")])
+    aof.close()
+    assert dump_file(str(path)) == dump(state.keyspace)
+
+
+@pytest.mark.parametrize("seed, flushall_at", [(0, None), (1, None), (2, 5), (3, 20)])
+async def test_writes_during_the_rewrite_are_in_the_new_file(
+    tmp_path: Path, seed: int, flushall_at: int | None
+) -> None:
+    state, aof = opened(tmp_path)
+    plans = RandomPlans(seed, keys=40)
+    for ops in plans.plans(200):
+        state.commit(ops)
+    fill(state)  # h:0.., z:0..: keys the random plans go on writing
+    assert aof.start_rewrite()
+    path = str(tmp_path / "emqd.aof")
+    steps = 0
+    while aof.rewrite is not None:
+        for ops in plans.plans(3):
+            state.commit([op for op in ops if op[0] != b"FLUSHALL"] or [(b"DEL", b"h:0")])
+        if steps == flushall_at:
+            state.commit([(b"FLUSHALL",)])
+            state.commit([(b"HSET", b"h:0", b"after", b"flush")])
+        aof.write_records()
+        assert dump_file(path) == dump(state.keyspace), steps  # a crash now loses nothing
+        await asyncio.sleep(0)
+        steps += 1
+        assert steps < 10_000
+    assert steps > 10  # the writes did overlap the rewrite
+    assert aof.last_rewrite_ok
+    assert dump_file(path) == dump(state.keyspace)
+    aof.close()
+    assert dump_file(path) == dump(state.keyspace)
+
+
+async def test_hincrby_during_the_rewrite_is_counted_once(tmp_path: Path) -> None:
+    state, aof = opened(tmp_path)
+    for i in range(500):
+        state.commit([(b"HINCRBY", b"c:%d" % i, b"count", 5)])
+    assert aof.start_rewrite()
+    for i in range(500):
+        state.commit([(b"HINCRBY", b"c:%d" % (499 - i), b"count", 1)])
+        if i % 50 == 0:
+            await asyncio.sleep(0)
+    await until_done(aof)
+    aof.close()
+    loaded = dump_file(str(tmp_path / "emqd.aof"))
+    assert {value[1][b"count"] for value in loaded.values()} == {b"6"}
+
+
+async def test_the_file_is_compacted_when_it_doubles_past_the_minimum(tmp_path: Path) -> None:
+    state, aof = opened(tmp_path, aof_rewrite_min_size=20_000)
+    for i in range(2000):
+        state.commit([(b"HSET", b"counter", b"n", b"%d" % i)])
+        if i % 20 == 0:
+            await asyncio.sleep(0)
+    await until_done(aof)
+    assert aof.rewrites >= 1
+    assert aof.size < aof.written  # the file is shorter than what was appended to it
+    aof.close()
+    assert dump_file(str(tmp_path / "emqd.aof")) == {b"counter": ("hash", {b"n": b"1999"})}
+
+
+async def test_a_failed_rewrite_leaves_the_current_file_in_use(tmp_path: Path) -> None:
+    state, aof = opened(tmp_path)
+    fill(state)
+    assert aof.start_rewrite()
+    rewrite = aof.rewrite
+    assert rewrite is not None
+    os.close(rewrite.fd)  # the next write to the temp file fails
+    rewrite.fd = os.open(os.devnull, os.O_RDONLY)
+    await until_done(aof)
+    assert aof.last_rewrite_ok is False
+    assert aof.info()["aof_last_bgrewrite_status"] == "err"
+    assert not (tmp_path / ("emqd.aof" + TEMP_SUFFIX)).exists()
+    state.commit([(b"HSET", b"after", b"f", b"v")])
+    aof.close()
+    assert dump_file(str(tmp_path / "emqd.aof")) == dump(state.keyspace)
