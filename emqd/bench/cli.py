@@ -1,16 +1,19 @@
 """The `emqd-bench` command: start the servers, run the scenarios, print the table.
 
 Servers are started here, on free loopback ports in a temporary directory,
-and stopped by PID in `finally` (also on Ctrl-C, SIGTERM and errors). Each
-scenario runs `--repeat` times per server, alternating which server goes
-first, and the table shows medians. With two or more cores the servers are
-pinned to CPU 0 and this process (and redis-benchmark) to CPU 1, as the
-issue's reference measurement was taken; `--no-pin` turns that off.
+with their default settings (emqd with `--appendonly no`, as the
+redis-server beside it has no log), and stopped by PID in `finally` (also on
+Ctrl-C, SIGTERM and errors). Each scenario runs `--repeat` times per server,
+alternating which server goes first, and the table shows medians. With two
+or more cores the servers are pinned to CPU 0 and this process (and
+redis-benchmark) to CPU 1, as the issue's reference measurement was taken;
+`--no-pin` turns that off.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import signal
@@ -21,13 +24,20 @@ from pathlib import Path
 
 import uvloop
 
-from emqd.bench import report, scenarios
+from emqd.bench import profile, report, scenarios
 from emqd.bench.client import Client
 from emqd.bench.scenarios import VERBS, Sizes
 from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emqd, start_redis
 from emqd.bench.targets import EmqdTarget, LuaTarget, Target
 
 ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping")
+# Scenarios run on servers started for them alone, with these extra flags:
+# memory must not see an earlier run's heap; sweep drives recovery itself
+# (STALLED.CHECK, as on Redis), so emqd's own stall sweep is off there.
+FRESH: dict[str, dict[str, tuple[str, ...]]] = {
+    "memory": {},
+    "sweep": {"emqd": ("--stalled-interval", "0")},
+}
 BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
             memory_jobs=1_000_000, ping_requests=1_000_000)
 
@@ -64,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--appendonly", choices=["yes", "no"], default="no",
                         help="emqd's --appendonly (default no, like the redis-server started)")
     parser.add_argument("--appendfsync", choices=["always", "everysec", "no"], default=None)
+    parser.add_argument("--profile", metavar="DIR",
+                        help="record emqd with py-spy during each scenario into DIR/SCENARIO.txt "
+                        "(collapsed stacks) and print where its time went; figures of a "
+                        "profiled run are a little lower")
     return parser
 
 
@@ -88,13 +102,14 @@ class Bench:
         self.server_cpus = {0} if pin else None
         self.client_cpus = {1} if pin else None
 
-    def start(self, name: str) -> Target:
+    def start(self, name: str, *extra: str) -> Target:
         workdir = Path(self.workdir) / f"{name}-{len(self.started)}"
         workdir.mkdir()
         if name == "emqd":
             flags = ["--appendonly", self.args.appendonly]
             if self.args.appendfsync:
                 flags += ["--appendfsync", self.args.appendfsync]
+            flags += extra
             server = start_emqd(str(workdir), self.server_cpus, *flags)
             target: Target = EmqdTarget(server)
         else:
@@ -127,8 +142,9 @@ class Bench:
                 for name in order:
                     if (scenario, name) in self.results.skipped:
                         continue
-                    fresh = scenario == "memory"
-                    target = self.start(name) if fresh else shared[name]
+                    fresh = scenario in FRESH
+                    target = self.start(name, *FRESH[scenario].get(name, ())) if fresh \
+                        else shared[name]
                     try:
                         await self.run_one(scenario, target)
                     finally:
@@ -155,10 +171,27 @@ class Bench:
         else:
             run = lambda: getattr(scenarios, scenario)(target, self.sizes)  # noqa: E731
         started = time.monotonic()
-        figures = await run()
+        recorder = None
+        if self.args.profile and target.name == "emqd":
+            part = Path(self.args.profile) / f"{scenario}.{len(self.started)}.part"
+            recorder = profile.Recorder(target.server.pid, part)
+            await asyncio.sleep(0.3)  # py-spy attaches
+        try:
+            figures = await run()
+        finally:
+            if recorder is not None:
+                recorder.stop()
+                self.merge_profile(scenario, recorder.out)
         self.results.add(scenario, target.name, figures)
         print(f"  {scenario:8} {target.name:6} {time.monotonic() - started:6.1f}s  "
               + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
+
+
+    def merge_profile(self, scenario: str, part: Path) -> None:
+        if part.exists():
+            with open(Path(self.args.profile) / f"{scenario}.txt", "a") as whole:
+                whole.write(part.read_text())
+            part.unlink()
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -175,6 +208,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     sizes = sizes_from(args)
+    if args.profile:
+        if not profile.available():
+            parser.error("--profile needs py-spy on PATH (pip install py-spy)")
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        for scenario in chosen:
+            (Path(args.profile) / f"{scenario}.txt").unlink(missing_ok=True)
     bench = Bench(args, sizes)
     if bench.client_cpus:
         os.sched_setaffinity(0, bench.client_cpus)
@@ -204,5 +243,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"pinned: {info['pinned']}; median of {args.repeat}; sizes: "
           + ", ".join(f"{k}={v:,}" for k, v in sizes.__dict__.items()))
     print(report.table(rows))
+    if args.profile:
+        for scenario in chosen:
+            stacks = Path(args.profile) / f"{scenario}.txt"
+            if stacks.exists():
+                print(f"\nemqd during {scenario} (py-spy, {stacks}):")
+                print(profile.summary(stacks))
     if args.json:
         report.write_json(args.json, rows, info)

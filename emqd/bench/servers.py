@@ -90,16 +90,13 @@ class Server:
 def start_emqd(workdir: str, cpus: set[int] | None, *flags: str) -> Server:
     """emqd as `python -m emqd`, the same emqd this benchmark was imported from.
 
-    `--appendonly no` unless `flags` set it; `--stalled-interval 0` because the
-    benchmark drives recovery itself (the `sweep` scenario), as it does on Redis.
+    `--appendonly no` unless `flags` set it; every other setting at its default.
     """
     port = free_port()
     argv = [sys.executable, "-m", "emqd", "--port", str(port), "--dir", workdir,
             "--loglevel", "warning"]
     if "--appendonly" not in flags:
         argv += ["--appendonly", "no"]
-    if "--stalled-interval" not in flags:
-        argv += ["--stalled-interval", "0"]
     argv += list(flags)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EMQD_ROOT), env.get("PYTHONPATH")]))
