@@ -75,12 +75,18 @@ QUEUE_KEYS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"meta
 
 
 def wire_snapshot(client: Any, ids: tuple = ("1", "2", "3", "4", "5"), prefix: bytes = P) -> dict:
-    """What a client can see of queue `q` with TYPE / HGETALL / DBSIZE (no ZRANGE yet)."""
+    """Everything a client can see of queue `q`'s keys (and the key count), to compare
+    before / after a refused call: hashes by HGETALL, sorted sets by ZRANGE WITHSCORES."""
     keys = [prefix + name for name in QUEUE_KEYS] + [prefix + b"job:" + i.encode() for i in ids]
     seen: dict = {b"dbsize": client.dbsize()}
     for key in keys:
         kind = client.type(key)
-        seen[key] = (kind, client.hgetall(key) if kind == b"hash" else None)
+        if kind == b"hash":
+            seen[key] = (kind, client.hgetall(key))
+        elif kind == b"zset":
+            seen[key] = (kind, client.zrange(key, 0, -1, withscores=True))
+        else:
+            seen[key] = (kind, None)
     return seen
 
 

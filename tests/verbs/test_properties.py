@@ -137,19 +137,28 @@ def test_random_interleavings_keep_the_invariant(steps: list) -> None:
 STATES = (b"pending", b"active", b"scheduled", b"dead", b"completed")
 
 
-def _check_over_the_wire(client: redis.Redis, ids: list[bytes]) -> dict[bytes, bytes]:
-    """Rows and STATS read in one EXEC (atomic): every set's size is the number of rows
-    whose state names it, so each job is counted in exactly one set."""
+def _check_over_the_wire(client: redis.Redis, ids: list[bytes]) -> None:
+    """Read in one EXEC (atomic): each job's state and its score in every set. A job with
+    a row is in exactly the one set its state names; an id without a row is in none; and
+    STATS' set sizes agree."""
     pipe = client.pipeline(transaction=True)
     for job_id in ids:
         pipe.hget(b"emq:{q}:job:" + job_id, "state")
+        for state in STATES:
+            pipe.zscore(b"emq:{q}:" + state, job_id)
     pipe.execute_command("EMQ.STATS", "q")
-    *states, stats = pipe.execute()
+    *replies, stats = pipe.execute()
+    width = 1 + len(STATES)
+    states = []
+    for n, job_id in enumerate(ids):
+        state, *scores = replies[n * width:(n + 1) * width]
+        holding = [s for s, score in zip(STATES, scores, strict=True) if score is not None]
+        assert holding == ([state] if state is not None else []), (job_id, state, holding)
+        states.append(state)
     if isinstance(stats, list):
         stats = dict(zip(stats[::2], stats[1::2], strict=True))
     for state in STATES:
-        assert stats[state] == sum(1 for s in states if s == state), (state, stats, states)
-    return {job_id: s for job_id, s in zip(ids, states, strict=True) if s is not None}
+        assert stats[state] == states.count(state), (state, stats)
 
 
 def test_random_interleavings_over_the_wire(rq: redis.Redis, no_sweep_server: Any) -> None:
