@@ -18,7 +18,8 @@ from tests.support import ROOT, redis_server_path
 
 TINY = ["--repeat", "1", "--jobs", "300", "--conns", "2", "--pipeline", "10",
         "--latency-cycles", "20", "--fail-jobs", "40", "--sweep-jobs", "300",
-        "--memory-jobs", "2000", "--ping-requests", "2000"]
+        "--memory-jobs", "2000", "--ping-requests", "2000", "--load-jobs", "500",
+        "--durable-jobs", "200"]
 
 
 def run_bench(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -48,7 +49,7 @@ def test_bench_prints_both_servers_and_stops_them(tmp_path) -> None:
     header = next(line for line in done.stdout.splitlines() if line.startswith("scenario"))
     assert "emqd" in header and "redis+lua" in header and "emqd/redis" in header
     scenarios = {row["scenario"] for row in result["rows"]}
-    assert scenarios == {"cycle", "latency", "fail", "sweep", "memory", "ping"}
+    assert scenarios == {"cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable"}
     for row in result["rows"]:
         assert row["redis"] is not None and row["redis"] > 0, row
         # emqd gives a figure, or says which of its verbs is missing.

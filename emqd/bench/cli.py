@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shutil
 import signal
@@ -30,7 +31,7 @@ from emqd.bench.scenarios import VERBS, Sizes
 from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emqd, start_redis
 from emqd.bench.targets import EmqdTarget, LuaTarget, Target
 
-ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping")
+ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable")
 # Scenarios run on servers started for them alone, with these extra flags:
 # memory must not see an earlier run's heap; sweep drives recovery itself
 # (STALLED.CHECK, as on Redis), so emqd's own stall sweep is off there.
@@ -39,7 +40,11 @@ FRESH: dict[str, dict[str, tuple[str, ...]]] = {
     "sweep": {"emqd": ("--stalled-interval", "0")},
 }
 BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
-            memory_jobs=1_000_000, ping_requests=1_000_000)
+            memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
+            durable_jobs=50_000)
+# Scenarios that start and stop their own servers (Bench.load, Bench.durable).
+LIFECYCLE = ("load", "durable")
+FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("sweep_jobs", "sweep: expired leases to recover"),
         ("memory_jobs", "memory: jobs added"),
         ("ping_requests", "ping: requests per redis-benchmark run"),
+        ("load_jobs", "load: jobs in the append-only file"),
+        ("durable_jobs", "durable: cycle jobs per fsync policy"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help=f"{help_text} (default {getattr(small, name):,})")
@@ -102,9 +109,11 @@ class Bench:
         self.server_cpus = {0} if pin else None
         self.client_cpus = {1} if pin else None
 
-    def start(self, name: str, *extra: str) -> Target:
-        workdir = Path(self.workdir) / f"{name}-{len(self.started)}"
-        workdir.mkdir()
+    def start(self, name: str, *extra: str, workdir: Path | None = None) -> Target:
+        """A server with `extra` flags; in `workdir` to restart on the same files."""
+        if workdir is None:
+            workdir = Path(self.workdir) / f"{name}-{len(self.started)}"
+            workdir.mkdir()
         if name == "emqd":
             flags = ["--appendonly", self.args.appendonly]
             if self.args.appendfsync:
@@ -113,7 +122,7 @@ class Bench:
             server = start_emqd(str(workdir), self.server_cpus, *flags)
             target: Target = EmqdTarget(server)
         else:
-            server = start_redis(str(workdir), self.server_cpus)
+            server = start_redis(str(workdir), self.server_cpus, *extra)
             target = LuaTarget(server)
         self.live.append(server)
         self.started.append({"name": name, "pid": server.pid, "port": server.port})
@@ -142,6 +151,9 @@ class Bench:
                 for name in order:
                     if (scenario, name) in self.results.skipped:
                         continue
+                    if scenario in LIFECYCLE:
+                        await getattr(self, scenario)(name)
+                        continue
                     fresh = scenario in FRESH
                     target = self.start(name, *FRESH[scenario].get(name, ())) if fresh \
                         else shared[name]
@@ -151,7 +163,8 @@ class Bench:
                         if fresh:
                             self.stop(target)
 
-    async def run_one(self, scenario: str, target: Target) -> None:
+    async def ready(self, scenario: str, target: Target) -> bool:
+        """Flush, load scripts; False (and the reason noted) when the scenario cannot run."""
         client = await Client.connect(target.port)
         try:
             await client.call(b"FLUSHALL")
@@ -161,15 +174,70 @@ class Bench:
             client.close()
         if missing:
             self.results.skip(scenario, target.name, f"{', '.join(missing)} not on this emqd yet")
-            return
+            return False
         if scenario == "ping" and shutil.which("redis-benchmark") is None:
             self.results.skip(scenario, target.name, "redis-benchmark is not on PATH")
+            return False
+        return True
+
+    async def run_one(self, scenario: str, target: Target) -> None:
+        if not await self.ready(scenario, target):
             return
         run: Callable[[], Awaitable[dict[str, float]]]
         if scenario == "ping":
             run = lambda: scenarios.ping(target, self.sizes, self.client_cpus)  # noqa: E731
         else:
             run = lambda: getattr(scenarios, scenario)(target, self.sizes)  # noqa: E731
+        self.results.add(scenario, target.name, await self.measure(scenario, target, run))
+
+    async def load(self, name: str) -> None:
+        """Start-up time on an append-only file of `load_jobs` jobs, written by ADD."""
+        logged = ("--appendonly", "yes")
+        target = self.start(name, *logged)
+        workdir = Path(target.server.workdir)
+        try:
+            if not await self.ready("load", target):
+                return
+            await scenarios.fill(target, self.sizes.load_jobs)
+        finally:
+            self.stop(target)  # SIGTERM: both servers flush their file and exit
+        started = time.perf_counter()
+        target = self.start(name, *logged, workdir=workdir)  # returns once it answers PING
+        seconds = time.perf_counter() - started
+        try:
+            loaded = await scenarios.pending_count(target)
+        finally:
+            self.stop(target)
+        if loaded != self.sizes.load_jobs:
+            raise scenarios.BenchError(f"{name} loaded {loaded} of {self.sizes.load_jobs} jobs")
+        self.results.add("load", name, {"load": seconds})
+        print(f"  {'load':8} {name:6} {seconds:6.1f}s  start-up on {loaded:,} jobs",
+              file=sys.stderr)
+
+    async def durable(self, name: str) -> None:
+        """The cycle under each fsync policy, on fresh servers, against no log at all."""
+        sizes = dataclasses.replace(self.sizes, jobs=self.sizes.durable_jobs)
+        rates: dict[str, float] = {}
+        for mode in FSYNC_MODES:
+            flags = ("--appendonly", "no") if mode == "no" else \
+                ("--appendonly", "yes", "--appendfsync", mode)
+            target = self.start(name, *flags)
+            try:
+                if not await self.ready("durable", target):
+                    return
+                figures = await self.measure(f"durable-{mode}", target,
+                                             lambda: scenarios.cycle(target, sizes))  # noqa: B023
+            finally:
+                self.stop(target)
+            rates[mode] = figures["cycle"]
+        self.results.add("durable", name, {
+            "always.cps": rates["always"], "everysec.cps": rates["everysec"],
+            "always": rates["always"] / rates["no"], "everysec": rates["everysec"] / rates["no"],
+        })
+
+    async def measure(self, scenario: str, target: Target,
+                      run: Callable[[], Awaitable[dict[str, float]]]) -> dict[str, float]:
+        """Run one measurement, under py-spy with --profile; print its figures."""
         started = time.monotonic()
         recorder = None
         if self.args.profile and target.name == "emqd":
@@ -182,9 +250,9 @@ class Bench:
             if recorder is not None:
                 recorder.stop()
                 self.merge_profile(scenario, recorder.out)
-        self.results.add(scenario, target.name, figures)
         print(f"  {scenario:8} {target.name:6} {time.monotonic() - started:6.1f}s  "
               + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
+        return figures
 
 
     def merge_profile(self, scenario: str, part: Path) -> None:
@@ -212,8 +280,8 @@ def main(argv: list[str] | None = None) -> None:
         if not profile.available():
             parser.error("--profile needs py-spy on PATH (pip install py-spy)")
         Path(args.profile).mkdir(parents=True, exist_ok=True)
-        for scenario in chosen:
-            (Path(args.profile) / f"{scenario}.txt").unlink(missing_ok=True)
+        for old in Path(args.profile).glob("*.txt"):
+            old.unlink()
     bench = Bench(args, sizes)
     if bench.client_cpus:
         os.sched_setaffinity(0, bench.client_cpus)
@@ -226,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     finally:
         bench.stop_all()
-    rows = bench.results.rows(chosen)
+    rows = bench.results.rows(chosen, sizes.load_jobs)
     info = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
@@ -244,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
           + ", ".join(f"{k}={v:,}" for k, v in sizes.__dict__.items()))
     print(report.table(rows))
     if args.profile:
-        for scenario in chosen:
+        for scenario in sorted({path.stem for path in Path(args.profile).glob("*.txt")}):
             stacks = Path(args.profile) / f"{scenario}.txt"
             if stacks.exists():
                 print(f"\nemqd during {scenario} (py-spy, {stacks}):")

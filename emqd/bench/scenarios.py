@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from emqd.bench.client import Client, ReplyError
 from emqd.bench.targets import Target
+from emqd.keys import queue_keys
 
 QUEUE = b"bench"
 PAYLOAD = b"p" * 100  # the issue's payload size, for every scenario
@@ -33,6 +34,8 @@ class Sizes:
     sweep_jobs: int = 20_000
     memory_jobs: int = 100_000
     ping_requests: int = 200_000
+    load_jobs: int = 100_000  # the issue's figure is 1,000,000 (--big)
+    durable_jobs: int = 5_000
 
 
 class BenchError(RuntimeError):
@@ -46,6 +49,8 @@ VERBS: dict[str, tuple[str, ...]] = {
     "sweep": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.STALLED.CHECK"),
     "memory": ("EMQ.ADD",),
     "ping": (),
+    "load": ("EMQ.ADD",),
+    "durable": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE"),
 }
 
 
@@ -79,6 +84,17 @@ async def fill(target: Target, count: int, conns: int = 4) -> None:
 
     shares = [count // conns + (1 if i < count % conns else 0) for i in range(conns)]
     await asyncio.gather(*(one(s) for s in shares if s))
+
+
+async def pending_count(target: Target) -> int:
+    """How many jobs wait in the benchmark's queue (ZCARD of its pending set)."""
+    client = await Client.connect(target.port)
+    try:
+        count = await client.call(b"ZCARD", queue_keys(QUEUE).pending)
+    finally:
+        client.close()
+    _check(count, "ZCARD")
+    return count
 
 
 class Stock:
