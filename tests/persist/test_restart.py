@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from emqd.persist.load import load
 from emqd.persist.records import encode_records
@@ -87,7 +89,7 @@ def test_kill_9_under_load_loses_no_acknowledged_write(tmp_path: Path) -> None:
 
     def client(n: int) -> None:
         queue = f"k{n}"
-        r = redis.Redis(port=server.port, socket_timeout=5)
+        r = redis.Redis(port=server.port, socket_timeout=5, retry=Retry(NoBackoff(), 0))
         try:
             for i in range(5000):
                 if stop.is_set():
