@@ -1,0 +1,158 @@
+"""The ZSet type API, directly: contracts of add/remove/rank/ranges, compactness, lex walks."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from emqd.store.zset import LISTPACK_ENTRIES, MINUS_INF, PLUS_INF, LexRange, ZSet
+
+INF = math.inf
+
+
+def zset(*pairs: tuple[float, bytes]) -> ZSet:
+    z = ZSet()
+    for score, member in pairs:
+        z.add(member, score)
+    return z
+
+
+def consistent(z: ZSet) -> bool:
+    return sorted((s, m) for m, s in z.scores.items()) == list(z.order)
+
+
+def test_add_reports_new_members_and_updates_in_place() -> None:
+    z = ZSet()
+    assert z.add(b"a", 2.0) is True
+    assert z.add(b"a", 1.0) is False
+    assert z.add(b"a", 1.0) is False
+    assert z.score(b"a") == 1.0 and len(z) == 1 and consistent(z)
+
+
+def test_order_is_score_then_member_bytes() -> None:
+    z = zset((1, b"b"), (1, b"a"), (0, b"z"), (1, b"\xff"), (1, b""), (-INF, b"m"), (INF, b"n"))
+    assert [m for _, m in z] == [b"m", b"z", b"", b"a", b"b", b"\xff", b"n"]
+    assert z.first() == (-INF, b"m")
+    assert [z.rank(m) for m in (b"m", b"a", b"n", b"nope")] == [0, 3, 6, None]
+
+
+def test_remove() -> None:
+    z = zset((1, b"a"), (2, b"b"))
+    assert z.remove(b"a") is True and z.remove(b"a") is False
+    assert list(z) == [(2, b"b")] and consistent(z)
+    assert ZSet().first() is None
+
+
+def test_compact_set_stores_negative_zero_as_zero_like_a_listpack() -> None:
+    z = zset((-0.0, b"a"))
+    assert math.copysign(1.0, z.score(b"a")) > 0
+    z.add(b"b", 1.0)
+    z.add(b"b", -0.0)  # an update in a listpack rewrites the score as text too
+    assert math.copysign(1.0, z.score(b"b")) > 0
+
+
+def test_set_leaves_compact_form_at_129_members_or_a_long_member_for_good() -> None:
+    z = zset(*[(i, b"m%d" % i) for i in range(LISTPACK_ENTRIES)])
+    assert z.compact
+    z.add(b"extra", -0.0)  # converting first, so the new member keeps -0 as a skiplist does
+    assert not z.compact and math.copysign(1.0, z.score(b"extra")) < 0
+    for i in range(LISTPACK_ENTRIES):
+        z.remove(b"m%d" % i)
+    assert not z.compact  # Redis never converts back
+    long = zset((1, b"x" * 65))
+    assert not long.compact
+    assert zset((1, b"x" * 64)).compact
+
+
+def test_equal_score_keeps_the_old_value_even_across_signed_zero() -> None:
+    z = zset(*[(i, b"m%d" % i) for i in range(LISTPACK_ENTRIES + 1)])  # skiplist
+    z.add(b"z", -0.0)
+    assert z.add(b"z", 0.0) is False
+    assert math.copysign(1.0, z.score(b"z")) < 0
+
+
+@pytest.mark.parametrize(
+    "low, high, low_ex, high_ex, members",
+    [
+        (-INF, INF, False, False, [b"a", b"b", b"c", b"d", b"e"]),
+        (1, 2, False, False, [b"b", b"c", b"d"]),
+        (1, 2, True, False, [b"c", b"d"]),
+        (1, 2, False, True, [b"b"]),
+        (1, 1, True, True, []),
+        (2, 1, False, False, []),
+        (INF, INF, False, False, [b"e"]),
+        (INF, INF, True, False, []),
+        (-INF, -INF, False, False, [b"a"]),
+        (-INF, 1, True, True, []),
+        (1.5, 1.75, False, False, []),
+    ],
+)
+def test_score_span(low: float, high: float, low_ex: bool, high_ex: bool,
+                    members: list[bytes]) -> None:
+    z = zset((-INF, b"a"), (1, b"b"), (2, b"c"), (2, b"d"), (INF, b"e"))
+    start, stop = z.score_span(low, high, low_ex, high_ex)
+    assert start <= stop
+    assert [m for _, m in z.walk(start, stop)] == members
+    assert [m for _, m in z.by_score(low, high, low_ex, high_ex)] == members
+
+
+def test_walk_reverse_and_by_rank() -> None:
+    z = zset((1, b"a"), (2, b"b"), (3, b"c"))
+    assert [m for _, m in z.walk(0, 3, reverse=True)] == [b"c", b"b", b"a"]
+    assert z.by_rank(1, 2) == [(2, b"b"), (3, b"c")]
+
+
+def lex(low: object, high: object, low_ex: bool = False, high_ex: bool = False) -> LexRange:
+    return LexRange(low, high, low_ex, high_ex)
+
+
+@pytest.mark.parametrize(
+    "r, first, last, count",
+    [
+        (lex(MINUS_INF, PLUS_INF, True, True), 0, 4, 5),
+        (lex(b"b", b"c"), 1, 3, 3),
+        (lex(b"b", b"c", True, False), 2, 3, 2),
+        (lex(b"b", b"c", False, True), 1, 2, 2),
+        (lex(b"bb", b"bb"), 2, 2, 1),
+        (lex(b"bb", b"bb", True), None, None, 0),
+        (lex(b"c", b"b"), None, None, 0),
+        (lex(PLUS_INF, PLUS_INF, True, True), None, None, 0),
+        (lex(b"", b"a"), 0, 0, 1),
+        (lex(b"zz", PLUS_INF, False, True), None, None, 0),
+        (lex(MINUS_INF, b"0", True), None, None, 0),
+    ],
+)
+def test_lex_on_one_score_is_a_bisect(r: LexRange, first: int | None, last: int | None,
+                                      count: int) -> None:
+    z = zset(*[(0, m) for m in (b"a", b"b", b"bb", b"c", b"d")])
+    assert (z.lex_first(r), z.lex_last(r), z.lex_count(r)) == (first, last, count)
+
+
+def test_lex_with_mixed_scores_walks_like_a_listpack() -> None:
+    # order: (0,c) (1,a) (2,d) (3,b): the walk starts at the first member >= min
+    # from the head and stops at the first member > max.
+    z = zset((0, b"c"), (1, b"a"), (2, b"d"), (3, b"b"))
+    r = lex(b"b", b"c")
+    assert z.lex_first(r) == 0 and z.lex_count(r) == 2  # c, a: a counts though < min
+    assert z.lex_last(r) == 3  # from the tail: b
+    assert z.lex_first(lex(b"a", b"a")) is None  # first >= a is c, which is > a
+
+
+def test_random_operations_keep_both_structures_in_step() -> None:
+    rng = random.Random(11)
+    z = ZSet()
+    model: dict[bytes, float] = {}
+    for _ in range(3000):
+        member = b"m%d" % rng.randrange(200)
+        if rng.random() < 0.6:
+            score = rng.choice([rng.randint(-5, 5), rng.random(), INF, -INF])
+            assert z.add(member, score) == (member not in model)
+            model[member] = score
+        else:
+            assert z.remove(member) == (model.pop(member, None) is not None)
+    assert consistent(z)
+    assert {m: s for m, s in z.scores.items()} == model
+    expected = sorted((s, m) for m, s in model.items())
+    assert [z.rank(m) for _, m in expected] == list(range(len(expected)))
