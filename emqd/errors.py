@@ -98,10 +98,10 @@ STATE_NOT_DEAD = ReplyError("EMQSTATE job is not dead")
 STATE_ACTIVE = ReplyError("EMQSTATE job is active")
 INVALID_QUEUE = ReplyError("ERR invalid queue name")
 INVALID_ID = ReplyError("ERR invalid job id")
+INVALID_GROUP = ReplyError("ERR invalid group name")
 INVALID_BACKOFF = ReplyError("ERR invalid backoff rule")
 PRIORITY_RANGE = ReplyError("ERR PRIORITY must be between -1000 and 1000")
 PAYLOAD_TOO_BIG = ReplyError("ERR payload exceeds max-payload")
-GROUP_UNSUPPORTED = ReplyError("ERR GROUP is not supported yet")
 AOF_DISABLED = ReplyError("ERR persistence is off (emqd was started with --appendonly no)")
 REWRITE_IN_PROGRESS = ReplyError("ERR Background append only file rewriting already in progress")
 REWRITE_FAILED = ReplyError(
@@ -126,6 +126,11 @@ def corrupt_job_field(field: bytes) -> ReplyError:
     """A job row's own setting (`priority`, `max_attempts`, `backoff`) that a plain
     HSET made unreadable: the verb that depends on it is refused, nothing written."""
     return ReplyError(b"ERR job field '" + field + b"' holds an invalid value")
+
+
+def corrupt_lane_limit(group: bytes) -> ReplyError:
+    """A lane's own limit in `glimit` that a plain HSET made unreadable."""
+    return ReplyError(b"ERR lane limit of '" + group + b"' holds an invalid value")
 
 
 def unknown_field(field: bytes) -> ReplyError:

@@ -1,7 +1,8 @@
 """The EMQ verbs, one module per verb, each exporting COMMANDS (see runner.py).
 
-Shared planner helpers live in job.py (guard, entry, finishing) and
-retention.py (the trims); they register no command.
+Shared planner helpers live in job.py (guard, entry, finishing),
+retention.py (the trims) and lanes.py (groups: the ring, the slots, the
+counters); they register no command.
 """
 
 from emqd.verbs import (
@@ -13,6 +14,8 @@ from emqd.verbs import (
     extend,
     fail,
     get,
+    lane_limit,
+    lane_list,
     pause,
     promote,
     queues,
@@ -25,4 +28,4 @@ from emqd.verbs import (
 )
 
 ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete, fail, requeue,
-       extend, stalled_check, promote, revive, remove)
+       extend, stalled_check, promote, revive, remove, lane_limit, lane_list)

@@ -2,9 +2,10 @@
 [BACKOFF rule] [GROUP g]
 
 Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
-enters `pending` at `priority * 2^40 + seq`; otherwise `scheduled` at its due
-time. The row holds `state`, `payload`, `created_ms` and only the options
-given. `seq` is `meta.seq + 1`; without ID the id is that number, skipping
+enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
+`lane:g`, with the lane bookkeeping of lanes.py); otherwise `scheduled` at
+its due time. The row holds `state`, `payload`, `created_ms` and only the
+options given (`group` among them). `seq` is `meta.seq + 1`; without ID the id is that number, skipping
 numbers whose row a client already created.
 
 Returns: the id (bulk string). With ID of an existing row nothing is written
@@ -14,8 +15,8 @@ Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
 `ERR PRIORITY must be between -1000 and 1000`; `ERR MAXATTEMPTS must be a
 positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
-with AT or a bad option; `ERR GROUP is not supported yet`; a corrupt
-`meta.seq` answers HINCRBY's text. Every refusal writes nothing.
+with AT or a bad option; `ERR invalid group name`; a corrupt `meta.seq`
+answers HINCRBY's text (a corrupt lane counter the same). Every refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from emqd.numbers import parse_int
 from emqd.plan import Plan
 from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
+from emqd.verbs import lanes
 from emqd.verbs.backoff import parse_backoff
 from emqd.verbs.job import PRIORITY_BAND
-from emqd.verbs.runner import HGET, TYPE, ZCARD, ZSCORE, Reads, need, verb_command
+from emqd.verbs.runner import HGET, TYPE, ZCARD, ZSCORE, Need, Reads, need, verb_command
 
 _KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
 
@@ -48,15 +50,23 @@ class AddArgs:
     priority: int | None
     max_attempts: int | None
     backoff: bytes | None
+    group: bytes | None
+    config: Config
 
 
 @dataclass(slots=True)  # not frozen: see runner.Need
 class Added:
-    """The verdict: a new job `id` with sequence number `seq`; `new_queue` if first."""
+    """The verdict: a new job `id` with sequence number `seq`; `new_queue` if first.
+
+    `due` is its due time when it waits in `scheduled` (None: it waits now);
+    `lane_ops` the lane bookkeeping of a job entering its lane.
+    """
 
     id: bytes
     seq: int
     new_queue: bool
+    due: int | None
+    lane_ops: list
 
 
 @dataclass(slots=True)  # not frozen: see runner.Need
@@ -72,8 +82,7 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     opts = parse_args.options(argv, 3, _KEYWORDS)
     if b"DELAY" in opts and b"AT" in opts:
         raise errors.SYNTAX
-    if b"GROUP" in opts:
-        raise errors.GROUP_UNSUPPORTED
+    raw_group = opts.get(b"GROUP")
     raw_id = opts.get(b"ID")
     raw_priority = opts.get(b"PRIORITY")
     priority = None
@@ -94,6 +103,8 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
         priority=priority,
         max_attempts=None if raw_max is None else parse_args.positive(raw_max, "MAXATTEMPTS"),
         backoff=raw_backoff,
+        group=None if raw_group is None else parse_args.group_name(raw_group),
+        config=config,
     )
 
 
@@ -103,8 +114,9 @@ def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     queue_read = (ZSCORE, QUEUES, keys.queue)
     if seq_read not in reads:
         # The set the plan ZADDs to is read too: one holding a hash refuses with
-        # WRONGTYPE here, instead of failing the plan halfway in `apply`.
-        return need(seq_read, queue_read, (ZCARD, _target(args, now_ms)))
+        # WRONGTYPE here, instead of failing the plan halfway in `apply`; and the
+        # ring's size, what a flat job's lane settle asks first.
+        return need(seq_read, queue_read, (ZCARD, _target(args, now_ms)), (ZCARD, keys.ring))
     seq = incremented(reads[seq_read], 1)  # a corrupt seq refuses with HINCRBY's text
     if args.id is not None:
         exists_read = (TYPE, keys.job(args.id))
@@ -112,13 +124,13 @@ def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
             return need(exists_read)
         if reads[exists_read] != "none":
             return Exists(args.id)
-        return Added(args.id, seq, reads[queue_read] is None)
+        return _added(args, args.id, seq, reads, now_ms)
     while True:  # the first sequence number whose row no client has created
         candidate = (TYPE, keys.job(b"%d" % seq))
         if candidate not in reads:
             return need(candidate)
         if reads[candidate] == "none":
-            return Added(b"%d" % seq, seq, reads[queue_read] is None)
+            return _added(args, b"%d" % seq, seq, reads, now_ms)
         seq = incremented(b"%d" % seq, 1)
 
 
@@ -129,15 +141,29 @@ def _due(args: AddArgs, now_ms: int) -> int | None:
 
 
 def _target(args: AddArgs, now_ms: int) -> bytes:
-    return args.keys.pending if _due(args, now_ms) is None else args.keys.scheduled
+    if _due(args, now_ms) is not None:
+        return args.keys.scheduled
+    return lanes.waiting_key(args.keys, args.group)
+
+
+def _added(args: AddArgs, job_id: bytes, seq: int, reads: Reads, now_ms: int) -> Any:
+    due = _due(args, now_ms)
+    new_queue = reads[(ZSCORE, QUEUES, args.keys.queue)] is None
+    if due is not None:
+        return Added(job_id, seq, new_queue, due, [])
+    ledger = lanes.Ledger(args.keys, args.config)
+    ledger.enter(args.group)
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
+    return Added(job_id, seq, new_queue, None, lane_ops)  # type: ignore[arg-type]
 
 
 def plan(args: AddArgs, verdict: Added | Exists, now_ms: int, run_id: bytes) -> Plan:
     if type(verdict) is Exists:
         return Plan([], verdict.id)
     keys = args.keys
-    due = _due(args, now_ms)
-    scheduled = due is not None
+    scheduled = verdict.due is not None
     row = [
         b"HSET",
         keys.job(verdict.id),
@@ -154,14 +180,16 @@ def plan(args: AddArgs, verdict: Added | Exists, now_ms: int, run_id: bytes) -> 
         row += [b"max_attempts", b"%d" % args.max_attempts]
     if args.backoff is not None:
         row += [b"backoff", args.backoff]
+    if args.group is not None:
+        row += [lanes.GROUP, args.group]
     ops: list[tuple] = [tuple(row)]
     if scheduled:
-        ops.append((b"ZADD", keys.scheduled, due, verdict.id))
+        ops.append((b"ZADD", keys.scheduled, verdict.due, verdict.id))
     else:
-        ops.append(
-            (b"ZADD", keys.pending, (args.priority or 0) * PRIORITY_BAND + verdict.seq, verdict.id)
-        )
+        score = (args.priority or 0) * PRIORITY_BAND + verdict.seq
+        ops.append((b"ZADD", lanes.waiting_key(keys, args.group), score, verdict.id))
     ops.append((b"HSET", keys.meta, b"seq", b"%d" % verdict.seq))
+    ops += verdict.lane_ops
     if verdict.new_queue:
         ops.append((b"ZADD", QUEUES, now_ms, keys.queue))
     return Plan(ops, verdict.id)

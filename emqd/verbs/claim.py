@@ -1,7 +1,9 @@
 """EMQ.CLAIM QUEUE LEASE_MS [COUNT n] [BLOCK ms]
 
 Takes up to n (default 1) jobs from the front of `pending` (lowest score,
-ties to the smaller id). For each: `attempts` = next(attempts) (the token),
+ties to the smaller id); when the queue has lanes that can be served (its
+ring exists), it goes round the ring job by job instead (lanes.serve), and
+each lane job taken also takes a slot of its lane. For each: `attempts` = next(attempts) (the token),
 `state active`, `lease_epoch` = run_id, `claimed_ms` = now, and
 `ZADD active (now + LEASE_MS) id`. On the way, a member whose row is missing
 (a ghost) is removed from pending; a row whose `attempts` or `failures` HINCRBY
@@ -10,8 +12,8 @@ do not count towards n, and their writes are made even when nothing is
 claimed. A paused queue (`meta.paused` 1) claims nothing.
 
 BLOCK ms: when nothing can be claimed, the client parks (0 = for ever) on the
-keys whose writes can make a job claimable (`pending`, and `meta` for
-RESUME) and is served first come first served; at the timeout it gets nil /
+keys whose writes can make a job claimable (`pending`, `ring` for a lane
+that gets work or a free slot, and `meta` for RESUME) and is served first come first served; at the timeout it gets nil /
 an empty array. Inside MULTI, BLOCK is ignored.
 
 Returns: without COUNT, `[id, token, payload, failures]` or nil (`*-1`);
@@ -36,7 +38,7 @@ from emqd.plan import Block, Op, Plan
 from emqd.reply import NULL_ARRAY
 from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
+from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.runner import HGET, ZCARD, ZHEAD, Need, Reads, need, verb_command
@@ -80,11 +82,13 @@ def decide(args: ClaimArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     keys = args.keys
     want = args.count or 1
     paused_read = (HGET, keys.meta, PAUSED)
-    head_read = (ZHEAD, keys.pending, want)
+    ring_read = (ZCARD, keys.ring)
     if paused_read not in reads:
-        return need(paused_read, (ZCARD, keys.active), head_read)
+        return need(paused_read, (ZCARD, keys.active), (ZHEAD, keys.pending, want), ring_read)
     if is_paused(reads[paused_read]):
         return Claimed([], [])
+    if reads[ring_read]:
+        return _round_robin(args, want, reads, now_ms, run_id)
     depth = want
     while True:  # read deeper until n jobs are found or pending runs out
         head_read = (ZHEAD, keys.pending, depth)
@@ -98,7 +102,22 @@ def decide(args: ClaimArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         if len(jobs) == want or len(head) < depth:
             break
         depth = max(2 * depth, depth + want - len(jobs))
-    return _verdict(args, taken, jobs, corrupt, reads, now_ms, run_id)
+    removed: list[Op] = [(b"ZREM", keys.pending, *taken)] if taken else []
+    return _verdict(args, removed, jobs, corrupt, reads, now_ms, run_id)
+
+
+def _round_robin(args: ClaimArgs, want: int, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    """The flat queue and the lanes served in turn (lanes.serve); the ring kept exact."""
+    served = lanes.serve(args.keys, want, reads, args.config)
+    if type(served) is Need:
+        return served
+    lane_ops = lanes.settle(served.ledger, reads)  # type: ignore[union-attr]
+    if type(lane_ops) is Need:
+        return lane_ops
+    removed: list[Op] = [(b"ZREM", key, *members)
+                         for key, members in served.taken.items()]  # type: ignore[union-attr]
+    return _verdict(args, removed, served.jobs, served.corrupt, reads, now_ms,  # type: ignore[union-attr]
+                    run_id, lane_ops)  # type: ignore[arg-type]
 
 
 def _walk(keys: QueueKeys, head: list, want: int, reads: Reads) -> tuple[list, list, list]:
@@ -123,11 +142,10 @@ def _walk(keys: QueueKeys, head: list, want: int, reads: Reads) -> tuple[list, l
     return taken, jobs, corrupt
 
 
-def _verdict(
-    args: ClaimArgs, taken: list, jobs: list, corrupt: list, reads: Reads, now: int, run_id: bytes
-) -> Any:
+def _verdict(args: ClaimArgs, removed: list[Op], jobs: list, corrupt: list, reads: Reads,
+             now: int, run_id: bytes, lane_ops: list[Op] | None = None) -> Any:
     keys = args.keys
-    ops: list[Op] = [(b"ZREM", keys.pending, *taken)] if taken else []
+    ops = list(removed)
     replies = []
     deadline = now + args.lease_ms
     zadd: list = [b"ZADD", keys.active]
@@ -150,6 +168,8 @@ def _verdict(
             return tail
         ops += [job.dead_row_op(keys, m, now, job.LAST_ERROR, text) for m, text in corrupt]
         ops += tail  # type: ignore[arg-type]
+    if lane_ops:
+        ops += lane_ops
     return Claimed(replies, ops)
 
 
@@ -163,7 +183,7 @@ def plan(args: ClaimArgs, verdict: Claimed, now_ms: int, run_id: bytes) -> Any:
         return Plan(verdict.ops, reply)
     keys = args.keys
     return Block(
-        (keys.pending, keys.meta),
+        (keys.pending, keys.ring, keys.meta),
         args.block,
         reply,
         Plan(verdict.ops, None) if verdict.ops else None,

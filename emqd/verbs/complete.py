@@ -2,8 +2,9 @@
 
 The holder of TOKEN finishes the job. Plan: `ZREM active`, `state
 completed`, `finished_ms`, `result` if given, `ZADD completed now id`,
-`HINCRBY metrics:completed count 1`, and the retention trim of `completed`
-(at most 100 of its oldest rows beyond `keep_completed`, see retention.py).
+`HINCRBY metrics:completed count 1`, the retention trim of `completed`
+(at most 100 of its oldest rows beyond `keep_completed`, see retention.py),
+and for a lane job its slot back (lanes.py).
 
 Returns: `OK`.
 
@@ -23,7 +24,7 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
+from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import Need, Reads, need, verb_command
 
@@ -41,9 +42,9 @@ class CompleteArgs:
 
 @dataclass(slots=True)  # not frozen: see runner.Need
 class Completed:
-    """The verdict: the held row, and the finishing ops (set entry, metric, trim)."""
+    """The verdict: leaving `active`, and the finishing ops (set entry, metric, trim, lane)."""
 
-    row: dict
+    leave: list[Op]
     tail: list[Op]
 
 
@@ -68,7 +69,12 @@ def decide(args: CompleteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     tail = job.finish_ops(keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed, reads)
     if type(tail) is Need:
         return tail
-    return Completed(row, tail)  # type: ignore[arg-type]
+    ledger = lanes.Ledger(keys, args.config)
+    leave = job.leave_active_ops(keys, args.id, row, ledger)  # type: ignore[arg-type]
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
+    return Completed(leave, [*tail, *lane_ops])  # type: ignore[misc]
 
 
 def plan(args: CompleteArgs, verdict: Completed, now_ms: int, run_id: bytes) -> Plan:
@@ -78,7 +84,7 @@ def plan(args: CompleteArgs, verdict: Completed, now_ms: int, run_id: bytes) -> 
         fields += [b"result", args.result]
     return Plan(
         [
-            *job.leave_active_ops(keys, args.id, verdict.row),
+            *verdict.leave,
             (b"HSET", keys.job(args.id), *fields),
             *verdict.tail,
         ],

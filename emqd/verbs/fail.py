@@ -13,7 +13,8 @@ again (token 2) still has its whole retry budget.
   `ZADD scheduled (now + delay) id`; delay is BACKOFF if given, else the
   row's `backoff` rule, else the queue's, for failure number f.
 
-`last_error` is ERROR, or empty without it. `attempts` and `stalled` are
+Both give a lane job's slot back (lanes.py). `last_error` is ERROR, or
+empty without it. `attempts` and `stalled` are
 never written.
 
 Returns: `["dead", f]` or `["scheduled", f]` (verdict bulk string, integer).
@@ -36,7 +37,7 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
+from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import ZCARD, Need, Reads, need, verb_command
 
@@ -57,15 +58,16 @@ class FailArgs:
 @dataclass(slots=True)  # not frozen: see runner.Need
 class Dead:
     failures: int
-    row: dict
-    tail: list[Op]  # ZADD dead, the metric, the trim
+    leave: list[Op]  # ZREM active
+    tail: list[Op]  # ZADD dead, the metric, the trim, the lane slot
 
 
 @dataclass(slots=True)  # not frozen: see runner.Need
 class Retry:
     failures: int
-    row: dict
+    leave: list[Op]  # ZREM active
     due: int
+    lane_ops: list[Op]  # the lane slot
 
 
 def parse(argv: list[bytes], config: Config) -> FailArgs:
@@ -95,22 +97,27 @@ def decide(args: FailArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     if settings is None:
         return need(queue_settings.settings_read(keys.config), (ZCARD, keys.scheduled))
     cap = args.max_attempts or job.max_attempts(row) or settings.max_attempts  # type: ignore[arg-type]
+    ledger = lanes.Ledger(keys, args.config)
+    leave = job.leave_active_ops(keys, args.id, row, ledger)  # type: ignore[arg-type]
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
     if failures >= cap:
         tail = job.finish_ops(keys, job.DEAD, [args.id], now_ms, settings.keep_dead, reads)
         if type(tail) is Need:
             return tail
-        return Dead(failures, row, tail)  # type: ignore[arg-type]
+        return Dead(failures, leave, [*tail, *lane_ops])  # type: ignore[misc]
     if args.backoff is not None:
         delay = args.backoff
     else:
         rule = job.backoff(row) or settings.backoff  # type: ignore[arg-type]
         delay = rule.delay(failures)
-    return Retry(failures, row, now_ms + delay)  # type: ignore[arg-type]
+    return Retry(failures, leave, now_ms + delay, lane_ops)  # type: ignore[arg-type]
 
 
 def plan(args: FailArgs, verdict: Dead | Retry, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    leave = job.leave_active_ops(keys, args.id, verdict.row)
+    leave = verdict.leave
     written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
     if type(verdict) is Dead:
         ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *verdict.tail]
@@ -119,6 +126,7 @@ def plan(args: FailArgs, verdict: Dead | Retry, now_ms: int, run_id: bytes) -> P
         *leave,
         (b"HSET", keys.job(args.id), *written, job.STATE, job.SCHEDULED),
         (b"ZADD", keys.scheduled, verdict.due, args.id),  # type: ignore[union-attr]
+        *verdict.lane_ops,  # type: ignore[union-attr]
     ]
     return Plan(ops, [job.SCHEDULED, verdict.failures])
 

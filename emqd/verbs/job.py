@@ -1,11 +1,12 @@
 """What the job verbs share, written once: the holder's guard, where a job
 (re-)enters, and the ops that take a job out of `active` or finish it.
 
-Lanes (protocol section 8) change exactly three answers here, and nowhere
-else: `entry_key` (a lane job enters its lane, not `pending`),
-`leave_active_ops` (a lane job gives its slot back) and the ring bookkeeping
-that goes with both. Every verb asks these helpers instead of naming
-`pending` or `active` itself.
+Lanes (protocol section 8) change two answers here: `entry_key` (a lane job
+enters its lane, not `pending`), and the bookkeeping that goes with entering
+and leaving `active`: `enter_ops` and `leave_active_ops` note each move on
+the plan's `lanes.Ledger`, and the verb adds `lanes.settle(ledger, reads)`
+(the slot back, the ring, the counters) to its plan. Every verb asks these
+helpers instead of naming `pending` or `active` itself.
 
 The helpers that need store values take the runner's `reads` and return a
 `Need` when a read is missing, like `decide` does.
@@ -18,7 +19,7 @@ from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
 from emqd.plan import Op
 from emqd.store.hash import incremented
-from emqd.verbs import retention
+from emqd.verbs import lanes, retention
 from emqd.verbs.backoff import Backoff, parse_backoff
 from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZSCORE, Need, Reads, need
 
@@ -103,8 +104,8 @@ def backoff(row: dict) -> Backoff | None:
 
 # --- where a job enters ----------------------------------------------------------------
 def entry_key(keys: QueueKeys, row: dict) -> bytes:
-    """The set a waiting job sits in: `pending` (a lane job: its lane, once lanes exist)."""
-    return keys.pending
+    """The set a waiting job sits in: `pending`, or a lane job's lane."""
+    return lanes.waiting_key(keys, lanes.group_of(row))
 
 
 def entry_check(keys: QueueKeys, row: dict) -> tuple:
@@ -122,16 +123,23 @@ def reentry_score(row: dict) -> int:
     return priority(row) * PRIORITY_BAND
 
 
-def enter_ops(keys: QueueKeys, job_id: bytes, row: dict, score: int, *fields: bytes) -> list[Op]:
-    """`state pending` (with `fields` written first) and the ZADD to its entry set."""
+def enter_ops(keys: QueueKeys, job_id: bytes, row: dict, score: int, *fields: bytes,
+              ledger: lanes.Ledger) -> list[Op]:
+    """`state pending` (with `fields` written first) and the ZADD to its entry set.
+
+    The move is noted on `ledger`; the verb's plan must include `lanes.settle`.
+    """
+    ledger.enter(lanes.group_of(row))
     return [
         (b"HSET", keys.job(job_id), *fields, STATE, PENDING),
         (b"ZADD", entry_key(keys, row), score, job_id),
     ]
 
 
-def leave_active_ops(keys: QueueKeys, job_id: bytes, row: dict | None) -> list[Op]:
-    """A job leaves `active` (a lane job also gives its slot back, once lanes exist)."""
+def leave_active_ops(keys: QueueKeys, job_id: bytes, row: dict | None,
+                     ledger: lanes.Ledger) -> list[Op]:
+    """A job leaves `active`; a lane job's slot given back is noted on `ledger`."""
+    ledger.leave_active(lanes.group_of(row))
     return [(b"ZREM", keys.active, job_id)]
 
 

@@ -9,8 +9,8 @@ gives zeros.
 
 Cost: O(1) whatever the number of lanes. The lanes' waiting jobs are not
 counted lane by lane: whoever moves a job into or out of a lane keeps the
-running total in `meta` field `lanes_pending` (`LANES_PENDING` here, one
-HINCRBY in the same plan), and STATS reads that one field.
+running total in `meta` field `lanes_pending` (lanes.py, one HINCRBY in the
+same plan), and STATS reads that one field.
 
 Errors: `ERR invalid queue name`; `WRONGTYPE` when a key holds the other type;
 a counter that is not an integer (a plain HSET put it there) answers
@@ -29,12 +29,10 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.verbs import args as parse_args
+from emqd.verbs.lanes import LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.retention import TRIMMED
 from emqd.verbs.runner import HGET, ZCARD, Reads, need, verb_command
-
-LANES_PENDING = b"lanes_pending"  # meta field: jobs waiting in all lanes together
-
 
 @dataclass(frozen=True, slots=True)
 class StatsArgs:

@@ -55,12 +55,20 @@ def sets_holding(space: Keyspace, job_id: bytes, prefix: bytes = P) -> list[byte
 
 
 def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
-    """Section 1: every job in exactly the one set its `state` names; no member without a row."""
+    """Section 1: every job in exactly the one set its `state` names (a waiting lane job:
+    its lane, `lane:<group>`, and no other lane); no member without a row."""
+    lanes = [key for key in space.data if key.startswith(prefix + b"lane:")]
     for key, value in space.data.items():
         if key.startswith(prefix + b"job:"):
             job_id = key[len(prefix) + 4:]
-            assert sets_holding(space, job_id, prefix) == [value[b"state"]], (job_id, value)
-    for name in SETS:
+            state = value[b"state"]
+            group = value.get(b"group")
+            held = sets_holding(space, job_id, prefix)
+            held += [lane[len(prefix):] for lane in lanes if job_id in space.data[lane]]
+            if group and state == b"pending":
+                state = b"lane:" + group
+            assert held == [state], (job_id, value, held)
+    for name in (*SETS, *(lane[len(prefix):] for lane in lanes)):
         for member, _ in members(space, name, prefix):
             assert row(space, member, prefix) is not None, (name, member)
 
@@ -99,3 +107,37 @@ def wire_error(client: Any, *argv: Any) -> str:
     except redis.ResponseError as error:
         return str(error)
     raise AssertionError(f"{argv!r} answered {reply!r}, not an error")
+
+
+def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P) -> None:
+    """Section 8's bookkeeping, recomputed from the rows and sets (see emqd/verbs/lanes.py).
+
+    `gactive` equals the real count of active lane jobs (no field at 0); `lanes_pending`
+    equals the lanes' total size; the ring holds exactly the servable members: each
+    lane with waiting jobs and a free slot, and "" when pending is not empty and at
+    least one lane is servable; its scores are distinct and none is above `meta.rr`.
+    """
+    active: dict[bytes, int] = {}
+    for key, value in space.data.items():
+        if key.startswith(prefix + b"job:") and value.get(b"group"):
+            if value[b"state"] == b"active":
+                active[value[b"group"]] = active.get(value[b"group"], 0) + 1
+    assert (space.hash(prefix + b"gactive") or {}) == {g: b"%d" % n for g, n in active.items()}
+    lanes = {key[len(prefix) + 5:]: len(space.data[key]) for key in space.data
+             if key.startswith(prefix + b"lane:")}
+    meta = space.hash(prefix + b"meta") or {}
+    assert int(meta.get(b"lanes_pending", 0)) == sum(lanes.values())
+    limits = space.hash(prefix + b"glimit") or {}
+    queue_limit = int((space.hash(prefix + b"config") or {}).get(b"lane_limit", default_limit))
+    servable = set()
+    for group, size in lanes.items():
+        limit = int(limits.get(group, queue_limit))
+        if size and (limit == 0 or active.get(group, 0) < limit):
+            servable.add(group)
+    if servable and space.zset(prefix + b"pending"):
+        servable.add(b"")
+    ring = members(space, b"ring", prefix)
+    assert {m for m, _ in ring} == servable, (ring, servable)
+    scores = [score for _, score in ring]
+    assert len(set(scores)) == len(scores)
+    assert all(score <= int(meta.get(b"rr", 0)) for score in scores)

@@ -85,7 +85,10 @@ def test_existing_id_is_idempotent() -> None:
         (["emq.add", "q", "p", "MAXATTEMPTS", "0"], errors.must_be_positive("MAXATTEMPTS")),
         (["emq.add", "q", "p", "BACKOFF", "exp:"], errors.INVALID_BACKOFF),
         (["emq.add", "q", "p", "BACKOFF", "linear:5"], errors.INVALID_BACKOFF),
-        (["emq.add", "q", "p", "GROUP", "g"], errors.GROUP_UNSUPPORTED),
+        (["emq.add", "q", "p", "GROUP", ""], errors.INVALID_GROUP),
+        (["emq.add", "q", "p", "GROUP", "a{b"], errors.INVALID_GROUP),
+        (["emq.add", "q", "p", "GROUP", "}"], errors.INVALID_GROUP),
+        (["emq.add", "q", "p", "GROUP", "g" * 257], errors.INVALID_GROUP),
     ],
 )
 def test_refusals(argv: list[str], error: errors.ReplyError) -> None:

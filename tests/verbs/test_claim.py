@@ -93,7 +93,7 @@ def test_skipped_writes_are_made_even_when_nothing_is_claimed() -> None:
     assert drive(claim, ["emq.claim", "q", "10"], space) == Plan(
         [(b"ZREM", P + b"pending", b"g")], NULL_ARRAY)
     blocked = drive(claim, ["emq.claim", "q", "10", "BLOCK", "0"], space)
-    assert blocked == Block((P + b"pending", P + b"meta"), 0, NULL_ARRAY,
+    assert blocked == Block((P + b"pending", P + b"ring", P + b"meta"), 0, NULL_ARRAY,
                             Plan([(b"ZREM", P + b"pending", b"g")], None))
 
 
@@ -150,7 +150,7 @@ def test_paused_queue_claims_nothing_and_blocks_on_meta() -> None:
     add_jobs(space, 1)
     assert drive(claim, ["emq.claim", "q", "10"], space) == Plan([], NULL_ARRAY)
     assert drive(claim, ["emq.claim", "q", "10", "COUNT", "1", "BLOCK", "20"], space) == Block(
-        (P + b"pending", P + b"meta"), 20, [], None)
+        (P + b"pending", P + b"ring", P + b"meta"), 20, [], None)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,61 @@
+"""EMQ.LANE.LIMIT QUEUE GROUP n
+
+Sets lane GROUP's own concurrency limit: at most n of its jobs active at
+once, 0 for no limit (protocol section 8). Without it a lane has the queue's
+`lane_limit` setting. Plan: `HSET glimit GROUP n`, and the ring made right
+for the new limit in the same plan (a lane with waiting jobs enters the ring
+at the back when the new limit frees a slot, and leaves it when the new limit
+is already reached), so parked claimers are woken when a slot opens.
+
+Returns: `OK`.
+
+Errors: `ERR n must be a non-negative integer`; `ERR invalid queue name`,
+`ERR invalid group name`; HINCRBY's text for a corrupt `gactive` of the lane
+or `meta.rr`; WRONGTYPE. Every refusal writes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.plan import Op, Plan
+from emqd.verbs import args as parse_args
+from emqd.verbs import lanes
+from emqd.verbs.runner import Need, Reads, verb_command
+
+
+@dataclass(slots=True)
+class LaneLimitArgs:
+    keys: QueueKeys
+    group: bytes
+    limit: int
+    config: Config
+
+
+def parse(argv: list[bytes], config: Config) -> LaneLimitArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    group = parse_args.group_name(argv[2])
+    return LaneLimitArgs(keys, group, parse_args.non_negative(argv[3], "n"), config)
+
+
+def decide(args: LaneLimitArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+    ledger = lanes.Ledger(args.keys, args.config)
+    ledger.set_limit(args.group, args.limit)
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
+    return [(b"HSET", args.keys.glimit, args.group, b"%d" % args.limit), *lane_ops]
+
+
+def plan(args: LaneLimitArgs, ops: list[Op], now_ms: int, run_id: bytes) -> Plan:
+    return Plan(ops, "OK")
+
+
+COMMANDS = [
+    verb_command("emq.lane.limit", 4, "write fast", sys.modules[__name__],
+                 summary="Set a lane's concurrency limit")
+]
