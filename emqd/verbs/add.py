@@ -5,8 +5,8 @@ Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
 enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
 `lane:g`, with the lane bookkeeping of lanes.py); otherwise `scheduled` at
 its due time. The row holds `state`, `payload`, `created_ms` and only the
-options given (`group` among them). `seq` is `meta.seq + 1`; without ID the id is that number, skipping
-numbers whose row a client already created.
+options given (`group` among them). `seq` is `meta.seq + 1`; without ID
+the id is that number, skipping numbers whose row a client already created.
 
 Returns: the id (bulk string). With ID of an existing row nothing is written
 and the id is returned (idempotent enqueue).

@@ -3,8 +3,8 @@
 Takes up to n (default 1) jobs from the front of `pending` (lowest score,
 ties to the smaller id); when the queue has lanes that can be served (its
 ring exists), it goes round the ring job by job instead (lanes.serve), and
-each lane job taken also takes a slot of its lane. For each: `attempts` = next(attempts) (the token),
-`state active`, `lease_epoch` = run_id, `claimed_ms` = now, and
+each lane job taken also takes a slot of its lane. For each: `attempts` =
+next(attempts) (the token), `state active`, `lease_epoch` = run_id, `claimed_ms` = now, and
 `ZADD active (now + LEASE_MS) id`. On the way, a member whose row is missing
 (a ghost) is removed from pending; a row whose `attempts` or `failures` HINCRBY
 would refuse is dead-lettered with that text as `last_error`. Skipped members
@@ -13,8 +13,8 @@ claimed. A paused queue (`meta.paused` 1) claims nothing.
 
 BLOCK ms: when nothing can be claimed, the client parks (0 = for ever) on the
 keys whose writes can make a job claimable (`pending`, `ring` for a lane
-that gets work or a free slot, and `meta` for RESUME) and is served first come first served; at the timeout it gets nil /
-an empty array. Inside MULTI, BLOCK is ignored.
+that gets work or a free slot, and `meta` for RESUME) and is served first
+come first served; at the timeout it gets nil / an empty array. Inside MULTI, BLOCK is ignored.
 
 Returns: without COUNT, `[id, token, payload, failures]` or nil (`*-1`);
 with COUNT, an array of such arrays (empty when none).

@@ -1,7 +1,8 @@
 """EMQ.PROMOTE QUEUE [LIMIT n]
 
 Scheduled jobs whose due time is <= now (the first LIMIT, default 1000, in
-due order) enter pending with `state pending`. A job never claimed (no
+due order) enter pending (a lane job: its lane, with the lane bookkeeping of
+lanes.py) with `state pending`. A job never claimed (no
 `attempts`: a delayed ADD) enters for the first time, at the back of its
 band with a new sequence number (`priority * 2^40 + seq`, `meta.seq`
 written back); a job claimed before (a FAIL's retry) re-enters at the front
@@ -26,8 +27,8 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
-from emqd.verbs.runner import HGET, ZUPTO, Reads, need, verb_command
+from emqd.verbs import job, lanes
+from emqd.verbs.runner import HGET, ZUPTO, Need, Reads, need, verb_command
 
 _KEYWORDS = frozenset({b"LIMIT"})
 DEFAULT_LIMIT = 1000
@@ -37,6 +38,7 @@ DEFAULT_LIMIT = 1000
 class PromoteArgs:
     keys: QueueKeys
     limit: int
+    config: Config
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,7 @@ def parse(argv: list[bytes], config: Config) -> PromoteArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
     raw_limit = parse_args.options(argv, 2, _KEYWORDS).get(b"LIMIT")
     limit = DEFAULT_LIMIT if raw_limit is None else parse_args.positive(raw_limit, "LIMIT")
-    return PromoteArgs(keys, limit)
+    return PromoteArgs(keys, limit, config)
 
 
 def decide(args: PromoteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
@@ -69,6 +71,7 @@ def decide(args: PromoteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     seq_raw = reads[seq_read]
     seq = None
     entries = []
+    ledger = lanes.Ledger(keys, args.config)
     for member in members:
         row = reads[job.row_read(keys, member)]
         if row is None:
@@ -78,14 +81,17 @@ def decide(args: PromoteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         else:
             seq = incremented(seq_raw if seq is None else b"%d" % seq, 1)
             score = job.first_entry_score(row, seq)
-        ops += job.enter_ops(keys, member, row, score)
+        ops += job.enter_ops(keys, member, row, score, ledger=ledger)
         entries.append(job.entry_check(keys, row))
     missing = [r for r in entries if r not in reads]
     if missing:
         return need(*missing)
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
     if seq is not None:
         ops.append((b"HSET", keys.meta, b"seq", b"%d" % seq))
-    return Promoted(ops, len(entries))
+    return Promoted(ops + lane_ops, len(entries))  # type: ignore[operator]
 
 
 def plan(args: PromoteArgs, verdict: Promoted, now_ms: int, run_id: bytes) -> Plan:

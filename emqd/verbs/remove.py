@@ -1,7 +1,9 @@
 """EMQ.REMOVE QUEUE ID
 
 Deletes a job that is not active: its row, and its entry in the set its
-`state` names (pending, scheduled, dead or completed), whatever that state.
+`state` names (pending or its lane, scheduled, dead or completed), whatever
+that state. A waiting lane job leaves with its lane bookkeeping (lanes.py:
+the lane count, and the ring when the lane became empty).
 An active job is refused: its holder must finish, fail or requeue it first.
 
 Returns: 1, or 0 when there was no such job (nothing written).
@@ -21,18 +23,20 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
-from emqd.verbs.runner import ZSCORE, Reads, need, verb_command
+from emqd.verbs import job, lanes
+from emqd.verbs.runner import ZSCORE, Need, Reads, need, verb_command
 
 
 @dataclass(frozen=True, slots=True)
 class RemoveArgs:
     keys: QueueKeys
     id: bytes
+    config: Config
 
 
 def parse(argv: list[bytes], config: Config) -> RemoveArgs:
-    return RemoveArgs(queue_keys(parse_args.queue_name(argv[1])), parse_args.job_id(argv[2]))
+    return RemoveArgs(queue_keys(parse_args.queue_name(argv[1])), parse_args.job_id(argv[2]),
+                      config)
 
 
 def _set_of(keys: QueueKeys, row: dict) -> bytes | None:
@@ -65,6 +69,13 @@ def decide(args: RemoveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         if check not in reads:
             return need(check)
         ops.append((b"ZREM", zset, args.id))
+        if row.get(job.STATE) == job.PENDING and reads[check] is not None:
+            ledger = lanes.Ledger(keys, args.config)  # a waiting job leaves: the ring, the count
+            ledger.leave_waiting(lanes.group_of(row))
+            lane_ops = lanes.settle(ledger, reads)
+            if type(lane_ops) is Need:
+                return lane_ops
+            ops += lane_ops  # type: ignore[arg-type]
     return ops
 
 

@@ -1,7 +1,8 @@
 """EMQ.REVIVE QUEUE ID [RESET]
 
-The dead-letter return: a dead job re-enters pending at the front of its
-band (`ZREM dead`, `state pending`, `ZADD pending`). Charges no counter; with
+The dead-letter return: a dead job re-enters pending (a lane job: its lane,
+with the lane bookkeeping of lanes.py) at the front of its band (`ZREM
+dead`, `state pending`, `ZADD pending`). Charges no counter; with
 RESET, `failures` and `stalled` are deleted so that the job has its whole
 budget again. `last_error` and `finished_ms` stay, as history.
 
@@ -23,8 +24,8 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
-from emqd.verbs.runner import ZSCORE, Reads, need, verb_command
+from emqd.verbs import job, lanes
+from emqd.verbs.runner import ZSCORE, Need, Reads, need, verb_command
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +33,14 @@ class ReviveArgs:
     keys: QueueKeys
     id: bytes
     reset: bool
+    config: Config
 
 
 def parse(argv: list[bytes], config: Config) -> ReviveArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
     job_id = parse_args.job_id(argv[2])
     opts = parse_args.options(argv, 3, frozenset(), flags=frozenset({b"RESET"}))
-    return ReviveArgs(keys, job_id, b"RESET" in opts)
+    return ReviveArgs(keys, job_id, b"RESET" in opts, config)
 
 
 def decide(args: ReviveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
@@ -52,15 +54,18 @@ def decide(args: ReviveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     check = job.entry_check(keys, row)
     if check not in reads:
         return need(check)
-    return row
-
-
-def plan(args: ReviveArgs, row: dict, now_ms: int, run_id: bytes) -> Plan:
-    keys = args.keys
     ops: list[Op] = [(b"ZREM", keys.dead, args.id)]
     if args.reset:
         ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
-    ops += job.enter_ops(keys, args.id, row, job.reentry_score(row))
+    ledger = lanes.Ledger(keys, args.config)
+    ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger)
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
+    return ops + lane_ops  # type: ignore[operator]
+
+
+def plan(args: ReviveArgs, ops: list[Op], now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, "OK")
 
 

@@ -18,6 +18,10 @@ reached before the first write. Verdict per member, in selection order:
   (and the `dead` trim), listed as dead; else `ZREM active`, `stalled s`,
   `state pending`, re-entry, listed as recovered.
 
+A lane job, whatever its verdict, gives its slot back, and one that re-enters
+goes back to its lane (lanes.py; the seed's scripted row, counted and with the
+epoch exemption: protocol section 11).
+
 Returns: `[[recovered ids...], [dead ids...]]`, each in selection order.
 
 Errors, each refusing the whole call with nothing written: `ERR MAXSTALLED
@@ -38,7 +42,7 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.store.hash import incremented
 from emqd.verbs import args as parse_args
-from emqd.verbs import job
+from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import ZUPTO, Need, Reads, need, verb_command
 
@@ -92,13 +96,14 @@ def decide(args: CheckArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     recovered: list[bytes] = []
     dead: list[bytes] = []
     entries: list[tuple] = []
+    ledger = lanes.Ledger(keys, args.config)
     for member, _ in expired:
         row = reads[job.row_read(keys, member)]
-        ops += job.leave_active_ops(keys, member, row)
+        ops += job.leave_active_ops(keys, member, row, ledger)
         if row is None:
             continue  # a ghost: listed nowhere, no row created
         if row.get(job.LEASE_EPOCH) != run_id:  # the lease crossed a restart: not counted
-            ops += job.enter_ops(keys, member, row, job.reentry_score(row))
+            ops += job.enter_ops(keys, member, row, job.reentry_score(row), ledger=ledger)
             entries.append(job.entry_check(keys, row))
             recovered.append(member)
             continue
@@ -108,7 +113,8 @@ def decide(args: CheckArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
             ops.append(job.dead_row_op(keys, member, now_ms, *count, job.LAST_ERROR, STALLED_ERROR))
             dead.append(member)
         else:
-            ops += job.enter_ops(keys, member, row, job.reentry_score(row), *count)
+            ops += job.enter_ops(keys, member, row, job.reentry_score(row), *count,
+                                 ledger=ledger)
             entries.append(job.entry_check(keys, row))
             recovered.append(member)
     missing = [r for r in entries if r not in reads]
@@ -119,7 +125,10 @@ def decide(args: CheckArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         if type(tail) is Need:
             return tail
         ops += tail  # type: ignore[arg-type]
-    return Swept(ops, recovered, dead)
+    lane_ops = lanes.settle(ledger, reads)
+    if type(lane_ops) is Need:
+        return lane_ops
+    return Swept(ops + lane_ops, recovered, dead)  # type: ignore[operator]
 
 
 def plan(args: CheckArgs, verdict: Swept, now_ms: int, run_id: bytes) -> Plan:

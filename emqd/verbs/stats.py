@@ -34,6 +34,7 @@ from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.retention import TRIMMED
 from emqd.verbs.runner import HGET, ZCARD, Reads, need, verb_command
 
+
 @dataclass(frozen=True, slots=True)
 class StatsArgs:
     keys: QueueKeys
