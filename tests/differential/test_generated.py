@@ -9,6 +9,8 @@ few comparisons the protocol lets be order-free.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tests.differential.generate import ALL_KEYS, Generator, setup
@@ -79,3 +81,22 @@ def test_exact_is_the_default_comparison() -> None:
     gen = Generator(5)
     kinds = {name: kind for kind, (name, *_) in (gen.hash_command() for _ in range(500))}
     assert kinds["HGET"] == EXACT and kinds["HGETALL"] == UNORDERED
+
+
+def random_glob(rng: random.Random, alphabet: bytes, length: int) -> bytes:
+    return bytes(rng.choice(alphabet) for _ in range(rng.randint(0, length)))
+
+
+@pytest.mark.parametrize("seed", [31, 32])
+def test_generated_glob_patterns(emqd_port: int, redis_ref: int, seed: int) -> None:
+    """Random patterns of glob's special bytes over random fields, through HSCAN MATCH."""
+    rng = random.Random(seed)
+    fields = {random_glob(rng, b"ab-]\\[^*?\x00\xff", 6) for _ in range(80)}
+    pair = Pair(emqd_port, redis_ref, label=f"glob seed={seed}")
+    try:
+        pair.same("FLUSHALL")
+        pair.same("HSET", "h", *[x for f in sorted(fields) for x in (f, b"1")])
+        for _ in range(300):
+            pair.same("HSCAN", "h", "0", "MATCH", random_glob(rng, b"ab-]\\[^*?\xff", 8))
+    finally:
+        pair.close()
