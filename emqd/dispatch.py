@@ -1,10 +1,15 @@
 """The command table and the one path every request takes.
 
-`execute(session, argv)` looks the name up, checks arity generically, checks
-auth, queues inside MULTI, runs the handler, and commits a returned `Plan`
+`execute(session, argv)` looks the name up (and the subcommand of a container
+such as CLIENT or CONFIG), checks arity generically, checks auth, queues
+inside MULTI, runs the handler, and commits a returned `Plan`
 through `ServerState.commit` (apply + log as one record). Handlers never see a
 command with the wrong number of arguments, and never write to the store or
 the socket themselves.
+
+The checks run in Redis 7.0's order (processCommand): unknown command or
+subcommand, arity, NOAUTH, not-allowed-in-MULTI, then queueing. Each refusal
+before EXEC marks an open transaction, so its EXEC answers EXECABORT.
 """
 
 from __future__ import annotations
@@ -33,6 +38,17 @@ def _build_table() -> dict[bytes, Command]:
     return table
 
 
+def _build_subtables() -> dict[bytes, dict[bytes, Command]]:
+    """Container -> its subcommands' rows (named `client|setname`, as Redis names them)."""
+    subtables: dict[bytes, dict[bytes, Command]] = {}
+    for module in COMMAND_MODULES:
+        for container, rows in getattr(module, "SUBCOMMANDS", {}).items():
+            subtables[container.encode()] = {
+                row.name.split("|", 1)[1].encode(): row for row in rows
+            }
+    return subtables
+
+
 # --- MULTI / EXEC / DISCARD: the dispatcher's own, as they run other commands --
 def _multi(session: Session, argv: list[bytes]) -> Any:
     if session.multi is not None:
@@ -57,7 +73,7 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
     server.begin_batch()
     try:
         for request in queued:
-            replies.append(_run(session, TABLE[request[0].lower()], request))
+            replies.append(_run(session, lookup(request), request))  # type: ignore[arg-type]
     finally:
         server.end_batch()
         session.in_exec = False
@@ -77,38 +93,53 @@ TRANSACTIONS = [
     command("exec", 1, "noscript loading stale skip_slowlog", _exec, group="transactions"),
     command("discard", 1, "noscript loading stale fast allow_busy", _discard, group="transactions"),
 ]
-_IN_MULTI_DIRECT = frozenset({b"exec", b"discard", b"multi", b"quit", b"reset"})
+_IN_MULTI_DIRECT = frozenset({"exec", "discard", "multi", "quit", "reset"})
 
 TABLE: dict[bytes, Command] = _build_table()
+SUBTABLES: dict[bytes, dict[bytes, Command]] = _build_subtables()
+
+
+def lookup(argv: list[bytes]) -> Command | ReplyError:
+    """The row for a request (a subcommand's row for a container), or Redis's refusal."""
+    name = argv[0].lower()
+    row = TABLE.get(name)
+    if row is None:
+        return errors.unknown_command(argv)
+    if len(argv) > 1:
+        subtable = SUBTABLES.get(name)
+        if subtable is not None:
+            sub = subtable.get(argv[1].lower())
+            if sub is None:
+                return errors.unknown_subcommand(argv[1], row.name)
+            row = sub
+    arity = row.arity
+    if (arity > 0 and len(argv) != arity) or len(argv) < -arity:
+        return errors.wrong_arity(row.name)
+    return row
 
 
 def execute(session: Session, argv: list[bytes]) -> Any:
     """Run one request; the reply value, or a `Block` for a parked client."""
-    name = argv[0].lower()
-    row = TABLE.get(name)
-    server = session.server
-    server.total_commands += 1
-    if row is None:
-        error = errors.unknown_command(argv)
-        if session.multi is not None:
-            session.multi_error = True
-        return error
-    arity = row.arity
-    if (arity > 0 and len(argv) != arity) or len(argv) < -arity:
-        if session.multi is not None:
-            session.multi_error = True
-        return errors.wrong_arity(row.name)
-    if not session.authenticated and "no_auth" not in row.flags:
-        if session.multi is not None:
-            session.multi_error = True
-        return errors.NOAUTH
-    if session.multi is not None and name not in _IN_MULTI_DIRECT:
-        if "no_multi" in row.flags:
-            session.multi_error = True
-            return ReplyError(f"ERR Command not allowed inside a transaction")
+    session.server.total_commands += 1
+    row = lookup(argv)
+    if type(row) is ReplyError:
+        return _reject(session, row)
+    session.last_command = row.name  # type: ignore[union-attr]
+    if not session.authenticated and "no_auth" not in row.flags:  # type: ignore[union-attr]
+        return _reject(session, errors.NOAUTH)
+    if session.multi is not None and row.name not in _IN_MULTI_DIRECT:  # type: ignore[union-attr]
+        if "no_multi" in row.flags:  # type: ignore[union-attr]
+            return _reject(session, errors.NOT_IN_MULTI)
         session.multi.append(argv)
         return "QUEUED"
-    return _run(session, row, argv)
+    return _run(session, row, argv)  # type: ignore[arg-type]
+
+
+def _reject(session: Session, error: ReplyError) -> ReplyError:
+    """A refusal before the command runs; inside MULTI it dooms the EXEC."""
+    if session.multi is not None:
+        session.multi_error = True
+    return error
 
 
 def _run(session: Session, row: Command, argv: list[bytes]) -> Any:

@@ -31,7 +31,24 @@ class ReplyError(Exception):
 
 
 class ProtocolError(Exception):
-    """Broken framing: the reply is sent and the connection is closed."""
+    """Broken framing: `-ERR <text>` is sent and the connection is closed."""
+
+
+# --- framing: Redis 7.0's `Protocol error: ...` texts ----------------------------
+PROTO_BAD_MULTIBULK_LENGTH = "Protocol error: invalid multibulk length"
+PROTO_BAD_BULK_LENGTH = "Protocol error: invalid bulk length"
+PROTO_UNAUTH_MULTIBULK_LENGTH = "Protocol error: unauthenticated multibulk length"
+PROTO_UNAUTH_BULK_LENGTH = "Protocol error: unauthenticated bulk length"
+PROTO_BIG_MBULK_COUNT = "Protocol error: too big mbulk count string"
+PROTO_BIG_BULK_COUNT = "Protocol error: too big bulk count string"
+PROTO_BIG_INLINE = "Protocol error: too big inline request"
+PROTO_UNBALANCED_QUOTES = "Protocol error: unbalanced quotes in request"
+
+
+def proto_expected_dollar(got: int) -> str:
+    """Redis names the byte it found; its error replies turn CR and LF into spaces."""
+    char = " " if got in (10, 13) else chr(got)
+    return f"Protocol error: expected '$', got '{char}'"
 
 
 # --- Redis's own texts -------------------------------------------------------
@@ -70,24 +87,56 @@ def wrong_arity(name: str) -> ReplyError:
 
 
 def unknown_command(argv: list[bytes]) -> ReplyError:
-    """Redis 7.0's text: the name and the first arguments, 128 characters each at most."""
+    """Redis 7.0's text: the name and the first arguments, 128 bytes each at most.
+
+    Redis formats them with `%.128s`, so each stops at a NUL byte; its error
+    replies carry no CR or LF (they become spaces).
+    """
     args = b""
     for arg in argv[1:]:
         if len(args) >= 128:
             break
-        args += b"'" + arg[: 128 - len(args)] + b"' "
-    text = b"ERR unknown command '" + argv[0][:128] + b"', with args beginning with: " + args
-    return ReplyError(text.replace(b"\r", b" ").replace(b"\n", b" "))
+        args += b"'" + _c_string(arg)[: 128 - len(args)] + b"' "
+    name = _c_string(argv[0])[:128]
+    return ReplyError(_one_line(b"ERR unknown command '" + name + b"', with args beginning with: " + args))
+
+
+def _c_string(value: bytes) -> bytes:
+    end = value.find(b"\0")
+    return value if end < 0 else value[:end]
+
+
+def _one_line(text: bytes) -> bytes:
+    return text.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
-    return ReplyError(
-        b"ERR unknown subcommand '"
-        + sub[:128]
-        + b"'. Try "
-        + container.upper().encode()
-        + b" HELP."
-    )
+    """Redis 7.0: `ERR unknown subcommand 'x'. Try CLIENT HELP.`"""
+    text = b"ERR unknown subcommand '" + _c_string(sub)[:128] + b"'. Try "
+    return ReplyError(_one_line(text + container.upper().encode() + b" HELP."))
+
+
+MAX_CLIENTS = ReplyError("ERR max number of clients reached")
+NOT_IN_MULTI = ReplyError("ERR Command not allowed inside a transaction")
+INVALID_CURSOR = ReplyError("ERR invalid cursor")
+BAD_CLIENT_NAME = ReplyError(
+    "ERR Client names cannot contain spaces, newlines or special characters."
+)
+AUTH_NOT_CONFIGURED = ReplyError(
+    "ERR AUTH <password> called without any password configured for the default user. "
+    "Are you sure your configuration is correct?"
+)
+HELLO_NOAUTH = ReplyError(
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+    "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
+    "select the RESP protocol version at the same time"
+)
+NOPROTO = ReplyError("NOPROTO unsupported protocol version")
+BAD_PROTOCOL_VERSION = ReplyError("ERR Protocol version is not an integer or out of range")
+
+
+def hello_syntax(option: bytes) -> ReplyError:
+    return ReplyError(_one_line(b"ERR Syntax error in HELLO option '" + _c_string(option) + b"'"))
 
 
 # --- emqd's own ----------------------------------------------------------------

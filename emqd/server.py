@@ -25,6 +25,7 @@ from emqd.wire.protocol import Connection
 log = logging.getLogger("emqd")
 
 MAX_WAKE_ROUNDS = 1000  # a wake round that keeps writing watched keys is cut off
+SHUTDOWN_FLUSH_S = 2.0  # how long a shutdown waits for replies to reach their clients
 
 
 class Server:
@@ -38,6 +39,9 @@ class Server:
         self.state.shutdown_requested = self.request_shutdown
         self.state.wake = self.wake_parked  # housekeeping and verbs outside a connection
         self.housekeeping = Housekeeping(self.state)
+        self.state.info_fields.setdefault("clients", []).append(
+            lambda: {"blocked_clients": len(self.waiters)}
+        )
 
     # --- the write path ---------------------------------------------------------
     def write(self, conn: Connection, data: bytes) -> None:
@@ -95,8 +99,13 @@ class Server:
             self.state.aof.close()  # written, fsynced, held replies sent
         for conn in list(self.connections.values()):
             if conn.transport is not None:
-                conn.transport.close()
-        await asyncio.sleep(0)
+                conn.transport.close()  # sends what is buffered, then closes
+        # Let the closing transports flush their replies, boundedly.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SHUTDOWN_FLUSH_S
+        while self.connections and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        log.info("emqd stopped")
 
 
 def _listen_socket(bind: str, port: int) -> socket.socket:

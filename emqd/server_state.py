@@ -37,8 +37,10 @@ class ServerState:
         self.clients: dict[int, Session] = {}
         self.total_commands = 0
         self.total_connections = 0
+        self.rejected_connections = 0  # refused at maxclients
         # INFO: section name -> callables adding fields to it (housekeeping adds
-        # its `housekeeping_*` counters to "stats").
+        # its `housekeeping_*` counters to "stats", the log its `aof_*` fields to
+        # "persistence", the server `blocked_clients` to "clients").
         self.info_fields: dict[str, list[Callable[[], dict[str, object]]]] = {}
         self.dirty = 0  # writes since the last save, as Redis's rdb_changes_since_last_save
         self.last_save_s = self.started_ms // 1000

@@ -31,6 +31,7 @@ class Session:
         "addr",
         "laddr",
         "created_ms",
+        "last_ms",
         "last_command",
         "close_after_reply",
     )
@@ -38,16 +39,21 @@ class Session:
     def __init__(self, server: ServerState, addr: str = "", laddr: str = "") -> None:
         self.server = server
         self.id = next(_ids)
-        self.resp = 2
-        self.authenticated = not server.config.requirepass
-        self.name = b""
         self.lib_name = b""
         self.lib_ver = b""
-        self.multi: list[list[bytes]] | None = None  # queued commands while in MULTI
-        self.multi_error = False  # a queued command was refused: EXEC aborts
         self.in_exec = False  # blocking commands do not block inside EXEC
         self.addr = addr
         self.laddr = laddr
         self.created_ms = 0
-        self.last_command = b"NULL"
+        self.last_ms = 0  # when the last command arrived (CLIENT LIST idle=)
+        self.last_command = "NULL"  # its full name (CLIENT LIST cmd=)
         self.close_after_reply = False  # QUIT
+        self.reset()
+
+    def reset(self) -> None:
+        """A fresh connection's state (RESET): RESP2, no name, no MULTI, password owed."""
+        self.resp = 2
+        self.authenticated = not self.server.config.requirepass
+        self.name = b""
+        self.multi: list[list[bytes]] | None = None  # queued commands while in MULTI
+        self.multi_error = False  # a queued command was refused: EXEC aborts

@@ -1,12 +1,19 @@
-"""Connection commands: PING, ECHO, QUIT, SELECT, AUTH, HELLO."""
+"""Connection commands: PING, ECHO, QUIT, RESET, SELECT, AUTH, HELLO, CLIENT.
+
+They read and change the `Session` only (protocol version, name, auth), never
+the keyspace. Replies and errors are Redis 7.0's, except `CLIENT SETINFO`,
+which Redis 7.2 added and emqd answers `OK` (redis-py sends it on connect).
+"""
 
 from __future__ import annotations
 
 import hmac
 from typing import Any
 
-from emqd import errors
+from emqd import clock, errors
 from emqd.command import command
+from emqd.numbers import parse_int
+from emqd.reply import Verbatim
 from emqd.session import Session
 
 
@@ -25,26 +32,32 @@ def quit_(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
+def reset(session: Session, argv: list[bytes]) -> Any:
+    """Back to a fresh connection's state: RESP2, no name, no MULTI, logged out."""
+    session.reset()
+    return "RESET"
+
+
 def select(session: Session, argv: list[bytes]) -> Any:
-    if argv[1] != b"0":
+    index = parse_int(argv[1])
+    if index is None or not -(2**31) <= index < 2**31:
+        raise errors.NOT_INTEGER
+    if index != 0:
         raise errors.DB_OUT_OF_RANGE
     return "OK"
 
 
 def check_password(session: Session, username: bytes | None, password: bytes) -> None:
-    """Authenticate `session`, or raise Redis's WRONGPASS / its AUTH-without-password error."""
+    """Authenticate `session` as Redis's default user, or raise Redis's refusal."""
     required = session.server.config.requirepass
     if not required:
         if username is None:
-            raise errors.ReplyError(
-                "ERR AUTH <password> called without any password configured for the default "
-                "user. Are you sure your configuration is correct?"
-            )
-        if username == b"default":
+            raise errors.AUTH_NOT_CONFIGURED
+        if username == b"default":  # the default user has `nopass`: any password
             session.authenticated = True
             return
         raise errors.WRONGPASS
-    if (username in (None, b"default")) and hmac.compare_digest(password, required.encode()):
+    if username in (None, b"default") and hmac.compare_digest(password, required.encode()):
         session.authenticated = True
         return
     raise errors.WRONGPASS
@@ -61,17 +74,21 @@ def auth(session: Session, argv: list[bytes]) -> Any:
 
 
 def hello(session: Session, argv: list[bytes]) -> Any:
+    """HELLO [protover [AUTH username password] [SETNAME clientname]]
+
+    The reply is a map in the protocol just chosen (the connection encodes
+    it after the switch, as Redis does).
+    """
     resp = session.resp
-    i = 1
     if len(argv) > 1:
-        try:
-            resp = int(argv[1])
-        except ValueError:
-            raise errors.ReplyError("ERR Protocol version is not an integer or out of range")
-        if resp not in (2, 3):
-            raise errors.ReplyError("NOPROTO unsupported protocol version")
-        i = 2
+        version = parse_int(argv[1])
+        if version is None:
+            raise errors.BAD_PROTOCOL_VERSION
+        if version not in (2, 3):
+            raise errors.NOPROTO
+        resp = version
     name = None
+    i = 2
     while i < len(argv):
         option = argv[i].lower()
         more = len(argv) - i - 1
@@ -79,40 +96,158 @@ def hello(session: Session, argv: list[bytes]) -> Any:
             check_password(session, argv[i + 1], argv[i + 2])
             i += 3
         elif option == b"setname" and more >= 1:
-            name = argv[i + 1]
+            name = _valid_name(argv[i + 1])
             i += 2
         else:
-            raise errors.ReplyError(b"ERR Syntax error in HELLO option '" + argv[i] + b"'")
+            raise errors.hello_syntax(argv[i])
     if not session.authenticated:
-        raise errors.ReplyError(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-            "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
-            "select the RESP protocol version at the same time"
-        )
+        raise errors.HELLO_NOAUTH
     if name is not None:
         session.name = name
     session.resp = resp
-    from emqd import __version__
-
     return {
         b"server": b"redis",
-        b"version": b"7.0.15",
+        b"version": REDIS_VERSION.encode(),
         b"proto": resp,
         b"id": session.id,
         b"mode": b"standalone",
         b"role": b"master",
         b"modules": [],
-        b"emqd": __version__.encode(),
     }
 
 
+REDIS_VERSION = "7.0.15"  # what HELLO and INFO claim: the Redis that emqd answers like
+
+
+# --- CLIENT -------------------------------------------------------------------------
+def _valid_name(name: bytes) -> bytes:
+    """Redis refuses names with bytes outside '!'..'~' (spaces, newlines, controls)."""
+    if any(c < 33 or c > 126 for c in name):
+        raise errors.BAD_CLIENT_NAME
+    return name
+
+
+def client_id(session: Session, argv: list[bytes]) -> Any:
+    return session.id
+
+
+def client_getname(session: Session, argv: list[bytes]) -> Any:
+    return session.name or None
+
+
+def client_setname(session: Session, argv: list[bytes]) -> Any:
+    session.name = _valid_name(argv[2])
+    return "OK"
+
+
+def client_setinfo(session: Session, argv: list[bytes]) -> Any:
+    """CLIENT SETINFO LIB-NAME|LIB-VER value: kept for CLIENT LIST, always OK."""
+    attr = argv[2].lower()
+    if attr == b"lib-name":
+        session.lib_name = argv[3]
+    elif attr == b"lib-ver":
+        session.lib_ver = argv[3]
+    return "OK"
+
+
+def client_info(session: Session, argv: list[bytes]) -> Any:
+    return Verbatim(client_line(session, clock.now_ms()) + b"\n")
+
+
+def client_list(session: Session, argv: list[bytes]) -> Any:
+    """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]"""
+    clients = list(session.server.clients.values())
+    i = 2
+    if i < len(argv) and argv[i].lower() == b"type" and len(argv) == 4:
+        kind = argv[3].lower()
+        if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
+            raise errors.ReplyError(b"ERR Unknown client type '" + argv[3] + b"'")
+        if kind != b"normal":
+            clients = []
+    elif i < len(argv) and argv[i].lower() == b"id" and len(argv) > 3:
+        wanted = set()
+        for raw in argv[3:]:
+            number = parse_int(raw)
+            if number is None or number <= 0:
+                raise errors.ReplyError("ERR Invalid client ID")
+            wanted.add(number)
+        clients = [c for c in clients if c.id in wanted]
+    elif len(argv) > 2:
+        raise errors.SYNTAX
+    now = clock.now_ms()
+    return Verbatim(b"".join(client_line(c, now) + b"\n" for c in clients))
+
+
+def client_line(session: Session, now_ms: int) -> bytes:
+    """One CLIENT LIST line, with Redis 7.0's fields (buffer sizes are emqd's estimates)."""
+    fields = (
+        ("id", session.id),
+        ("addr", session.addr),
+        ("laddr", session.laddr),
+        ("fd", -1),
+        ("name", session.name.decode("latin-1")),
+        ("age", (now_ms - session.created_ms) // 1000),
+        ("idle", (now_ms - session.last_ms) // 1000),
+        ("flags", "x" if session.multi is not None else "N"),
+        ("db", 0),
+        ("sub", 0),
+        ("psub", 0),
+        ("ssub", 0),
+        ("multi", -1 if session.multi is None else len(session.multi)),
+        ("qbuf", 0),
+        ("qbuf-free", 0),
+        ("argv-mem", 0),
+        ("multi-mem", 0),
+        ("rbs", 0),
+        ("rbp", 0),
+        ("obl", 0),
+        ("oll", 0),
+        ("omem", 0),
+        ("tot-mem", 0),
+        ("events", "r"),
+        ("cmd", session.last_command),
+        ("user", "default"),
+        ("redir", -1),
+        ("resp", session.resp),
+    )
+    line = " ".join(f"{key}={value}" for key, value in fields).encode("latin-1")
+    if session.lib_name or session.lib_ver:
+        line += b" lib-name=" + session.lib_name + b" lib-ver=" + session.lib_ver
+    return line
+
+
+_CONN = "connection"
 COMMANDS = [
-    command("ping", -1, "fast sentinel", ping, group="connection"),
-    command("echo", 2, "fast", echo, group="connection"),
-    command("quit", -1, "allow_busy noscript loading stale fast no_auth", quit_, group="connection"),
-    command("select", 2, "loading stale fast", select, group="connection"),
+    command("ping", -1, "fast sentinel", ping, group=_CONN,
+            summary="Returns the server's liveliness response."),
+    command("echo", 2, "fast", echo, group=_CONN, summary="Returns the given string."),
+    command("quit", -1, "allow_busy noscript loading stale fast no_auth", quit_, group=_CONN,
+            summary="Closes the connection."),
+    command("reset", 1, "noscript loading stale fast no_auth allow_busy", reset, group=_CONN,
+            summary="Resets the connection."),
+    command("select", 2, "loading stale fast", select, group=_CONN,
+            summary="Changes the selected database."),
     command("auth", -2, "noscript loading stale fast no_auth sentinel allow_busy", auth,
-            group="connection"),
+            group=_CONN, summary="Authenticates the connection."),
     command("hello", -1, "noscript loading stale fast no_auth sentinel allow_busy", hello,
-            group="connection"),
+            group=_CONN, summary="Handshakes with the Redis server."),
+    command("client", -2, "sentinel", None, group=_CONN,  # type: ignore[arg-type]
+            summary="A container for client connection commands."),
 ]
+
+SUBCOMMANDS = {
+    "client": [
+        command("client|id", 2, "noscript loading stale", client_id, group=_CONN,
+                summary="Returns the unique client ID of the connection."),
+        command("client|getname", 2, "noscript loading stale", client_getname, group=_CONN,
+                summary="Returns the name of the connection."),
+        command("client|setname", 3, "noscript loading stale", client_setname, group=_CONN,
+                summary="Sets the connection name."),
+        command("client|setinfo", 4, "noscript loading stale", client_setinfo, group=_CONN,
+                summary="Sets information specific to the client or connection."),
+        command("client|info", 2, "noscript loading stale", client_info, group=_CONN,
+                summary="Returns information about the connection."),
+        command("client|list", -2, "admin noscript loading stale", client_list, group=_CONN,
+                summary="Lists open connections."),
+    ],
+}

@@ -1,12 +1,32 @@
-"""Key commands: DEL, EXISTS, TYPE, DBSIZE, FLUSHALL."""
+"""Key commands: DEL, UNLINK, EXISTS, TYPE, KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL.
+
+Writes return plans of the plain ops the keyspace applies: DEL (UNLINK is
+logged as DEL) and FLUSHALL (emqd has one database, so FLUSHDB is FLUSHALL).
+
+SCAN's cursor is a position in the 64-bit space of the keys' hashes: a call
+returns the keys whose hash lies in the next slice of that space and the
+slice's end as the next cursor (0 when the space is covered). A key present
+from the first call to the last is returned exactly once, whatever is
+written in between; the slices are sized so that a call returns about COUNT
+keys, and never fewer than 1/64 of the keyspace, so a whole scan costs at
+most 64 passes over the keys. See docs/SERVER.md.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from emqd import errors
 from emqd.command import command
+from emqd.glob import compile_pattern
+from emqd.numbers import parse_int
 from emqd.plan import Plan
 from emqd.session import Session
+
+HASH_SPACE = 1 << 64
+MAX_SCAN_SLICES = 64
+_CURSOR = re.compile(rb"[+-]?[0-9]+\Z")
 
 
 def del_(session: Session, argv: list[bytes]) -> Any:
@@ -24,18 +44,87 @@ def type_(session: Session, argv: list[bytes]) -> Any:
     return session.server.keyspace.type_name(argv[1])
 
 
+def keys(session: Session, argv: list[bytes]) -> Any:
+    matches = compile_pattern(argv[1])
+    return [key for key in session.server.keyspace.data if matches(key)]
+
+
+def scan(session: Session, argv: list[bytes]) -> Any:
+    """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
+    cursor = parse_cursor(argv[1])
+    count, matches, type_name = 10, None, None
+    i = 2
+    while i < len(argv):
+        option = argv[i].lower()
+        if i + 1 >= len(argv):
+            raise errors.SYNTAX
+        if option == b"count":
+            number = parse_int(argv[i + 1])
+            if number is None:
+                raise errors.NOT_INTEGER
+            if number < 1:
+                raise errors.SYNTAX
+            count = number
+        elif option == b"match":
+            matches = None if argv[i + 1] == b"*" else compile_pattern(argv[i + 1])
+        elif option == b"type":
+            type_name = argv[i + 1].decode("latin-1")
+        else:
+            raise errors.SYNTAX
+        i += 2
+    keyspace = session.server.keyspace
+    data = keyspace.data
+    slices = 1
+    while slices < MAX_SCAN_SLICES and slices * count < len(data):
+        slices *= 2
+    end = min(cursor + HASH_SPACE // slices, HASH_SPACE)
+    mask = HASH_SPACE - 1
+    found = [key for key in data if cursor <= hash(key) & mask < end]
+    if matches is not None:
+        found = [key for key in found if matches(key)]
+    if type_name is not None:
+        found = [key for key in found if keyspace.type_name(key) == type_name]
+    return [b"%d" % (end % HASH_SPACE), found]
+
+
+def parse_cursor(raw: bytes) -> int:
+    """Redis's strtoul reading of a cursor: `-1` wraps, `+5` and `` are fine, 2**64 is not."""
+    text = raw.split(b"\0", 1)[0]
+    if not text:
+        return 0
+    if not _CURSOR.match(text):
+        raise errors.INVALID_CURSOR
+    value = int(text)
+    if abs(value) >= HASH_SPACE:
+        raise errors.INVALID_CURSOR
+    return value % HASH_SPACE
+
+
 def dbsize(session: Session, argv: list[bytes]) -> Any:
     return len(session.server.keyspace)
 
 
-def flushall(session: Session, argv: list[bytes]) -> Any:
+def flush(session: Session, argv: list[bytes]) -> Any:
+    """FLUSHALL / FLUSHDB [ASYNC|SYNC]: both empty the one database."""
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
+        raise errors.SYNTAX
     return Plan([(b"FLUSHALL",)], "OK")
 
 
+_KEYS = "generic"
 COMMANDS = [
-    command("del", -2, "write", del_, (1, -1, 1), group="generic"),
-    command("exists", -2, "readonly fast", exists, (1, -1, 1), group="generic"),
-    command("type", 2, "readonly fast", type_, (1, 1, 1), group="generic"),
-    command("dbsize", 1, "readonly fast", dbsize, group="server"),
-    command("flushall", -1, "write", flushall, group="server"),
+    command("del", -2, "write", del_, (1, -1, 1), group=_KEYS, summary="Deletes one or more keys."),
+    command("unlink", -2, "write fast", del_, (1, -1, 1), group=_KEYS,
+            summary="Asynchronously deletes one or more keys."),
+    command("exists", -2, "readonly fast", exists, (1, -1, 1), group=_KEYS,
+            summary="Determines whether one or more keys exist."),
+    command("type", 2, "readonly fast", type_, (1, 1, 1), group=_KEYS,
+            summary="Determines the type of value stored at a key."),
+    command("keys", 2, "readonly", keys, group=_KEYS,
+            summary="Returns all key names that match a pattern."),
+    command("scan", -2, "readonly", scan, group=_KEYS, summary="Iterates over the key names in the database."),
+    command("dbsize", 1, "readonly fast", dbsize, group="server",
+            summary="Returns the number of keys in the database."),
+    command("flushdb", -1, "write", flush, group="server", summary="Removes all keys from the current database."),
+    command("flushall", -1, "write", flush, group="server", summary="Removes all keys from all databases."),
 ]

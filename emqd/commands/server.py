@@ -1,21 +1,404 @@
-"""Server commands: SHUTDOWN (INFO, CONFIG, CLIENT, COMMAND, TIME to come)."""
+"""Server commands: COMMAND, INFO, CONFIG GET, TIME, LASTSAVE, SAVE, BGREWRITEAOF, SHUTDOWN.
+
+COMMAND's replies are generated from the command table's rows (arity, flags,
+keys, group, summary), so a new verb shows up in redis-cli's hints with no
+extra work. INFO's sections are built here from `ServerState`; other modules
+add fields through `ServerState.info_fields` (the append-only log adds its
+`aof_*` fields to `persistence`).
+"""
 
 from __future__ import annotations
 
+import os
+import platform
+import resource
+import sys
+from collections.abc import Iterable
 from typing import Any
 
-from emqd.command import command
+from emqd import __version__, clock, errors
+from emqd.command import Command, command
+from emqd.commands.connection import REDIS_VERSION
+from emqd.glob import compile_pattern
+from emqd.reply import Raw, Set, Verbatim
 from emqd.session import Session
+from emqd.server_state import ServerState
 
 
-def shutdown(session: Session, argv: list[bytes]) -> Any:
-    request = session.server.shutdown_requested
-    if request is not None:
-        request()
+# --- COMMAND -------------------------------------------------------------------------
+def _dispatch_tables() -> tuple[dict[bytes, Command], dict[bytes, dict[bytes, Command]]]:
+    from emqd import dispatch  # the table is built from this module: import when asked
+
+    return dispatch.TABLE, dispatch.SUBTABLES
+
+
+def _categories(row: Command) -> list[str]:
+    flags = row.flags
+    cats = []
+    if "write" in flags:
+        cats.append("@write")
+    if "readonly" in flags:
+        cats.append("@read")
+    if "admin" in flags:
+        cats += ["@admin", "@dangerous"]
+    cats.append("@fast" if "fast" in flags else "@slow")
+    group = _GROUP_CATEGORY.get(row.group)
+    if group:
+        cats.append(group)
+    return cats
+
+
+_GROUP_CATEGORY = {
+    "generic": "@keyspace",
+    "hash": "@hash",
+    "sorted-set": "@sortedset",
+    "connection": "@connection",
+    "transactions": "@transaction",
+}
+
+
+def _key_specs(row: Command) -> list:
+    first, last, step = row.keys
+    if not first:
+        return []
+    flags = ["RW" if "write" in row.flags else "RO", "access"]
+    return [{
+        b"flags": Set(flags),
+        b"begin_search": {b"type": b"index", b"spec": {b"index": first}},
+        b"find_keys": {
+            b"type": b"range",
+            b"spec": {b"lastkey": last - first if last >= 0 else last, b"keystep": step,
+                      b"limit": 0},
+        },
+    }]
+
+
+def command_info(row: Command) -> list:
+    """One COMMAND INFO entry, in Redis 7.0's ten-field shape."""
+    _, subtables = _dispatch_tables()
+    subs = subtables.get(row.name.encode(), {})
+    return [
+        row.name.encode(),
+        row.arity,
+        Set(sorted(row.flags - {"fast"}) + (["fast"] if "fast" in row.flags else [])),
+        *row.keys,
+        Set(_categories(row)),
+        [],
+        _key_specs(row),
+        [command_info(sub) for sub in subs.values()],
+    ]
+
+
+def command_docs(row: Command) -> dict:
+    _, subtables = _dispatch_tables()
+    docs: dict = {b"summary": row.summary.encode(), b"group": row.group.encode()}
+    subs = subtables.get(row.name.encode())
+    if subs:
+        docs[b"subcommands"] = {sub.name.encode(): command_docs(sub) for sub in subs.values()}
+    return docs
+
+
+def _rows(names: Iterable[bytes]) -> list[Command | None]:
+    table, subtables = _dispatch_tables()
+    rows: list[Command | None] = []
+    for name in names:
+        container, _, sub = name.lower().partition(b"|")
+        row = table.get(container)
+        if row is not None and sub:
+            row = subtables.get(container, {}).get(sub)
+        rows.append(row)
+    return rows
+
+
+def command_(session: Session, argv: list[bytes]) -> Any:
+    table, _ = _dispatch_tables()
+    return [command_info(row) for row in table.values()]
+
+
+def command_count(session: Session, argv: list[bytes]) -> Any:
+    return len(_dispatch_tables()[0])
+
+
+def command_list(session: Session, argv: list[bytes]) -> Any:
+    """COMMAND LIST [FILTERBY PATTERN p]: every name, subcommands included."""
+    table, subtables = _dispatch_tables()
+    names = [name for name in table]
+    for subs in subtables.values():
+        names += [row.name.encode() for row in subs.values()]
+    if len(argv) == 2:
+        return names
+    if len(argv) == 5 and argv[2].lower() == b"filterby" and argv[3].lower() == b"pattern":
+        matches = compile_pattern(argv[4])
+        return [name for name in names if matches(name)]
+    raise errors.SYNTAX
+
+
+def command_info_(session: Session, argv: list[bytes]) -> Any:
+    if len(argv) == 2:
+        return command_(session, argv)
+    return [None if row is None else command_info(row) for row in _rows(argv[2:])]
+
+
+def command_docs_(session: Session, argv: list[bytes]) -> Any:
+    if len(argv) == 2:
+        table, _ = _dispatch_tables()
+        return {name: command_docs(row) for name, row in table.items()}
+    return {
+        row.name.encode(): command_docs(row) for row in _rows(argv[2:]) if row is not None
+    }
+
+
+# --- INFO ----------------------------------------------------------------------------
+DEFAULT_SECTIONS = (
+    "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
+    "errorstats", "cluster", "keyspace",
+)
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.2f}{unit}"
+    return f"{size}B"
+
+
+def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object]:
+    """The fields of one section, emqd's own then those added through `info_fields`."""
+    uptime = (now_ms - state.started_ms) // 1000
+    fields: dict[str, object]
+    if name == "server":
+        fields = {
+            "redis_version": REDIS_VERSION,
+            "redis_git_sha1": "00000000",
+            "redis_git_dirty": 0,
+            "redis_build_id": "0",
+            "redis_mode": "standalone",
+            "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+            "arch_bits": 64 if sys.maxsize > 2**32 else 32,
+            "multiplexing_api": "uvloop",
+            "process_id": os.getpid(),
+            "process_supervised": "no",
+            "run_id": state.run_id,
+            "tcp_port": state.config.port,
+            "server_time_usec": now_ms * 1000,
+            "uptime_in_seconds": uptime,
+            "uptime_in_days": uptime // 86400,
+            "hz": 10,
+            "configured_hz": 10,
+            "executable": sys.argv[0],
+            "config_file": "",
+            "io_threads_active": 0,
+            "emqd_version": __version__,
+        }
+    elif name == "clients":
+        fields = {
+            "connected_clients": len(state.clients),
+            "cluster_connections": 0,
+            "maxclients": state.config.maxclients,
+            "client_recent_max_input_buffer": 0,
+            "client_recent_max_output_buffer": 0,
+            "blocked_clients": 0,
+            "tracking_clients": 0,
+            "clients_in_timeout_table": 0,
+        }
+    elif name == "memory":
+        rss = _rss_bytes()
+        fields = {
+            "used_memory": rss,
+            "used_memory_human": _human(rss),
+            "used_memory_rss": rss,
+            "used_memory_rss_human": _human(rss),
+            "maxmemory": 0,
+            "maxmemory_human": "0B",
+            "maxmemory_policy": "noeviction",
+            "mem_allocator": "pymalloc",
+        }
+    elif name == "persistence":
+        fields = {
+            "loading": 0,
+            "async_loading": 0,
+            "rdb_changes_since_last_save": state.dirty,
+            "rdb_bgsave_in_progress": 0,
+            "rdb_last_save_time": state.last_save_s,
+            "rdb_last_bgsave_status": "ok",
+            "aof_enabled": int(state.config.appendonly),
+            "aof_rewrite_in_progress": 0,
+            "aof_rewrite_scheduled": 0,
+            "aof_last_bgrewrite_status": "ok",
+            "aof_last_write_status": "ok",
+        }
+    elif name == "stats":
+        fields = {
+            "total_connections_received": state.total_connections,
+            "total_commands_processed": state.total_commands,
+            "instantaneous_ops_per_sec": 0,
+            "rejected_connections": state.rejected_connections,
+            "expired_keys": 0,
+            "evicted_keys": 0,
+            "keyspace_hits": 0,
+            "keyspace_misses": 0,
+        }
+    elif name == "replication":
+        fields = {
+            "role": "master",
+            "connected_slaves": 0,
+            "master_failover_state": "no-failover",
+            "master_replid": state.run_id,
+            "master_repl_offset": 0,
+        }
+    elif name == "cpu":
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        fields = {"used_cpu_sys": f"{usage.ru_stime:.6f}", "used_cpu_user": f"{usage.ru_utime:.6f}"}
+    elif name == "cluster":
+        fields = {"cluster_enabled": 0}
+    elif name == "keyspace":
+        keys = len(state.keyspace)
+        fields = {"db0": f"keys={keys},expires=0,avg_ttl=0"} if keys else {}
+    else:  # modules, errorstats: present and empty, as in a plain Redis
+        fields = {}
+    for extra in state.info_fields.get(name, ()):
+        fields.update(extra())
+    return fields
+
+
+def info(session: Session, argv: list[bytes]) -> Any:
+    """INFO [section ...]: `all`/`everything` and `default` as in Redis; unknown ones are empty."""
+    asked = [arg.decode("latin-1").lower() for arg in argv[1:]] or ["default"]
+    names: list[str] = []
+    for name in asked:
+        group = DEFAULT_SECTIONS if name in ("default", "all", "everything") else (name,)
+        names += [n for n in group if n in DEFAULT_SECTIONS and n not in names]
+    now = clock.now_ms()
+    state = session.server
+    text = "\r\n".join(
+        f"# {name.capitalize()}\r\n"
+        + "".join(f"{key}:{value}\r\n" for key, value in info_section(state, name, now).items())
+        for name in names
+    )
+    return Verbatim(text.encode())
+
+
+# --- CONFIG GET ----------------------------------------------------------------------
+def config_values(state: ServerState) -> dict[str, str]:
+    """What CONFIG GET shows: Redis's names, emqd's settings (and Redis's fixed answers)."""
+    config = state.config
+    return {
+        "bind": config.bind,
+        "port": str(config.port),
+        "dir": os.path.abspath(config.dir),
+        "databases": "1",
+        "save": "",
+        "appendonly": "yes" if config.appendonly else "no",
+        "appendfsync": config.appendfsync,
+        "appendfilename": "emqd.aof",
+        "auto-aof-rewrite-min-size": str(config.aof_rewrite_min_size),
+        "requirepass": config.requirepass or "",
+        "maxclients": str(config.maxclients),
+        "maxmemory": "0",
+        "maxmemory-policy": "noeviction",
+        "timeout": "0",
+        "tcp-keepalive": "300",
+        "protected-mode": "yes",
+        "proto-max-bulk-len": "536870912",
+        "cluster-enabled": "no",
+        "loglevel": config.loglevel,
+        "io-threads": "1",
+        "hz": "10",
+        "slowlog-log-slower-than": "10000",
+        "slowlog-max-len": "128",
+    }
+
+
+def config_get(session: Session, argv: list[bytes]) -> Any:
+    values = config_values(session.server)
+    found: dict[bytes, bytes] = {}
+    for pattern in argv[2:]:
+        matches = compile_pattern(pattern.lower())
+        for name, value in values.items():
+            if matches(name.encode()):
+                found[name.encode()] = value.encode()
+    return found
+
+
+# --- time, persistence, life -----------------------------------------------------------
+def time_(session: Session, argv: list[bytes]) -> Any:
+    now = clock.now_ms()
+    return [b"%d" % (now // 1000), b"%d" % (now % 1000 * 1000)]
+
+
+def lastsave(session: Session, argv: list[bytes]) -> Any:
+    return session.server.last_save_s
+
+
+def save(session: Session, argv: list[bytes]) -> Any:
+    """No snapshot file: SAVE only marks the data saved, as Redis's OK would."""
+    state = session.server
+    state.dirty = 0
+    state.last_save_s = clock.now_ms() // 1000
     return "OK"
 
 
+def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
+    return Raw(b"+Background append only file rewriting started\r\n")
+
+
+_SHUTDOWN_FLAGS = {b"nosave", b"save", b"now", b"force"}
+
+
+def shutdown(session: Session, argv: list[bytes]) -> Any:
+    """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]: no reply; the server stops (see server.py)."""
+    flags = [arg.lower() for arg in argv[1:]]
+    if any(flag not in _SHUTDOWN_FLAGS for flag in flags) or {b"nosave", b"save"} <= set(flags):
+        raise errors.SYNTAX
+    request = session.server.shutdown_requested
+    if request is not None:
+        request()
+    session.close_after_reply = True
+    return Raw(b"")
+
+
+_SRV = "server"
 COMMANDS = [
+    command("command", -1, "loading stale", command_, group=_SRV,
+            summary="Returns detailed information about all commands."),
+    command("info", -1, "loading stale sentinel", info, group=_SRV,
+            summary="Returns information and statistics about the server."),
+    command("config", -2, "", None, group=_SRV,  # type: ignore[arg-type]
+            summary="A container for server configuration commands."),
+    command("time", 1, "loading stale fast", time_, group=_SRV, summary="Returns the server time."),
+    command("lastsave", 1, "loading stale fast", lastsave, group=_SRV,
+            summary="Returns the Unix timestamp of the last successful save to disk."),
+    command("save", 1, "admin noscript no_async_loading no_multi", save, group=_SRV,
+            summary="Synchronously saves the database(s) to disk."),
+    command("bgrewriteaof", 1, "admin noscript no_async_loading", bgrewriteaof, group=_SRV,
+            summary="Asynchronously rewrites the append-only file to disk."),
     command("shutdown", -1, "admin noscript loading stale no_multi sentinel allow_busy", shutdown,
-            group="server"),
+            group=_SRV, summary="Synchronously saves the database(s) to disk and shuts down the server."),
 ]
+
+SUBCOMMANDS = {
+    "command": [
+        command("command|count", 2, "loading stale", command_count, group=_SRV,
+                summary="Returns a count of commands."),
+        command("command|list", -2, "loading stale", command_list, group=_SRV,
+                summary="Returns a list of command names."),
+        command("command|info", -2, "loading stale", command_info_, group=_SRV,
+                summary="Returns information about one, multiple or all commands."),
+        command("command|docs", -2, "loading stale", command_docs_, group=_SRV,
+                summary="Returns documentary information about one, multiple or all commands."),
+    ],
+    "config": [
+        command("config|get", -3, "admin noscript loading stale", config_get, group=_SRV,
+                summary="Returns the effective values of configuration parameters."),
+    ],
+}
+
+

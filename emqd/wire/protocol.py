@@ -1,7 +1,11 @@
 """One client connection on asyncio: framing, pipelining, parking, flow control.
 
 Each `data_received` parses every complete request, runs them in order through
-the dispatcher and answers them with one write. A request that parks (a
+the dispatcher and answers them with one write. Broken framing arrives as a
+`ProtocolError` after the requests before it: those are answered, then the
+error, then the connection closes, as in Redis. A client that still owes its
+password gets its requests one at a time (the parser's `backlog`), because
+the AUTH among them changes the limits for the next ones. A request that parks (a
 blocking CLAIM) stops the pipeline: the requests behind it wait, as they do
 behind Redis's BLPOP, and run when it is answered. When the socket's write
 buffer passes its high-water mark the connection stops reading and stops
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from emqd import clock
 from emqd.dispatch import execute
+from emqd import errors
 from emqd.errors import ProtocolError
 from emqd.plan import Block
 from emqd.session import Session
@@ -61,9 +66,10 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         state = self.server.state
         self.session = Session(state, _addr(peer), _addr(sock))
-        self.session.created_ms = clock.now_ms()
+        self.session.created_ms = self.session.last_ms = clock.now_ms()
         if len(state.clients) >= state.config.maxclients:
-            transport.write(b"-ERR max number of clients reached\r\n")
+            state.rejected_connections += 1
+            transport.write(b"-" + errors.MAX_CLIENTS.message + b"\r\n")
             transport.close()
             self.closed = True
             return
@@ -89,20 +95,23 @@ class Connection(asyncio.Protocol):
             self.run_pending()
 
     def data_received(self, data: bytes) -> None:
-        try:
-            requests = self.parser.feed(data)
-        except ProtocolError as exc:
-            self._protocol_error(str(exc))
-            return
-        if not requests:
-            return
-        if self.pending or self.parked is not None or self.paused:
-            self.pending.extend(requests)
-            if len(self.pending) > MAX_QUEUED_REQUESTS:
-                self.transport.pause_reading()  # type: ignore[union-attr]
-            return
-        self._run(requests)
-        self.server.wake_parked()
+        self.session.last_ms = clock.now_ms()
+        self._accept(self.parser.feed(data, self.session.authenticated))
+
+    def _accept(self, requests: list) -> None:
+        """Run (or queue) parsed requests, then any the parser still holds back."""
+        while True:
+            if requests:
+                if self.pending or self.parked is not None or self.paused:
+                    self.pending.extend(requests)
+                    if len(self.pending) > MAX_QUEUED_REQUESTS:
+                        self.transport.pause_reading()  # type: ignore[union-attr]
+                    return
+                self._run(requests)
+                self.server.wake_parked()
+            if self.closed or not self.parser.backlog:
+                return
+            requests = self.parser.feed(b"", self.session.authenticated)
 
     # --- running requests ---------------------------------------------------------
     def _run(self, requests: list[list[bytes]] | deque[list[bytes]]) -> None:
@@ -111,6 +120,12 @@ class Connection(asyncio.Protocol):
         resp = session.resp
         out: list[bytes] = []
         for i, argv in enumerate(requests):
+            if type(argv) is ProtocolError:
+                out.append(b"-ERR " + str(argv).encode("latin-1") + b"\r\n")
+                self._write(out)
+                self.transport.close()  # type: ignore[union-attr]
+                self.closed = True
+                return
             reply = execute(session, argv)
             if type(reply) is Block:
                 self.pending.extendleft(reversed(list(requests)[i + 1 :]))
@@ -137,6 +152,8 @@ class Connection(asyncio.Protocol):
         if not self.pending and self.transport is not None and not self.closed:
             self.transport.resume_reading()
         self.server.wake_parked()
+        if not self.pending and self.parser.backlog:
+            self._accept([])
 
     def _write(self, out: list[bytes]) -> None:
         if out:
@@ -189,15 +206,6 @@ class Connection(asyncio.Protocol):
         if self.park_timer is not None:
             self.park_timer.cancel()
             self.park_timer = None
-
-    # --- errors -------------------------------------------------------------------
-    def _protocol_error(self, text: str) -> None:
-        """Broken framing: answer Redis's error, then close this connection only."""
-        if self.transport is not None and not self.closed:
-            self.transport.write(b"-ERR " + text.encode() + b"\r\n")
-            self.transport.close()
-        self.closed = True
-        log.debug("client %s: %s", self.session.addr, text)
 
 
 def _addr(info: Any) -> str:

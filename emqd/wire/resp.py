@@ -1,10 +1,27 @@
 """RESP, sans-IO: bytes in -> requests (argv lists); replies -> bytes.
 
-Requests: `RequestParser.feed(data)` returns the complete requests it now
-holds (each a list of bytes) and keeps the rest for the next call; broken
-framing raises `ProtocolError` with Redis's text. Multi-bulk requests are
-parsed by `hiredis.Reader`; inline commands (`PING\\r\\n` typed into nc) are
-split here, because hiredis refuses them.
+Requests: `RequestParser.feed(data, authenticated)` returns the complete
+requests it now holds (each a list of bytes) and keeps the rest for the next
+call. Broken framing ends the list with a `ProtocolError` carrying Redis 7.0's
+exact text: the connection answers the requests before it, then the error,
+then closes, as Redis does.
+
+Two paths, one set of rules:
+
+- The fast path feeds each chunk to `hiredis.Reader` in one call. hiredis
+  checks framing, but not Redis's limits, and it would buffer a declared
+  `$99999999999` bulk without end. So whenever a chunk ends inside a request,
+  the parser finds where that unfinished request starts (from the wire sizes
+  of the requests hiredis completed, which are exact because hiredis accepts
+  only canonical lengths) and checks its headers with `_Frame`, Redis's
+  `processMultibulkBuffer` rules, before hiredis buffers more of it.
+- The slow path is `_Frame` collecting arguments, plus `split_inline`
+  (Redis's `sdssplitargs`) for inline commands. It runs for inline commands,
+  for anything hiredis refuses or reads differently from Redis (`*-5`, a
+  `:1` element, a blank line after a request), and for a client that is not
+  yet authenticated: Redis applies smaller limits to it (10 arguments, 16 KiB
+  bulks) and parses its next request only after running the previous one
+  (which may be the AUTH), so the parser hands it one request at a time.
 
 Replies: `encode(value, resp)` for RESP2 (`resp=2`) or RESP3 (`resp=3`); see
 `emqd/reply.py` for which Python value is which RESP type.
@@ -12,166 +29,374 @@ Replies: `encode(value, resp)` for RESP2 (`resp=2`) or RESP3 (`resp=3`); see
 
 from __future__ import annotations
 
+import re
+
 import hiredis
 
+from emqd import errors
 from emqd.errors import ProtocolError, ReplyError
-from emqd.numbers import format_double
+from emqd.numbers import format_double, parse_int
 from emqd.reply import NULL_ARRAY, Raw, Set, Verbatim
 
-MAX_INLINE = 64 * 1024  # Redis's PROTO_INLINE_MAX_SIZE
+MAX_INLINE = 64 * 1024  # PROTO_INLINE_MAX_SIZE: an inline line, a header line
+MAX_BULK = 512 * 1024 * 1024  # proto-max-bulk-len
+MAX_MULTIBULK = 2**31 - 1  # INT_MAX
+UNAUTH_MAX_MULTIBULK = 10  # limits while a password is still owed
+UNAUTH_MAX_BULK = 16384
+
+_SPACE = b" \t\n\v\f\r"  # C isspace()
+
+# hiredis allocates an array's whole list when it reads `*N`, so a client
+# declaring `*2000000000` would cost gigabytes before sending anything. Requests
+# of HIREDIS_MAX_ARGS arguments or more go through the slow path instead, which
+# grows them as the arguments arrive, like Redis. `_BIG_COUNT` finds such a
+# header in a chunk (or something that looks like one: then the chunk just
+# takes the slow path).
+HIREDIS_MAX_ARGS = 10_000
+_BIG_COUNT = re.compile(rb"\*[1-9][0-9]{4}")
 
 
 class RequestParser:
     """Incremental request framing for one connection."""
 
-    __slots__ = ("_reader", "_inline", "_in_reader")
+    __slots__ = ("_reader", "_tail", "_guard", "_buf", "_pos", "_frame", "_held", "failed")
 
     def __init__(self) -> None:
         self._reader = hiredis.Reader()
-        self._inline = b""  # bytes of an unfinished inline command
-        self._in_reader = False  # hiredis holds part of a multi-bulk request
+        self._tail = 0  # bytes of an unfinished request that hiredis holds
+        self._guard: _Frame | None = None  # Redis's header checks on that request
+        self._buf = b""  # slow path: bytes not parsed yet, from `_pos` on
+        self._pos = 0
+        self._frame: _Frame | None = None  # slow path: an unfinished multi-bulk request
+        self._held = False  # `_buf` was held back after one request (before AUTH)
+        self.failed = False  # framing broke: nothing more is parsed
 
-    def feed(self, data: bytes) -> list[list[bytes]]:
-        requests: list[list[bytes]] = []
-        while data:
-            if not self._in_reader and not self._inline and data[0] != 42:  # b"*"
-                data = self._feed_inline(data, requests)
-                continue
-            if self._inline:
-                data = self._feed_inline(data, requests)
-                continue
-            data = self._feed_multibulk(data, requests)
+    @property
+    def backlog(self) -> bool:
+        """Unparsed bytes wait for `feed(b"")`: one-at-a-time mode, before AUTH."""
+        return self._held and not self.failed
+
+    def feed(self, data: bytes, authenticated: bool = True) -> list:
+        """Requests completed by `data`, in order; a `ProtocolError` last if framing broke."""
+        if self.failed:
+            return []
+        requests: list = []
+        self._held = False
+        try:
+            if self._tail:
+                self._feed_fast(data, requests)
+            elif (
+                authenticated
+                and data[:1] == b"*"
+                and self._frame is None
+                and self._pos >= len(self._buf)
+            ):
+                self._feed_fast(data, requests)
+            elif data or self._pos < len(self._buf):
+                self._feed_slow(data, authenticated, requests, fast_ok=True)
+        except ProtocolError as error:
+            self.failed = True
+            requests.append(error)
         return requests
 
-    def _feed_multibulk(self, data: bytes, requests: list[list[bytes]]) -> bytes:
+    # --- fast path: hiredis ----------------------------------------------------------
+    def _feed_fast(self, data: bytes, requests: list) -> None:
+        continuing = self._tail > 0
+        start = 0  # where this chunk's own requests begin
+        if continuing:
+            guard = self._guard
+            head = guard.head  # type: ignore[union-attr]
+            try:
+                start = guard.feed(data, 0)  # type: ignore[union-attr]
+            except _TooBig:
+                # Its count line just completed: hiredis holds only `head`. Go slow.
+                self._reader = hiredis.Reader()
+                self._tail = 0
+                self._guard = None
+                self._feed_slow(head + data, True, requests, fast_ok=False)
+                return
+            if start < 0:
+                self._reader.feed(data)
+                self._tail += len(data)
+                return
+            if guard.left < 0:  # type: ignore[union-attr]
+                # `*0` / `*-1`, which Redis skips and hiredis would return: drop it.
+                self._reader = hiredis.Reader()
+                self._tail = 0
+                self._guard = None
+                if start < len(data):
+                    self._feed_slow(data[start:], True, requests, fast_ok=True)
+                return
         reader = self._reader
+        if _BIG_COUNT.search(data, start):
+            if continuing:
+                reader.feed(data[:start])
+                requests.append(reader.gets())
+            self._reader = hiredis.Reader()
+            self._tail = 0
+            self._guard = None
+            self._feed_slow(data[start:], True, requests, fast_ok=False)
+            return
+        reader.feed(data)
+        got: list[list[bytes]] = []
+        item: object = None
         try:
-            reader.feed(data)
             while True:
-                request = reader.gets()
-                if request is False:
-                    self._in_reader = reader.has_data()
-                    return b""
-                if request is None or request == []:
-                    continue  # `*-1` / `*0`: Redis skips an empty multi-bulk
-                if type(request) is not list:
-                    raise ProtocolError("Protocol error: expected '*'")
-                for arg in request:
+                item = reader.gets()
+                if item is False:
+                    break
+                if type(item) is not list or not item:
+                    raise _Refused  # `*0`, `*-1`, `:1`, `+x`: not a request as hiredis reads it
+                for arg in item:
                     if type(arg) is not bytes:
-                        raise ProtocolError(f"Protocol error: expected '$', got '{_type_byte(arg)}'")
-                requests.append(request)
+                        raise _Refused  # `$-1` or a nested type inside the request
+                got.append(item)
                 if not reader.has_data():
-                    self._in_reader = False
-                    return b""
-        except hiredis.ProtocolError as exc:
-            raise ProtocolError(_redis_text(str(exc))) from None
+                    break
+        except (_Refused, hiredis.ProtocolError):
+            if continuing and not got:
+                raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH) from None
+            requests.extend(got)
+            offset = start + sum(map(_wire_size, got[1:] if continuing else got))
+            self._reader = hiredis.Reader()
+            self._tail = 0
+            self._guard = None
+            # Redis reads this part differently from hiredis: redo it its way.
+            self._feed_slow(data[offset:], True, requests, fast_ok=False)
+            return
+        requests.extend(got)
+        if item is not False:
+            self._tail = 0
+            self._guard = None
+            return
+        # The chunk ends inside a request: check its headers before hiredis holds more.
+        offset = start + sum(map(_wire_size, got[1:] if continuing else got))
+        if continuing and not got:
+            raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH)  # hiredis disagrees with the guard
+        guard = self._guard = _Frame(collect=False, authenticated=True, max_args=HIREDIS_MAX_ARGS)
+        guard.feed(data, offset)
+        self._tail = len(data) - offset
 
-    def _feed_inline(self, data: bytes, requests: list[list[bytes]]) -> bytes:
-        """Every inline command at the front of `data`; returns the rest (a multi-bulk).
-
-        One pass with an index over the buffer: slicing the rest off after each
-        line would copy the buffer once per command of a pipeline.
-        """
-        buffered = self._inline + data if self._inline else data
-        self._inline = b""
-        start, size = 0, len(buffered)
-        while start < size:
-            if start and buffered[start] == 42:  # b"*": a multi-bulk request follows
-                break
-            end = buffered.find(b"\n", start)
+    # --- slow path: Redis's rules in Python --------------------------------------------
+    def _feed_slow(self, data: bytes, authenticated: bool, requests: list, fast_ok: bool) -> None:
+        if self._pos < len(self._buf):
+            buf = self._buf[self._pos :] + data if data else self._buf[self._pos :]
+        else:
+            buf = data
+        self._buf, self._pos = b"", 0
+        pos, n = 0, len(buf)
+        while pos < n:
+            frame = self._frame
+            if frame is None:
+                if buf[pos] != 42:  # b"*"
+                    end = _inline(buf, pos, requests)
+                    if end < 0:
+                        self._buf, self._pos = buf, pos  # an unfinished line
+                        return
+                    pos = end
+                    if requests and not authenticated and type(requests[-1]) is list:
+                        break
+                    continue
+                if fast_ok and authenticated:
+                    self._feed_fast(buf[pos:] if pos else buf, requests)
+                    return
+                frame = self._frame = _Frame(collect=True, authenticated=authenticated)
+            end = frame.feed(buf, pos)
             if end < 0:
-                if size - start > MAX_INLINE:
-                    raise ProtocolError("Protocol error: too big inline request")
-                self._inline = buffered[start:]
-                return b""
-            args = split_inline(buffered[start:end].rstrip(b"\r"))
-            if args:
-                requests.append(args)
-            start = end + 1
-        return buffered[start:]
+                return  # the frame keeps what it needs
+            self._frame = None
+            pos = end
+            if frame.args:
+                requests.append(frame.args)
+                if not authenticated:
+                    break
+        if pos < n:
+            self._buf, self._pos = buf, pos
+            self._held = True
 
 
-def split_inline(line: bytes) -> list[bytes]:
-    """Split an inline command as Redis's sdssplitargs does (quotes, escapes)."""
-    if 34 not in line and 39 not in line:  # no `"` or `'` (int tests are the fast ones)
-        # No quotes, so no escapes: sdssplitargs splits on isspace(), which is
-        # exactly the set bytes.split() uses; one C call instead of a byte loop.
+class _Refused(Exception):
+    """hiredis returned something that Redis would read differently."""
+
+
+class _TooBig(Exception):
+    """A request with more arguments than hiredis should allocate for at once."""
+
+
+class _Frame:
+    """One multi-bulk request under Redis 7.0's `processMultibulkBuffer` rules, fed in pieces.
+
+    With `collect` the arguments are kept (the slow path); without it only the
+    headers are checked and the bodies skipped (the guard of the fast path).
+    """
+
+    __slots__ = (
+        "collect", "authenticated", "max_args", "left", "bulk", "size", "head", "parts", "args"
+    )
+
+    def __init__(self, collect: bool, authenticated: bool, max_args: int = MAX_MULTIBULK) -> None:
+        self.collect = collect
+        self.authenticated = authenticated
+        self.max_args = max_args  # more raises _TooBig (the guard's hand-over to the slow path)
+        self.left = -1  # arguments still to come; -1 before the `*` line
+        self.bulk = -1  # bytes of the current argument still to come, with its 2 closing bytes
+        self.size = 0  # the current argument's length
+        self.head = b""  # an unfinished header line
+        self.parts: list[bytes] = []  # pieces of the current argument
+        self.args: list[bytes] = []
+
+    def feed(self, data: bytes, pos: int) -> int:
+        """Consume `data[pos:]`: the offset just past the request when it ends there, else -1."""
+        if not self.head:
+            return self._feed(data, pos)
+        head, self.head = self.head, b""
+        end = self._feed(head + data[pos:], 0)
+        return end if end < 0 else end - len(head) + pos
+
+    def _feed(self, data: bytes, pos: int) -> int:
+        n = len(data)
+        while True:
+            if self.bulk < 0:
+                cr = data.find(b"\r", pos)
+                if data.find(b"\0", pos, cr if cr >= 0 else n) >= 0:
+                    cr = -1  # Redis looks for the line's end with strchr, which stops at NUL
+                if cr < 0:
+                    if n - pos > MAX_INLINE:
+                        raise ProtocolError(
+                            errors.PROTO_BIG_MBULK_COUNT if self.left < 0 else errors.PROTO_BIG_BULK_COUNT
+                        )
+                    self.head = data[pos:]
+                    return -1
+                if cr > n - 2:  # the byte after `\r` has not arrived
+                    self.head = data[pos:]
+                    return -1
+                if self.left < 0:
+                    count = parse_int(data[pos + 1 : cr])
+                    if count is None or count > MAX_MULTIBULK:
+                        raise ProtocolError(errors.PROTO_BAD_MULTIBULK_LENGTH)
+                    if count > UNAUTH_MAX_MULTIBULK and not self.authenticated:
+                        raise ProtocolError(errors.PROTO_UNAUTH_MULTIBULK_LENGTH)
+                    if count >= self.max_args:
+                        self.head = data[pos:]
+                        raise _TooBig
+                    pos = cr + 2
+                    if count <= 0:
+                        return pos  # an empty request (`left` stays -1): Redis skips it
+                    self.left = count
+                    continue
+                if data[pos] != 36:  # b"$"
+                    raise ProtocolError(errors.proto_expected_dollar(data[pos]))
+                size = parse_int(data[pos + 1 : cr])
+                if size is None or size < 0 or size > MAX_BULK:
+                    raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH)
+                if size > UNAUTH_MAX_BULK and not self.authenticated:
+                    raise ProtocolError(errors.PROTO_UNAUTH_BULK_LENGTH)
+                pos = cr + 2
+                self.size = size
+                self.bulk = size + 2
+            take = min(n - pos, self.bulk)
+            if self.collect and take:
+                self.parts.append(data[pos : pos + take])
+            pos += take
+            self.bulk -= take
+            if self.bulk:
+                return -1
+            if self.collect:
+                parts, self.parts = self.parts, []
+                arg = parts[0] if len(parts) == 1 else b"".join(parts)
+                self.args.append(arg[: self.size])
+            self.bulk = -1
+            self.left -= 1
+            if not self.left:
+                return pos
+
+
+def _wire_size(request: list[bytes]) -> int:
+    """Bytes of a request as hiredis accepted it (canonical lengths only)."""
+    size = 3 + len(str(len(request)))
+    for arg in request:
+        n = len(arg)
+        size += n + 6 if n < 10 else n + 5 + len(str(n))
+    return size
+
+
+def _inline(buf: bytes, pos: int, requests: list) -> int:
+    """Redis's processInlineBuffer: the offset after the line, or -1 if it is unfinished."""
+    newline = buf.find(b"\n", pos)
+    if buf.find(b"\0", pos, newline if newline >= 0 else len(buf)) >= 0:
+        newline = -1  # strchr stops at NUL
+    if newline < 0:
+        if len(buf) - pos > MAX_INLINE:
+            raise ProtocolError(errors.PROTO_BIG_INLINE)
+        return -1
+    end = newline - 1 if newline > pos and buf[newline - 1] == 13 else newline
+    args = split_inline(buf[pos:end])
+    if args is None:
+        raise ProtocolError(errors.PROTO_UNBALANCED_QUOTES)
+    if args:
+        requests.append(args)
+    return newline + 1
+
+
+_ESCAPES = {110: 10, 114: 13, 116: 9, 98: 8, 97: 7}  # \n \r \t \b \a
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def split_inline(line: bytes) -> list[bytes] | None:
+    """Redis's sdssplitargs: the arguments of an inline command, None on unbalanced quotes."""
+    if 34 not in line and 39 not in line and 11 not in line and 12 not in line:
+        # No quotes (so no escapes), no \v or \f (which sdssplitargs skips between
+        # arguments but keeps inside one): bytes.split() is then exactly it, in C.
         return line.split()
     args: list[bytes] = []
     i, n = 0, len(line)
     while True:
-        while i < n and line[i] in b" \t\r\n\v\f":
+        while i < n and line[i] in _SPACE:
             i += 1
         if i >= n:
             return args
         current = bytearray()
-        quote = 0
-        while i < n:
-            c = line[i]
-            if quote == 0:
-                if c in b" \t\r\n\v\f":
+        quote = 0  # 34 inside "...", 39 inside '...'
+        while True:
+            c = line[i] if i < n else 0
+            if quote == 34:
+                if c == 92 and i + 3 < n and line[i + 1] == 120 \
+                        and line[i + 2] in _HEX and line[i + 3] in _HEX:
+                    current.append(int(line[i + 2 : i + 4], 16))
+                    i += 3
+                elif c == 92 and i + 1 < n:
+                    i += 1
+                    current.append(_ESCAPES.get(line[i], line[i]))
+                elif c == 34:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None  # a closing quote must be followed by a space
+                    i += 1
                     break
-                if c in b"\"'":
-                    quote = c
+                elif i >= n:
+                    return None  # unterminated quotes
                 else:
                     current.append(c)
-                i += 1
-            elif quote == 34:  # "..."
-                if c == 92 and i + 1 < n:  # backslash escape
-                    nxt = line[i + 1]
-                    if nxt == 120 and i + 3 < n and _is_hex(line[i + 2 : i + 4]):  # \xHH
-                        current.append(int(line[i + 2 : i + 4], 16))
-                        i += 4
-                        continue
-                    current.append({110: 10, 114: 13, 116: 9, 98: 8, 97: 7}.get(nxt, nxt))
-                    i += 2
-                    continue
-                if c == 34:
-                    if i + 1 < n and line[i + 1] not in b" \t\r\n\v\f":
-                        raise ProtocolError("Protocol error: unbalanced quotes in request")
-                    quote = 0
-                    i += 1
-                    break
-                current.append(c)
-                i += 1
-            else:  # '...'
+            elif quote == 39:
                 if c == 92 and i + 1 < n and line[i + 1] == 39:
+                    i += 1
                     current.append(39)
-                    i += 2
-                    continue
-                if c == 39:
-                    if i + 1 < n and line[i + 1] not in b" \t\r\n\v\f":
-                        raise ProtocolError("Protocol error: unbalanced quotes in request")
-                    quote = 0
+                elif c == 39:
+                    if i + 1 < n and line[i + 1] not in _SPACE:
+                        return None
                     i += 1
                     break
+                elif i >= n:
+                    return None
+                else:
+                    current.append(c)
+            elif c in b" \n\r\t" or i >= n:
+                break
+            elif c == 34 or c == 39:
+                quote = c
+            else:
                 current.append(c)
-                i += 1
-        if quote:
-            raise ProtocolError("Protocol error: unbalanced quotes in request")
+            i += 1
         args.append(bytes(current))
-
-
-def _is_hex(pair: bytes) -> bool:
-    return len(pair) == 2 and all(c in b"0123456789abcdefABCDEF" for c in pair)
-
-
-def _type_byte(value: object) -> str:
-    if isinstance(value, int):
-        return ":"
-    if isinstance(value, list):
-        return "*"
-    if isinstance(value, hiredis.ReplyError):
-        return "-"
-    return "+"
-
-
-def _redis_text(hiredis_text: str) -> str:
-    if "multi-bulk" in hiredis_text.lower():
-        return "Protocol error: invalid multibulk length"
-    if "bulk" in hiredis_text.lower():
-        return "Protocol error: invalid bulk length"
-    return "Protocol error: " + hiredis_text
 
 
 # --- replies -------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""Redis's glob patterns (`stringmatchlen`), for KEYS, SCAN MATCH, CONFIG GET, HSCAN, ZSCAN.
+
+`*` any run of bytes, `?` one byte, `[abc]` / `[^abc]` / `[a-z]` a class
+(a reversed range is swapped; an unclosed class runs to the pattern's end),
+`\\x` the byte x itself. Bytes are compared exactly (no case folding).
+
+The pattern is compiled once into tokens, then matched with one-star
+backtracking, which is linear-time per star and gives the same answers as
+Redis's recursive matcher; an empty string matches only the empty pattern,
+as in Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+_STAR = object()
+_ANY = object()
+
+
+class _Class:
+    __slots__ = ("negate", "bytes_", "ranges")
+
+    def __init__(self, negate: bool) -> None:
+        self.negate = negate
+        self.bytes_: set[int] = set()
+        self.ranges: list[tuple[int, int]] = []
+
+    def matches(self, c: int) -> bool:
+        hit = c in self.bytes_ or any(lo <= c <= hi for lo, hi in self.ranges)
+        return hit != self.negate
+
+
+def _tokens(pattern: bytes) -> list:
+    """Walk the pattern exactly as stringmatchlen does."""
+    tokens: list = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == 42:  # *
+            if not tokens or tokens[-1] is not _STAR:
+                tokens.append(_STAR)
+        elif c == 63:  # ?
+            tokens.append(_ANY)
+        elif c == 91:  # [
+            i += 1
+            cls = _Class(i < n and pattern[i] == 94)  # ^
+            if cls.negate:
+                i += 1
+            while True:
+                if i < n and pattern[i] == 92 and n - i >= 2:  # backslash
+                    i += 1
+                    cls.bytes_.add(pattern[i])
+                elif i < n and pattern[i] == 93:  # ]
+                    break
+                elif i >= n:
+                    i -= 1
+                    break
+                elif n - i >= 3 and pattern[i + 1] == 45:  # -
+                    lo, hi = sorted((pattern[i], pattern[i + 2]))
+                    cls.ranges.append((lo, hi))
+                    i += 2
+                else:
+                    cls.bytes_.add(pattern[i])
+                i += 1
+            tokens.append(cls)
+        else:
+            if c == 92 and n - i >= 2:  # backslash escapes the next byte
+                i += 1
+            tokens.append(pattern[i])
+        i += 1
+    return tokens
+
+
+def compile_pattern(pattern: bytes) -> Callable[[bytes], bool]:
+    """A predicate telling whether a string matches `pattern`."""
+    if pattern == b"*":
+        return lambda s: True  # Redis's callers short-cut `*`: it even lists the empty key
+    tokens = _tokens(pattern)
+    if all(type(t) is int for t in tokens):
+        literal = bytes(tokens)
+        return lambda s: s == literal and bool(s or not pattern)
+    if tokens[-1] is _STAR and all(type(t) is int for t in tokens[:-1]):
+        prefix = bytes(tokens[:-1])
+        return lambda s: bool(s) and s.startswith(prefix)
+    return lambda s: _match(tokens, s) if s else not pattern
+
+
+def _one(token: object, c: int) -> bool:
+    if type(token) is int:
+        return token == c
+    if token is _ANY:
+        return True
+    return token.matches(c)  # type: ignore[union-attr]
+
+
+def _match(tokens: list, s: bytes) -> bool:
+    ti = si = 0
+    star_ti, star_si = -1, 0
+    nt, ns = len(tokens), len(s)
+    while si < ns:
+        if ti < nt and tokens[ti] is _STAR:
+            star_ti, star_si = ti, si
+            ti += 1
+        elif ti < nt and _one(tokens[ti], s[si]):
+            ti += 1
+            si += 1
+        elif star_ti >= 0:
+            star_si += 1
+            si = star_si
+            ti = star_ti + 1
+        else:
+            return False
+    while ti < nt and tokens[ti] is _STAR:
+        ti += 1
+    return ti == nt

@@ -1,0 +1,49 @@
+"""Differential helpers: the same raw requests to emqd and to the reference Redis."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Iterable, Sequence
+
+from tests.support import RawClient
+
+
+def same_replies(emqd_port: int, redis_port: int, requests: Iterable[Sequence[bytes | str | int]]) -> None:
+    """Send each request over one connection per server; assert identical reply bytes."""
+    ours, theirs = RawClient(emqd_port), RawClient(redis_port)
+    try:
+        for request in requests:
+            expected = theirs.command(*request)
+            assert ours.command(*request) == expected, request
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def raw_exchange(port: int, data: bytes, quiet_s: float = 0.3) -> tuple[bytes, bool]:
+    """Send raw bytes; the bytes answered until the server is quiet, and whether it closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=quiet_s) as sock:
+        sock.sendall(data)
+        answer = b""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                return answer, False
+            except ConnectionResetError:
+                return answer, True
+            if not chunk:
+                return answer, True
+            answer += chunk
+        raise AssertionError("the server kept talking for 10 s")
+
+
+_VOLATILE = re.compile(rb"(?<=[:=])[0-9]+")
+
+
+def shape(reply: bytes) -> bytes:
+    """A reply with its numbers blanked: compares ids and times by structure."""
+    return _VOLATILE.sub(b"#", reply)

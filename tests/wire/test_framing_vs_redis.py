@@ -1,0 +1,88 @@
+"""Raw bytes to emqd and to redis-server 7.0: the same answer, and the same close."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import RawClient
+from tests.wire.compare import raw_exchange
+from tests.wire.test_resp import PING
+
+FRAMING = [
+    b"*abc\r\n",
+    b"*1048577\r\n",
+    b"*2147483648\r\n",
+    b"*1\r\n$abc\r\n",
+    b"*1\r\n$-5\r\n",
+    b"*1\r\n$-1\r\n",
+    b"*1\r\n$536870913\r\n",
+    b"*1\r\n$536870912\r\n",
+    b"*2\r\n$4\r\nECHO\r\n:1\r\n",
+    b"*1\r\nPING\r\n",
+    b"*2\r\n$1\r\na\r\n\r\n",
+    b'ECHO "abc\r\n',
+    b'ECHO "a"b\r\n',
+    b"A" * 70000,
+    b"*1" + b"1" * 70000,
+    b"*1\r\n$" + b"1" * 70000,
+    b"\r\n\r\n" + PING,
+    b"*0\r\n*-1\r\n*-5\r\n" + PING,
+    b"*1\r\n$4\r\nPINGxx\r\n",
+    PING + b"\r\n\r\n" + PING,
+    PING + b"+PING\r\n",
+    b"*1\r\n$0\r\n\r\n",
+    b"*01\r\n" + PING,
+    b'ECHO "\\x41\\n" \'it\\\'s\'\r\nPING\n',
+    PING * 3 + b"*1\r\n$4\r\nPI",
+]
+
+
+@pytest.mark.parametrize("data", FRAMING, ids=lambda d: repr(d)[:40])
+def test_framing_answers_like_redis(data: bytes, emqd_port: int, redis_ref: int) -> None:
+    assert raw_exchange(emqd_port, data) == raw_exchange(redis_ref, data)
+
+
+UNKNOWN = [
+    [b"GET", b"k"],
+    [b"SET", b"k", b"v"],
+    [b"LPUSH", b"l", b"a"],
+    [b"EVAL", b"return 1", b"0"],
+    [b"nosuch"],
+    [b"nosuch", b"a\r\nb", b"c\x00d"],
+    [b"no\x00such", b"x"],
+    [b"nosuch", b"x" * 200],
+    [b"nosuch", b"x" * 100, b"y" * 100, b"z"],
+    [b"y" * 200, b"a"],
+    [b"WATCH", b"k"],
+]
+
+
+REDIS_HAS = {b"GET", b"SET", b"LPUSH", b"EVAL", b"WATCH"}
+
+
+@pytest.mark.parametrize("argv", UNKNOWN, ids=lambda a: repr(a)[:30])
+def test_unknown_commands_answer_like_redis(argv: list[bytes], emqd_port: int, redis_ref: int) -> None:
+    """Redis knows GET or EVAL, so it is asked about an unknown name, put back after."""
+    alias = b"not-a-command-" + argv[0][:100]
+    known = argv[0] in REDIS_HAS
+    ref, ours = RawClient(redis_ref), RawClient(emqd_port)
+    try:
+        expected = ref.command(alias if known else argv[0], *argv[1:])
+        expected = expected.replace(b"'" + alias + b"'", b"'" + argv[0] + b"'", 1)
+        assert expected.startswith(b"-ERR unknown command '")
+        assert ours.command(*argv) == expected
+    finally:
+        ref.close()
+        ours.close()
+
+
+def test_requirepass_framing_limits_like_redis(emqd_auth: int, redis_auth: int) -> None:
+    for data in (
+        b"*11\r\n",
+        b"*10\r\n",
+        b"*1\r\n$16385\r\n",
+        b"*1\r\n$16384\r\n",
+        b"*2\r\n$4\r\nAUTH\r\n$6\r\nsekret\r\n*11\r\n" + b"$1\r\na\r\n" * 11,
+        b"*2\r\n$4\r\nAUTH\r\n$5\r\nwrong\r\n*11\r\n",
+    ):
+        assert raw_exchange(emqd_auth, data) == raw_exchange(redis_auth, data), data

@@ -1,0 +1,200 @@
+"""The codec without sockets: every framing case fed whole, byte by byte, in
+random cuts and with trailing bytes, and the reply encoders."""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+
+import pytest
+
+from emqd.errors import ProtocolError
+from emqd.reply import NULL_ARRAY, Raw, Set, Verbatim
+from emqd.wire.resp import MAX_BULK, RequestParser, encode, split_inline
+from tests.support import encode_request
+
+PING = b"*1\r\n$4\r\nPING\r\n"
+
+# (bytes in, the requests out, the error text or None). Errors are Redis 7.0's,
+# checked against a real redis-server in test_framing_vs_redis.py.
+CASES = [
+    (PING, [[b"PING"]], None),
+    (b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n", [[b"ECHO", b""]], None),
+    (b"*3\r\n$4\r\nHSET\r\n$1\r\nk\r\n$11\r\nbin\r\n\x00*1\r\n$\r\n", [[b"HSET", b"k", b"bin\r\n\x00*1\r\n$"]], None),
+    (b"PING\r\n", [[b"PING"]], None),
+    (b"PING\n", [[b"PING"]], None),
+    (b"\r\n\r\n" + PING, [[b"PING"]], None),
+    (b"*0\r\n*-1\r\n*-5\r\n" + PING, [[b"PING"]], None),
+    (PING + b"\r\n\r\n" + PING, [[b"PING"], [b"PING"]], None),
+    (b"*1\r\n$4\r\nPINGxx" + PING, [[b"PING"], [b"PING"]], None),  # Redis skips 2 bytes blindly
+    (PING + b"+PING\r\n", [[b"PING"], [b"+PING"]], None),
+    (PING + b":1\r\n", [[b"PING"], [b":1"]], None),
+    (b'ECHO "a b" \'c d\' e\\x41\r\n', [[b"ECHO", b"a b", b"c d", b"e\\x41"]], None),
+    (b'ECHO "\\x41\\n\\t\\"q"\r\n', [[b"ECHO", b"A\n\t\"q"]], None),
+    (b"ECHO 'it\\'s'\r\n", [[b"ECHO", b"it's"]], None),
+    (b"ECHO a\"b c\" d\r\n", [[b"ECHO", b"ab c", b"d"]], None),
+    (b"ECHO a\"b c\"d\r\n", [], "Protocol error: unbalanced quotes in request"),
+    (b"ECHO a\x0bb\r\n", [[b"ECHO", b"a\x0bb"]], None),  # \v splits only between arguments
+    (b"*abc\r\n", [], "Protocol error: invalid multibulk length"),
+    (b"*\r\n", [], "Protocol error: invalid multibulk length"),
+    (b"*01\r\n" + PING, [], "Protocol error: invalid multibulk length"),
+    (b"* 1\r\n", [], "Protocol error: invalid multibulk length"),
+    (b"*2147483648\r\n", [], "Protocol error: invalid multibulk length"),
+    (b"*1\r\n$abc\r\n", [], "Protocol error: invalid bulk length"),
+    (b"*1\r\n$-5\r\n", [], "Protocol error: invalid bulk length"),
+    (b"*1\r\n$-1\r\n", [], "Protocol error: invalid bulk length"),
+    (b"*1\r\n$+4\r\nPING\r\n", [], "Protocol error: invalid bulk length"),
+    (b"*1\r\n$%d\r\n" % (MAX_BULK + 1), [], "Protocol error: invalid bulk length"),
+    (b"*2\r\n$4\r\nECHO\r\n:1\r\n", [], "Protocol error: expected '$', got ':'"),
+    (b"*1\r\n*1\r\n", [], "Protocol error: expected '$', got '*'"),
+    (b"*2\r\n$1\r\na\r\n\r\n", [], "Protocol error: expected '$', got ' '"),
+    (PING + b"*1\r\nPING\r\n", [[b"PING"]], "Protocol error: expected '$', got 'P'"),
+    (b'ECHO "abc\r\n', [], "Protocol error: unbalanced quotes in request"),
+    (b'ECHO "a"b\r\n', [], "Protocol error: unbalanced quotes in request"),
+    (b"ECHO 'a'b\r\n", [], "Protocol error: unbalanced quotes in request"),
+    (b"A" * 70000, [], "Protocol error: too big inline request"),
+    (b"*1" + b"1" * 70000, [], "Protocol error: too big mbulk count string"),
+    (b"*1\r\n$" + b"1" * 70000, [], "Protocol error: too big bulk count string"),
+]
+
+
+def _case_id(case: object) -> str:
+    return repr(case)[:40] if isinstance(case, bytes) else "-"
+
+
+def _parse(chunks: list[bytes]) -> tuple[list, str | None]:
+    parser = RequestParser()
+    requests: list = []
+    for chunk in chunks:
+        requests += parser.feed(chunk)
+    error = None
+    if requests and isinstance(requests[-1], ProtocolError):
+        error = str(requests.pop())
+    return requests, error
+
+
+def _cuts(data: bytes, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    chunks, i = [], 0
+    while i < len(data):
+        step = rng.randint(1, 40) if rng.random() < 0.5 else rng.randint(1, 9000)
+        chunks.append(data[i : i + step])
+        i += step
+    return chunks
+
+
+@pytest.mark.parametrize(("data", "requests", "error"), CASES, ids=_case_id)
+def test_framing_whole_bytewise_and_cut(data: bytes, requests: list, error: str | None) -> None:
+    assert _parse([data]) == (requests, error)
+    if len(data) < 2000:
+        assert _parse([data[i : i + 1] for i in range(len(data))]) == (requests, error)
+    for seed in range(3):
+        assert _parse(_cuts(data, seed)) == (requests, error)
+
+
+@pytest.mark.parametrize(
+    ("data", "requests", "error"), [c for c in CASES if c[2] is None], ids=_case_id
+)
+def test_trailing_bytes_wait_for_the_rest(data: bytes, requests: list, error: None) -> None:
+    parser = RequestParser()
+    assert parser.feed(data + b"*2\r\n$4\r\nECHO\r\n$5\r\nhel") == requests
+    assert parser.feed(b"lo\r\n") == [[b"ECHO", b"hello"]]
+
+
+def test_a_long_pipeline_cut_anywhere_gives_every_request() -> None:
+    requests = [[b"HSET", b"key:%d" % i, b"f", b"v" * (i % 70)] for i in range(400)]
+    requests += [[b"ECHO", b"x" * 100_000]]
+    data = b"".join(encode_request(*r) for r in requests) + PING
+    for seed in range(5):
+        assert _parse(_cuts(data, seed)) == (requests + [[b"PING"]], None)
+
+
+def test_an_over_limit_bulk_is_refused_when_declared_not_after_buffering() -> None:
+    parser = RequestParser()
+    assert parser.feed(PING * 100 + b"*2\r\n$4\r\nECHO\r\n$1") == [[b"PING"]] * 100
+    out = parser.feed(b"%d\r\n" % MAX_BULK + b"x" * 10)  # 512 MiB + 1 declared
+    assert len(out) == 1 and str(out[0]) == "Protocol error: invalid bulk length"
+    assert parser.feed(b"x" * 1000) == []  # nothing more is read after broken framing
+
+
+def test_a_large_legal_bulk_arrives_in_pieces() -> None:
+    parser = RequestParser()
+    body = bytes(range(256)) * 4096  # 1 MiB, with CR, LF, '*' and '$' inside
+    data = encode_request(b"ECHO", body)
+    out: list = []
+    for i in range(0, len(data), 65536):
+        out += parser.feed(data[i : i + 65536])
+    assert out == [[b"ECHO", body]]
+
+
+def test_before_auth_the_limits_are_smaller_and_requests_come_one_at_a_time() -> None:
+    parser = RequestParser()
+    two = encode_request("AUTH", "pw") + encode_request("PING")
+    assert parser.feed(two, authenticated=False) == [[b"AUTH", b"pw"]]
+    assert parser.backlog
+    assert parser.feed(b"", authenticated=True) == [[b"PING"]]
+    assert not parser.backlog
+    big = RequestParser().feed(encode_request(*["a"] * 11), authenticated=False)
+    assert str(big[0]) == "Protocol error: unauthenticated multibulk length"
+    bulk = RequestParser().feed(b"*1\r\n$16385\r\n", authenticated=False)
+    assert str(bulk[0]) == "Protocol error: unauthenticated bulk length"
+    ok = RequestParser().feed(encode_request("ECHO", "x" * 16384), authenticated=False)
+    assert ok == [[b"ECHO", b"x" * 16384]]
+
+
+@pytest.mark.parametrize(
+    ("line", "args"),
+    [
+        (b"", []),
+        (b"   ", []),
+        (b"a  b\tc", [b"a", b"b", b"c"]),
+        (b'"" x', [b"", b"x"]),
+        (b'"\\xZZ"', [b"xZZ"]),  # not hex: the backslash escapes the x
+        (b'"\\q"', [b"q"]),
+        (b'"a\\"', None),
+        (b"'a", None),
+        (b'"a"\x0b', [b"a"]),  # a closing quote may be followed by any isspace byte
+    ],
+)
+def test_split_inline_is_sdssplitargs(line: bytes, args: list | None) -> None:
+    assert split_inline(line) == args
+
+
+@pytest.mark.parametrize(
+    ("value", "resp2", "resp3"),
+    [
+        (b"x", b"$1\r\nx\r\n", b"$1\r\nx\r\n"),
+        ("OK", b"+OK\r\n", b"+OK\r\n"),
+        (7, b":7\r\n", b":7\r\n"),
+        (None, b"$-1\r\n", b"_\r\n"),
+        (NULL_ARRAY, b"*-1\r\n", b"_\r\n"),
+        ([b"a", 1], b"*2\r\n$1\r\na\r\n:1\r\n", b"*2\r\n$1\r\na\r\n:1\r\n"),
+        ({b"k": b"v"}, b"*2\r\n$1\r\nk\r\n$1\r\nv\r\n", b"%1\r\n$1\r\nk\r\n$1\r\nv\r\n"),
+        (Set(["a"]), b"*1\r\n+a\r\n", b"~1\r\n+a\r\n"),
+        (Verbatim(b"t"), b"$1\r\nt\r\n", b"=5\r\ntxt:t\r\n"),
+        (Raw(b"+X\r\n"), b"+X\r\n", b"+X\r\n"),
+    ],
+)
+def test_encode(value: object, resp2: bytes, resp3: bytes) -> None:
+    assert encode(value, 2) == resp2
+    assert encode(value, 3) == resp3
+
+
+@pytest.mark.parametrize("cut", [0, 3, 9])
+def test_a_huge_argument_count_costs_nothing_until_the_arguments_come(cut: int) -> None:
+    tracemalloc.start()
+    try:
+        parser = RequestParser()
+        data = PING + b"*2000000000\r\n$4\r\nECHO\r\n"
+        assert parser.feed(data[: len(PING) + cut]) == [[b"PING"]]
+        assert parser.feed(data[len(PING) + cut :]) == []
+        assert tracemalloc.get_traced_memory()[1] < 5_000_000
+    finally:
+        tracemalloc.stop()
+
+
+def test_many_arguments_arrive_whole() -> None:
+    args = [b"%d" % i for i in range(25_000)]
+    data = PING + encode_request(*args) + PING
+    for seed in range(2):
+        assert _parse(_cuts(data, seed)) == ([[b"PING"], args, [b"PING"]], None)
