@@ -1,4 +1,6 @@
-"""Server commands: COMMAND, INFO, CONFIG GET, TIME, LASTSAVE, SAVE, BGREWRITEAOF, SHUTDOWN.
+"""Server commands: COMMAND, INFO, CONFIG GET, TIME, SHUTDOWN.
+
+(SAVE, LASTSAVE and BGREWRITEAOF live with the log, in emqd/persist/commands.py.)
 
 COMMAND's replies are generated from the command table's rows (arity, flags,
 keys, group, summary), so a new verb shows up in redis-cli's hints with no
@@ -328,26 +330,10 @@ def config_get(session: Session, argv: list[bytes]) -> Any:
     return found
 
 
-# --- time, persistence, life -----------------------------------------------------------
+# --- time and life -----------------------------------------------------------
 def time_(session: Session, argv: list[bytes]) -> Any:
     now = clock.now_ms()
     return [b"%d" % (now // 1000), b"%d" % (now % 1000 * 1000)]
-
-
-def lastsave(session: Session, argv: list[bytes]) -> Any:
-    return session.server.last_save_s
-
-
-def save(session: Session, argv: list[bytes]) -> Any:
-    """No snapshot file: SAVE only marks the data saved, as Redis's OK would."""
-    state = session.server
-    state.dirty = 0
-    state.last_save_s = clock.now_ms() // 1000
-    return "OK"
-
-
-def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
-    return Raw(b"+Background append only file rewriting started\r\n")
 
 
 _SHUTDOWN_FLAGS = {b"nosave", b"save", b"now", b"force"}
@@ -374,12 +360,6 @@ COMMANDS = [
     command("config", -2, "", None, group=_SRV,  # type: ignore[arg-type]
             summary="A container for server configuration commands."),
     command("time", 1, "loading stale fast", time_, group=_SRV, summary="Returns the server time."),
-    command("lastsave", 1, "loading stale fast", lastsave, group=_SRV,
-            summary="Returns the Unix timestamp of the last successful save to disk."),
-    command("save", 1, "admin noscript no_async_loading no_multi", save, group=_SRV,
-            summary="Synchronously saves the database(s) to disk."),
-    command("bgrewriteaof", 1, "admin noscript no_async_loading", bgrewriteaof, group=_SRV,
-            summary="Asynchronously rewrites the append-only file to disk."),
     command("shutdown", -1, "admin noscript loading stale no_multi sentinel allow_busy", shutdown,
             group=_SRV, summary="Synchronously saves the database(s) to disk and shuts down the server."),
 ]
