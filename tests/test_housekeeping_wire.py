@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -145,3 +146,28 @@ def test_a_plain_zadd_to_scheduled_is_promoted_too(r: redis.Redis) -> None:
     r.zadd("emq:{q}:scheduled", {"j": int(time.time() * 1000) + 50})
     wait_for(lambda: row(r, b"j")[b"state"] == b"pending")
     assert r.execute_command("EMQ.CLAIM", "q", "1000")[:3] == [b"j", b"1", b"by hand"]
+
+
+def test_after_a_restart_the_server_catches_up_on_its_own(tmp_path: Path) -> None:
+    first = start_emqd("--appendonly", "yes", "--stalled-interval", "0", dir=str(tmp_path))
+    try:
+        with redis.Redis(port=first.port, protocol=2) as r:
+            due = r.execute_command("EMQ.ADD", "q", "due while down", "DELAY", "500")
+            held = r.execute_command("EMQ.ADD", "q", "held while down")
+            assert r.execute_command("EMQ.CLAIM", "q", "800")[0] == held
+            for i in range(5):
+                job = r.execute_command("EMQ.ADD", "q", f"done {i}")
+                _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", "30000")
+                r.execute_command("EMQ.COMPLETE", "q", job, token)
+    finally:
+        assert first.stop() == 0
+    second = start_emqd("--appendonly", "yes", "--stalled-interval", "100",
+                        "--keep-completed", "2", dir=str(tmp_path))
+    try:
+        with redis.Redis(port=second.port, protocol=2) as r:
+            wait_for(lambda: row(r, due)[b"state"] == b"pending")  # promoted, no client asked
+            wait_for(lambda: row(r, held)[b"state"] == b"pending")  # its lease ran out
+            assert b"stalled" not in row(r, held)  # granted by the earlier process: exempt
+            wait_for(lambda: stats(r)[b"completed"] == 2)  # the lower keep, applied at start
+    finally:
+        second.stop()
