@@ -6,12 +6,15 @@ slice's ops to the keyspace in one `Keyspace.apply` call, with the cyclic
 garbage collector paused: the millions of small objects a big file makes are
 not garbage, and scanning them would cost more than the parse.
 
-It tracks no byte offsets, which would cost more than the parse again.
-Instead, slices end just before a `*` that follows a CRLF, so most of them end
-on a record boundary; a slice after which the reader holds nothing and no
-MULTI is open is an *anchor*, a known clean offset. When something is wrong
-(framing, an unknown command, EOF inside a record or a MULTI), a strict
-Python scan from the last anchor finds the exact offset and decides:
+Offsets are not tracked per command, which would cost as much as the parse.
+Instead, slices end just before a MULTI (or any `*` that follows a CRLF), so
+most of them end on a record boundary, and the bytes of each slice's commands
+are counted with a few C-level passes; a slice that ends where its last
+complete command ends, with no MULTI open, is an *anchor*, a known clean
+offset. The strict Python scan (`_commands`) reads only from the last anchor:
+it checks the last records (hiredis does not check a bulk string's CRLF), and
+when something is wrong (framing, an unknown command, EOF inside a record or a
+MULTI) it finds the exact offset and decides:
 
 - the bytes after the last complete record are a prefix of a record, or an
   unterminated MULTI block: a *torn tail* (a crash mid-write). It was not
@@ -41,6 +44,7 @@ from emqd.store.keyspace import Keyspace
 SLICE_BYTES = 16 * 1024
 _MULTI = b"MULTI"
 _EXEC = b"EXEC"
+_RECORD_START = b"\r\n*1\r\n$5\r\nMULTI\r\n"
 
 # name -> (fewest args, most args, total count must be even): the op set of
 # store/keyspace.py, in the forms the file holds them.
@@ -116,7 +120,7 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
     start = 0
     try:
         while start < size:
-            end = buf.find(b"\r\n*", start + SLICE_BYTES)
+            end = _slice_end(buf, start + SLICE_BYTES)
             end = size if end < 0 else end + 2
             feed(buf, start, end - start)
             cmds: list = []
@@ -159,6 +163,16 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
     if _scan_tail(path, buf, consumed, size) != consumed:
         raise LoadError(path, consumed, "unreadable records after this offset")
     return Loaded(consumed, size - consumed)
+
+
+def _slice_end(buf: mmap.mmap, after: int) -> int:
+    """Where a CRLF before the next record most likely is, after `after` (-1: none).
+
+    A MULTI is the surest record start; any command start will do when there
+    is none near (files of one-op plans).
+    """
+    end = buf.find(_RECORD_START, after, after + 4 * SLICE_BYTES)
+    return end if end >= 0 else buf.find(b"\r\n*", after)
 
 
 def _encoded_length(cmds: list) -> int:

@@ -103,7 +103,7 @@ def test_writes_during_compaction_are_all_in_the_new_file(tmp_path: Path) -> Non
         rewrite(server)
         wait_for(lambda: path.stat().st_ino != inode)
         during = [w.acked for w in writers]
-        wait_for(lambda: all(w.acked > d + 20 for w, d in zip(writers, during)))
+        wait_for(lambda: all(w.acked > d + 20 for w, d in zip(writers, during, strict=True)))
         for writer in writers:
             writer.stop.set()
             writer.join(timeout=30)
@@ -128,13 +128,13 @@ def test_a_kill_during_or_after_compaction_loses_nothing(tmp_path: Path) -> None
         writer = Writer(server.port, 0 if moment == "during" else 1)
         try:
             writer.start()
-            wait_for(lambda: writer.acked > 20)
+            wait_for(lambda w=writer: w.acked > 20)
             inode = path.stat().st_ino
             rewrite(server)
             if moment == "during":
                 wait_for(lambda: temp.exists() and temp.stat().st_size > 0)
             else:
-                wait_for(lambda: path.stat().st_ino != inode)
+                wait_for(lambda old=inode: path.stat().st_ino != old)
             server.kill(signal.SIGKILL)
             assert temp.exists() == (moment == "during")
         finally:

@@ -49,7 +49,7 @@ def test_a_lease_that_crossed_a_restart_is_recovered_uncounted_then_the_next_is_
 
             claimed = r.execute_command("EMQ.CLAIM", "q", LEASE_MS)
             assert claimed[:2] == [job_id, b"2"]
-            time.sleep(LEASE_MS / 1000 + 0.05)  # this lease runs out under the process that granted it
+            time.sleep(LEASE_MS / 1000 + 0.05)  # runs out under the process that granted it
             assert r.execute_command("EMQ.STALLED.CHECK", "q") == [[job_id], []]
             row = job_row(r, job_id)
             assert row[b"state"] == b"pending" and row[b"stalled"] == b"1"  # counted

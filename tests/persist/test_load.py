@@ -149,3 +149,32 @@ def test_a_big_file_with_a_torn_tail_loads_through_many_anchors(tmp_path: Path) 
     loaded = load(str(path), space)
     assert (loaded.size, loaded.torn_bytes) == (len(whole), len(torn))
     assert len(space.data[b"pending"]) == 20_000
+
+
+def test_the_strict_scan_reads_only_the_tail_of_a_big_clean_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Records of one size: slice ends that fall at the same place of every
+    # record must still find record boundaries.
+    plans = [
+        [(b"HSET", b"emq:{q}:job:%07d" % i, b"state", b"pending", b"payload", b"p" * 36,
+          b"created_ms", b"%013d" % i),
+         (b"ZADD", b"emq:{q}:pending", b"%07d" % i, b"%07d" % i),
+         (b"HSET", b"emq:{q}:meta", b"seq", b"%07d" % i)]
+        for i in range(20_000)
+    ]
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(encode_records(plans))
+    scanned = []
+    real = load_module._commands
+
+    def counting(buf, pos, end):  # type: ignore[no-untyped-def]
+        for item in real(buf, pos, end):
+            scanned.append(item)
+            yield item
+
+    monkeypatch.setattr(load_module, "_commands", counting)
+    space = Keyspace()
+    assert load(str(path), space).torn_bytes == 0
+    assert len(space) == 20_002
+    assert 0 < len(scanned) < 2_000  # of 100_000 commands

@@ -98,7 +98,8 @@ def test_redis_loads_a_queue_written_by_emqd_before_and_after_compaction(tmp_pat
         with redis.Redis(port=server.port) as r:
             inode = path.stat().st_ino
             raw = RawClient(server.port)
-            assert raw.command("BGREWRITEAOF") == b"+Background append only file rewriting started\r\n"
+            started = raw.command("BGREWRITEAOF")
+            assert started == b"+Background append only file rewriting started\r\n"
             raw.close()
             until_rewritten(path, inode)
             r.execute_command("SHUTDOWN")
