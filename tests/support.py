@@ -157,6 +157,19 @@ class RawClient:
             data += chunk
 
 
+def send_shutdown(port: int) -> None:
+    """SHUTDOWN on a raw socket; as in Redis, the answer is the connection closing.
+
+    (redis-py's execute_command would reconnect to retry, and fail.)
+    """
+    client = RawClient(port)
+    try:
+        client.send(encode_request("SHUTDOWN"))
+        assert client.read_until_closed() == b""
+    finally:
+        client.close()
+
+
 def encode_request(*args: bytes | str | int) -> bytes:
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:

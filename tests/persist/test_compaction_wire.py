@@ -15,7 +15,7 @@ from redis.retry import Retry
 from emqd.persist.aof import TEMP_SUFFIX
 from emqd.persist.records import encode_records
 from tests.persist.helpers import Dump, dump_file
-from tests.support import RawClient, ServerProcess, start_emqd
+from tests.support import RawClient, ServerProcess, send_shutdown, start_emqd
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_writes_during_compaction_are_all_in_the_new_file(tmp_path: Path) -> Non
             writer.stop.set()
             writer.join(timeout=30)
         with redis.Redis(port=server.port) as r:
-            r.execute_command("SHUTDOWN")
+            send_shutdown(server.port)
     finally:
         assert server.stop() == 0
     expected = base

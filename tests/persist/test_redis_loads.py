@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from tests.persist.helpers import RandomPlans, dump_file, redis_dump, write_file
-from tests.support import RawClient, redis_server_path, start_emqd, start_redis
+from tests.support import RawClient, redis_server_path, send_shutdown, start_emqd, start_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis_reference]
 
@@ -86,7 +86,7 @@ def test_redis_loads_a_queue_written_by_emqd_before_and_after_compaction(tmp_pat
             pipe.hset("t", "f", "1")
             pipe.execute_command("EMQ.ADD", "q", "in multi")
             pipe.execute()
-            r.execute_command("SHUTDOWN")
+            send_shutdown(server.port)
     finally:
         server.stop()
     ours = dump_file(str(path))
@@ -102,7 +102,7 @@ def test_redis_loads_a_queue_written_by_emqd_before_and_after_compaction(tmp_pat
             assert started == b"+Background append only file rewriting started\r\n"
             raw.close()
             until_rewritten(path, inode)
-            r.execute_command("SHUTDOWN")
+            send_shutdown(server.port)
     finally:
         server.stop()
     assert dump_file(str(path)) == ours

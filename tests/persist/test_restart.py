@@ -19,7 +19,7 @@ from emqd.persist.load import load
 from emqd.persist.records import encode_records
 from emqd.store.keyspace import Keyspace
 from tests.persist.helpers import dump_file
-from tests.support import ROOT, RawClient, ServerProcess, encode_request, start_emqd
+from tests.support import ROOT, ServerProcess, send_shutdown, start_emqd
 from tests.verbs.jobs import check_invariant
 
 pytestmark = pytest.mark.slow
@@ -59,12 +59,7 @@ def test_a_restart_serves_what_was_written_under_a_new_epoch(tmp_path: Path) -> 
                 "h": r.hgetall("h"), "t": r.hgetall("t"), "dbsize": r.dbsize(),
                 "epoch": r.execute_command("EMQ.EPOCH"),
             }
-            # As Redis, SHUTDOWN closes the connection without a reply (a raw
-            # client: redis-py would reconnect to retry, delaying the restart).
-            shutdown = RawClient(server.port)
-            shutdown.send(encode_request("SHUTDOWN"))
-            assert shutdown.read_until_closed() == b""
-            shutdown.close()
+            send_shutdown(server.port)
     finally:
         assert server.stop() == 0
     assert before["dbsize"] > 0
