@@ -128,17 +128,18 @@ def zadd(session: Session, argv: list[bytes]) -> Any:
     if incr and elements > 2:
         raise errors.ZADD_INCR_PAIRS
     pairs = [(_score(argv[j]), argv[j + 1]) for j in range(i, len(argv), 2)]
-    return _add(session, argv[1], pairs, nx, xx, gt, lt, incr, b"ch" in flags)
+    return _add(session, argv[1], pairs, nx=nx, xx=xx, gt=gt, lt=lt, incr=incr,
+                ch=b"ch" in flags)
 
 
 def zincrby(session: Session, argv: list[bytes]) -> Any:
     """ZINCRBY key increment member -> the new score (ZADD INCR's path, as in Redis)."""
-    return _add(session, argv[1], [(_score(argv[2]), argv[3])], False, False, False, False,
-                True, False)
+    return _add(session, argv[1], [(_score(argv[2]), argv[3])], incr=True)
 
 
-def _add(session: Session, key: bytes, pairs: list[tuple[float, bytes]], nx: bool, xx: bool,
-         gt: bool, lt: bool, incr: bool, ch: bool) -> Any:
+def _add(session: Session, key: bytes, pairs: list[tuple[float, bytes]], *, nx: bool = False,
+         xx: bool = False, gt: bool = False, lt: bool = False, incr: bool = False,
+         ch: bool = False) -> Any:
     """zsetAdd over each pair in turn, as a plan: one op pair per effective change, in order."""
     zset = _zset(session, key)
     if zset is None and xx:
@@ -485,7 +486,6 @@ def zscan(session: Session, argv: list[bytes]) -> Any:
     return [b"%d" % cursor, items]
 
 
-_RANGE = "readonly"
 COMMANDS = [
     command("zadd", -4, "write denyoom fast", zadd, (1, 1, 1), group="sorted-set"),
     command("zincrby", 4, "write denyoom fast", zincrby, (1, 1, 1), group="sorted-set"),
@@ -497,12 +497,12 @@ COMMANDS = [
     command("zlexcount", 4, "readonly fast", zlexcount, (1, 1, 1), group="sorted-set"),
     command("zrank", 3, "readonly fast", zrank, (1, 1, 1), group="sorted-set"),
     command("zrevrank", 3, "readonly fast", zrevrank, (1, 1, 1), group="sorted-set"),
-    command("zrange", -4, _RANGE, zrange, (1, 1, 1), group="sorted-set"),
-    command("zrangebyscore", -4, _RANGE, zrangebyscore, (1, 1, 1), group="sorted-set"),
-    command("zrevrange", -4, _RANGE, zrevrange, (1, 1, 1), group="sorted-set"),
-    command("zrevrangebyscore", -4, _RANGE, zrevrangebyscore, (1, 1, 1), group="sorted-set"),
-    command("zrangebylex", -4, _RANGE, zrangebylex, (1, 1, 1), group="sorted-set"),
-    command("zrevrangebylex", -4, _RANGE, zrevrangebylex, (1, 1, 1), group="sorted-set"),
+    command("zrange", -4, "readonly", zrange, (1, 1, 1), group="sorted-set"),
+    command("zrangebyscore", -4, "readonly", zrangebyscore, (1, 1, 1), group="sorted-set"),
+    command("zrevrange", -4, "readonly", zrevrange, (1, 1, 1), group="sorted-set"),
+    command("zrevrangebyscore", -4, "readonly", zrevrangebyscore, (1, 1, 1), group="sorted-set"),
+    command("zrangebylex", -4, "readonly", zrangebylex, (1, 1, 1), group="sorted-set"),
+    command("zrevrangebylex", -4, "readonly", zrevrangebylex, (1, 1, 1), group="sorted-set"),
     command("zpopmin", -2, "write fast", zpopmin, (1, 1, 1), group="sorted-set"),
     command("zpopmax", -2, "write fast", zpopmax, (1, 1, 1), group="sorted-set"),
     command("zremrangebyscore", 4, "write", zremrangebyscore, (1, 1, 1), group="sorted-set"),

@@ -97,10 +97,6 @@ class ZSet:
             return None
         return self.order.index((score, member))
 
-    def by_rank(self, start: int, stop: int) -> list[tuple[float, bytes]]:
-        """Pairs from rank `start` to `stop` inclusive, both already clamped to 0..len-1."""
-        return list(self.order.islice(start, stop + 1))
-
     def walk(self, start: int, stop: int, reverse: bool = False) -> Iterator[tuple[float, bytes]]:
         """Pairs of ranks `[start, stop)`, ascending, or descending when `reverse`."""
         return self.order.islice(start, stop, reverse=reverse)
