@@ -368,6 +368,23 @@ CASES: dict[str, list[tuple]] = {
         ("ZADD", "", "1", ""),
         ("ZRANGE", "", "0", "-1", "WITHSCORES"),
     ],
+    "inside MULTI": [
+        ("MULTI",),
+        ("HSET", "h", "a", "1"),
+        ("HINCRBY", "h", "a", "x"),
+        ("ZADD", "z", "1.5", "a", "2", "b"),
+        ("ZINCRBY", "z", "1", "a"),
+        ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+        ("ZADD", "h", "1", "a"),
+        ("ZPOPMIN", "z", "1"),
+        ("HGETALL", "h"),
+        ("EXEC",),
+        ("MULTI",),
+        ("ZADD", "z", "1"),
+        ("HSET", "h", "b", "2"),
+        ("EXEC",),
+        ("HGETALL", "h"),
+    ],
 }
 
 GLOB_FIELDS = [
