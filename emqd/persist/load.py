@@ -8,10 +8,10 @@ not garbage, and scanning them would cost more than the parse.
 
 Offsets are not tracked per command, which would cost as much as the parse.
 Instead, slices end just before a MULTI (or any `*` that follows a CRLF), so
-most of them end on a record boundary, and the bytes of each slice's commands
-are counted with a few C-level passes; a slice that ends where its last
-complete command ends, with no MULTI open, is an *anchor*, a known clean
-offset. The strict Python scan (`_commands`) reads only from the last anchor:
+most of them end on a record boundary; a slice after which the reader holds
+no byte and no MULTI is open is an *anchor*, a known clean offset (the next
+byte is a `*`, and inside a command the next element would start with `$`).
+The strict Python scan (`_commands`) reads only from the last anchor:
 it checks the last records (hiredis does not check a bulk string's CRLF), and
 when something is wrong (framing, an unknown command, EOF inside a record or a
 MULTI) it finds the exact offset and decides:
@@ -35,7 +35,6 @@ import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
 
 import hiredis
 
@@ -111,11 +110,10 @@ def load(path: str, keyspace: Keyspace) -> Loaded:
 
 def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
     reader = hiredis.Reader()
-    feed, gets = reader.feed, reader.gets
+    feed, gets, has_data = reader.feed, reader.gets, reader.has_data
     apply = keyspace.apply
     specs = _SPECS
     txn: list | None = None  # ops of an open MULTI, applied at its EXEC
-    consumed = 0  # bytes of the complete commands parsed so far
     anchor = 0
     start = 0
     try:
@@ -123,11 +121,8 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
             end = _slice_end(buf, start + SLICE_BYTES)
             end = size if end < 0 else end + 2
             feed(buf, start, end - start)
-            cmds: list = []
-            while (cmd := gets()) is not False:
-                cmds.append(cmd)
             ops: list = []
-            for cmd in cmds:
+            while (cmd := gets()) is not False:
                 spec = specs.get(cmd[0])
                 if spec is not None:
                     n = len(cmd)
@@ -145,24 +140,20 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
                 else:
                     raise _Problem
             _apply_slice(path, buf, size, apply, ops)
-            consumed += _encoded_length(cmds)
             start = end
-            if consumed == end and txn is None and end < size:
-                anchor = end  # the last slice is always scanned strictly, below
+            # The reader has used every byte and the next one is a `*`: within a
+            # command the next element would be a `$`, so this is a boundary.
+            if txn is None and not has_data() and end < size:
+                anchor = end
     except (_Problem, hiredis.ProtocolError, TypeError, IndexError):
         _scan_tail(path, buf, anchor, size)  # raises at the damage it finds
         raise LoadError(path, anchor, "unreadable records after this offset") from None
-    if txn is None and consumed == size:
-        # hiredis does not check the CRLF after a bulk string: the strict scan
-        # looks at the last records, where a crash leaves its marks.
-        if _scan_tail(path, buf, anchor, size) != size:
-            raise LoadError(path, anchor, "unreadable records after this offset")
-        return Loaded(size, 0)
-    if txn is not None:  # the open MULTI's own bytes, and those of its commands so far
-        consumed -= _encoded_length([[_MULTI], *txn])
-    if _scan_tail(path, buf, consumed, size) != consumed:
-        raise LoadError(path, consumed, "unreadable records after this offset")
-    return Loaded(consumed, size - consumed)
+    # The strict scan of the last records: it checks what hiredis does not
+    # (a bulk string's CRLF) and finds where a torn tail starts.
+    torn_at = _scan_tail(path, buf, anchor, size)
+    if torn_at == size and txn is not None:
+        raise LoadError(path, anchor, "unreadable records after this offset")
+    return Loaded(torn_at, size - torn_at)
 
 
 def _slice_end(buf: mmap.mmap, after: int) -> int:
@@ -173,20 +164,6 @@ def _slice_end(buf: mmap.mmap, after: int) -> int:
     """
     end = buf.find(_RECORD_START, after, after + 4 * SLICE_BYTES)
     return end if end >= 0 else buf.find(b"\r\n*", after)
-
-
-def _encoded_length(cmds: list) -> int:
-    """The bytes `cmds` take as RESP multi-bulk requests, the way the file writes them.
-
-    Computed a slice at a time with C-level passes: each `$<len>\r\n<arg>\r\n`
-    is len + digits + 5, each `*<argc>\r\n` digits + 3, and `str()` of a list of
-    n numbers is their digits plus 2n characters.
-    """
-    if not cmds:
-        return 0
-    lens = list(map(len, chain.from_iterable(cmds)))
-    argcs = list(map(len, cmds))
-    return sum(lens) + len(str(lens)) + 3 * len(lens) + len(str(argcs)) + len(argcs)
 
 
 def _apply_slice(path: str, buf: mmap.mmap, size: int, apply, ops: list) -> None:  # type: ignore[no-untyped-def]

@@ -107,8 +107,7 @@ def test_writes_during_compaction_are_all_in_the_new_file(tmp_path: Path) -> Non
         for writer in writers:
             writer.stop.set()
             writer.join(timeout=30)
-        with redis.Redis(port=server.port) as r:
-            send_shutdown(server.port)
+        send_shutdown(server.port)
     finally:
         assert server.stop() == 0
     expected = base
