@@ -227,7 +227,7 @@ async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture
             worker = Worker(queue, handler, concurrency=4, lease_ms=600, block_ms=100)
             task = asyncio.create_task(worker.run())
             try:
-                await wait_async(lambda: _count(queue, "active"), 4, 5)
+                await wait_async(lambda: count_stat(queue, "active"), 4, 5)
                 server.kill()
                 await asyncio.sleep(0.3)
                 server = start_emqd(port=port)
@@ -235,7 +235,7 @@ async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture
                 # Every old run is dropped before new jobs (with the same ids!) arrive.
                 await wait_async(lambda: _value(worker.counts.lost), 4, 5)
                 after = await queue.add_many([b"after"] * 6)
-                await wait_async(lambda: _count(queue, "completed"), 6, 10)
+                await wait_async(lambda: count_stat(queue, "completed"), 6, 10)
             finally:
                 worker.stop()
                 await asyncio.wait_for(task, 5)
@@ -253,7 +253,7 @@ async def _state(queue: Queue, job_id: str) -> str:
     return (await queue.get(job_id)).state
 
 
-async def _count(queue: Queue, field: str) -> int:
+async def count_stat(queue: Queue, field: str) -> int:
     """A STATS count, or -1 while the server is away."""
     try:
         return getattr(await queue.stats(), field)
@@ -275,3 +275,4 @@ async def wait_async(read: Callable, expected: object, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"still {value!r} after {timeout}s")
         await asyncio.sleep(0.02)
+
