@@ -131,3 +131,12 @@ async def test_a_blocking_claim_waits_for_an_add_on_another_connection(queue: Qu
     jobs = await asyncio.wait_for(waiting, 3)
     assert [job.id for job in jobs] == [job_id]
     assert await queue.claim(100, block_ms=50) == []
+
+
+async def test_a_job_in_a_lane_is_claimed_and_completed_like_any_other(queue: Queue) -> None:
+    job_id = await queue.add(b"per-tenant", group="tenant-1")
+    assert (await queue.get(job_id)).fields["group"] == b"tenant-1"
+    [job] = await queue.claim(5000, block_ms=1000)
+    assert job.id == job_id
+    await queue.complete(job)
+    assert (await queue.stats()).completed == 1
