@@ -123,20 +123,28 @@ def execute(session: Session, argv: list[bytes]) -> Any:
     session.server.total_commands += 1
     row = lookup(argv)
     if type(row) is ReplyError:
-        return _reject(session, row)
+        return _reject(session, row, argv)
     session.last_command = row.name  # type: ignore[union-attr]
     if not session.authenticated and "no_auth" not in row.flags:  # type: ignore[union-attr]
-        return _reject(session, errors.NOAUTH)
+        return _reject(session, errors.NOAUTH, argv)
     if session.multi is not None and row.name not in _IN_MULTI_DIRECT:  # type: ignore[union-attr]
         if "no_multi" in row.flags:  # type: ignore[union-attr]
-            return _reject(session, errors.NOT_IN_MULTI)
+            return _reject(session, errors.NOT_IN_MULTI, argv)
         session.multi.append(argv)
         return "QUEUED"
     return _run(session, row, argv)  # type: ignore[arg-type]
 
 
-def _reject(session: Session, error: ReplyError) -> ReplyError:
-    """A refusal before the command runs; inside MULTI it dooms the EXEC."""
+def _reject(session: Session, error: ReplyError, argv: list[bytes]) -> ReplyError:
+    """A refusal before the command runs; inside MULTI it dooms the EXEC.
+
+    A refused EXEC itself discards the transaction and says why, as Redis's
+    execCommandAbort does.
+    """
+    if argv[0].lower() == b"exec":
+        session.multi = None
+        session.multi_error = False
+        return errors.exec_abort(error)
     if session.multi is not None:
         session.multi_error = True
     return error

@@ -61,6 +61,9 @@ OVERFLOW = ReplyError("ERR increment or decrement would overflow")
 NOAUTH = ReplyError("NOAUTH Authentication required.")
 WRONGPASS = ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
 DB_OUT_OF_RANGE = ReplyError("ERR DB index is out of range")
+NOT_INT32 = ReplyError(
+    "ERR value is out of range, value must between -2147483648 and 2147483647"
+)
 EXECABORT = ReplyError("EXECABORT Transaction discarded because of previous errors.")
 MULTI_NESTED = ReplyError("ERR MULTI calls can not be nested")
 EXEC_WITHOUT_MULTI = ReplyError("ERR EXEC without MULTI")
@@ -79,6 +82,12 @@ ZRANGE_LIMIT_RANK = ReplyError(
 ZRANGE_WITHSCORES_LEX = ReplyError(
     "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
 )
+
+
+def exec_abort(error: ReplyError) -> ReplyError:
+    """EXEC refused before it runs: Redis quotes the error, without an `ERR ` code."""
+    text = error.message[4:] if error.message.startswith(b"ERR ") else error.message
+    return ReplyError(b"EXECABORT Transaction discarded because of: " + text)
 
 
 def wrong_arity(name: str) -> ReplyError:
@@ -131,8 +140,13 @@ HELLO_NOAUTH = ReplyError(
     "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
     "select the RESP protocol version at the same time"
 )
+INVALID_CLIENT_ID = ReplyError("ERR Invalid client ID")
 NOPROTO = ReplyError("NOPROTO unsupported protocol version")
 BAD_PROTOCOL_VERSION = ReplyError("ERR Protocol version is not an integer or out of range")
+
+
+def unknown_client_type(name: bytes) -> ReplyError:
+    return ReplyError(_one_line(b"ERR Unknown client type '" + _c_string(name) + b"'"))
 
 
 def hello_syntax(option: bytes) -> ReplyError:

@@ -40,8 +40,10 @@ def reset(session: Session, argv: list[bytes]) -> Any:
 
 def select(session: Session, argv: list[bytes]) -> Any:
     index = parse_int(argv[1])
-    if index is None or not -(2**31) <= index < 2**31:
+    if index is None:
         raise errors.NOT_INTEGER
+    if not -(2**31) <= index < 2**31:
+        raise errors.NOT_INT32
     if index != 0:
         raise errors.DB_OUT_OF_RANGE
     return "OK"
@@ -161,15 +163,15 @@ def client_list(session: Session, argv: list[bytes]) -> Any:
     if i < len(argv) and argv[i].lower() == b"type" and len(argv) == 4:
         kind = argv[3].lower()
         if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
-            raise errors.ReplyError(b"ERR Unknown client type '" + argv[3] + b"'")
+            raise errors.unknown_client_type(argv[3])
         if kind != b"normal":
             clients = []
     elif i < len(argv) and argv[i].lower() == b"id" and len(argv) > 3:
         wanted = set()
         for raw in argv[3:]:
             number = parse_int(raw)
-            if number is None or number <= 0:
-                raise errors.ReplyError("ERR Invalid client ID")
+            if number is None:
+                raise errors.INVALID_CLIENT_ID
             wanted.add(number)
         clients = [c for c in clients if c.id in wanted]
     elif len(argv) > 2:
@@ -220,7 +222,7 @@ _CONN = "connection"
 COMMANDS = [
     command("ping", -1, "fast sentinel", ping, group=_CONN,
             summary="Returns the server's liveliness response."),
-    command("echo", 2, "fast", echo, group=_CONN, summary="Returns the given string."),
+    command("echo", 2, "loading stale fast", echo, group=_CONN, summary="Returns the given string."),
     command("quit", -1, "allow_busy noscript loading stale fast no_auth", quit_, group=_CONN,
             summary="Closes the connection."),
     command("reset", 1, "noscript loading stale fast no_auth allow_busy", reset, group=_CONN,

@@ -75,6 +75,9 @@ def _key_specs(row: Command) -> list:
     }]
 
 
+_UNLISTED_FLAGS = {"fast", "sentinel"}  # fast goes last; Redis never lists sentinel
+
+
 def command_info(row: Command) -> list:
     """One COMMAND INFO entry, in Redis 7.0's ten-field shape."""
     _, subtables = _dispatch_tables()
@@ -82,7 +85,7 @@ def command_info(row: Command) -> list:
     return [
         row.name.encode(),
         row.arity,
-        Set(sorted(row.flags - {"fast"}) + (["fast"] if "fast" in row.flags else [])),
+        Set(sorted(row.flags - _UNLISTED_FLAGS) + (["fast"] if "fast" in row.flags else [])),
         *row.keys,
         Set(_categories(row)),
         [],
@@ -155,6 +158,7 @@ DEFAULT_SECTIONS = (
     "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
     "errorstats", "cluster", "keyspace",
 )
+_TITLES = {"cpu": "CPU"}  # the others are capitalized
 
 
 def _rss_bytes() -> int:
@@ -281,7 +285,7 @@ def info(session: Session, argv: list[bytes]) -> Any:
     now = clock.now_ms()
     state = session.server
     text = "\r\n".join(
-        f"# {name.capitalize()}\r\n"
+        f"# {_TITLES.get(name, name.capitalize())}\r\n"
         + "".join(f"{key}:{value}\r\n" for key, value in info_section(state, name, now).items())
         for name in names
     )
@@ -320,9 +324,15 @@ def config_values(state: ServerState) -> dict[str, str]:
 
 
 def config_get(session: Session, argv: list[bytes]) -> Any:
+    """CONFIG GET pattern ...: a plain name is answered under the name as asked, like Redis."""
     values = config_values(session.server)
     found: dict[bytes, bytes] = {}
     for pattern in argv[2:]:
+        if not any(c in pattern for c in b"*?["):
+            value = values.get(pattern.lower().decode("latin-1"))
+            if value is not None:
+                found.setdefault(pattern, value.encode())
+            continue
         matches = compile_pattern(pattern.lower())
         for name, value in values.items():
             if matches(name.encode()):

@@ -1,0 +1,115 @@
+"""Connection commands, byte for byte with redis-server 7.0 (HELLO and CLIENT by structure)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tests.support import RawClient
+from tests.wire.compare import same_replies, shape
+from tests.wire.conftest import emqd_auth, redis_auth  # noqa: F401  (fixtures)
+
+SAME_BYTES = [
+    ("PING",), ("PING", "hi"), ("PING", "a", "b"), ("ECHO", ""), ("ECHO", "a\r\nb"), ("ECHO",),
+    ("SELECT", "0"), ("SELECT", "1"), ("SELECT", "-1"), ("SELECT", "x"), ("SELECT", "99999999999"), ("SELECT", "2147483647"),
+    ("SELECT", "-2147483649"),
+    ("SELECT",),
+    ("AUTH", "x"), ("AUTH", "default", "x"), ("AUTH", "bob", "x"), ("AUTH", "a", "b", "c"), ("AUTH",),
+    ("HELLO", "4"), ("HELLO", "0"), ("HELLO", "x"), ("HELLO", "2", "AUTH", "default"),
+    ("HELLO", "2", "FOO"), ("HELLO", "2", "SETNAME", "a b"), ("HELLO", "2", "SETNAME", "é"),
+    ("CLIENT",), ("CLIENT", "NOPE"), ("CLIENT", "SETNAME"), ("CLIENT", "SETNAME", "a b"),
+    ("CLIENT", "SETNAME", "a\nb"), ("CLIENT", "GETNAME"), ("CLIENT", "SETNAME", "worker-1"),
+    ("CLIENT", "GETNAME"), ("CLIENT", "SETNAME", ""), ("CLIENT", "GETNAME"), ("CLIENT", "ID", "x"),
+    ("CLIENT", "INFO", "x"), ("CLIENT", "LIST", "TYPE", "pubsub"), ("CLIENT", "LIST", "TYPE", "x"),
+    ("CLIENT", "LIST", "ID", "0"), ("CLIENT", "LIST", "ID", "x"), ("CLIENT", "LIST", "ID", "-1"),
+    ("CLIENT", "LIST", "TYPE", "normal", "x"), ("CLIENT", "LIST", "ID"), ("CLIENT", "LIST", "ID", "99999"), ("CLIENT", "LIST", "FOO"),
+    ("RESET", "x"), ("QUIT", "x", "y"),
+]
+
+
+def test_connection_commands_answer_like_redis(emqd_port: int, redis_ref: int) -> None:
+    same_replies(emqd_port, redis_ref, SAME_BYTES)
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_hello_switches_protocol_and_answers_in_the_new_one(
+    resp: int, emqd_port: int, redis_ref: int
+) -> None:
+    script = [("HELLO", resp), ("HELLO",), ("CLIENT", "GETNAME"), ("PING",), ("ECHO", "x"),
+              ("HELLO", resp, "SETNAME", "n"), ("CLIENT", "GETNAME"), ("CONFIG", "GET", "save"),
+              ("MULTI",), ("HELLO", 5 - resp), ("EXEC",), ("PING",)]
+    ours, theirs = RawClient(emqd_port), RawClient(redis_ref)
+    try:
+        for request in script:
+            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_client_id_info_and_list_have_redis_structure(emqd_port: int, redis_ref: int) -> None:
+    for port in (emqd_port, redis_ref):
+        with redis.Redis(port=port, protocol=3) as client:
+            client.client_setname("me")
+            me = client.client_info()
+            assert me["id"] == client.client_id() and me["name"] == "me" and me["resp"] == "3"
+            listed = {int(entry["id"]): entry for entry in client.client_list()}
+            assert listed[int(me["id"])]["name"] == "me"
+    fields = []
+    for port in (emqd_port, redis_ref):
+        raw = RawClient(port)
+        fields.append([item.split(b"=")[0] for item in raw.command("CLIENT", "INFO").split()[1:]])
+        raw.close()
+    assert fields[0] == fields[1]
+
+
+def test_reset_returns_to_a_fresh_connection(emqd_port: int, redis_ref: int) -> None:
+    script = [("HELLO", 3, "SETNAME", "x"), ("MULTI",), ("PING",), ("RESET",), ("CLIENT", "GETNAME"),
+              ("EXEC",), ("PING",)]
+    ours, theirs = RawClient(emqd_port), RawClient(redis_ref)
+    try:
+        for request in script:
+            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_quit_answers_ok_then_closes(emqd_port: int, redis_ref: int) -> None:
+    for port in (emqd_port, redis_ref):
+        raw = RawClient(port)
+        raw.send(b"*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n")
+        assert raw.read_until_closed() == b"+OK\r\n"
+        raw.close()
+
+
+PASSWORD_SCRIPT = [
+    ("PING",), ("nosuch",), ("ECHO",), ("CLIENT", "NOPE"), ("MULTI",), ("HELLO", "3"),
+    ("HELLO", "3", "AUTH", "default", "bad"), ("HELLO", "3", "AUTH", "bob", "sekret"),
+    ("AUTH", "bad"), ("AUTH", "default", "bad"), ("AUTH", "a", "b", "c"), ("QUIT",),
+]
+AUTHED_SCRIPT = [
+    ("AUTH", "sekret"), ("PING",), ("MULTI",), ("AUTH", "sekret"), ("EXEC",),
+    ("RESET",), ("PING",), ("HELLO", "2", "AUTH", "default", "sekret", "SETNAME", "w"),
+    ("CLIENT", "GETNAME"), ("AUTH", "default", "sekret"),
+]
+
+
+def test_requirepass_refusals_like_redis(emqd_auth: int, redis_auth: int) -> None:
+    same_replies(emqd_auth, redis_auth, PASSWORD_SCRIPT)
+    ours, theirs = RawClient(emqd_auth), RawClient(redis_auth)
+    try:
+        for request in AUTHED_SCRIPT:
+            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_client_setinfo_is_accepted_for_redis_py(emqd_port: int) -> None:
+    """Redis 7.2's CLIENT SETINFO, which redis-py sends: emqd answers OK (7.0 has none)."""
+    raw = RawClient(emqd_port)
+    assert raw.command("CLIENT", "SETINFO", "LIB-NAME", "redis-py") == b"+OK\r\n"
+    assert raw.command("CLIENT", "SETINFO", "LIB-VER", "5.0") == b"+OK\r\n"
+    assert b" lib-name=redis-py lib-ver=5.0" in raw.command("CLIENT", "INFO")
+    raw.close()

@@ -1,0 +1,84 @@
+"""The command line (protocol section 10): flags, EMQD_* variables, strict protected mode."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emqd.cli import config_from
+from emqd.config import Config
+from tests.support import ROOT, RawClient, start_emqd
+
+
+def test_defaults() -> None:
+    config = config_from([], {})
+    assert config == Config()
+    assert (config.bind, config.port, config.dir, config.appendonly) == ("127.0.0.1", 6390, ".", True)
+    assert (config.appendfsync, config.max_payload, config.maxclients) == ("everysec", 16 << 20, 10000)
+
+
+def test_every_flag_has_an_env_variable_and_flags_win() -> None:
+    env = {"EMQD_PORT": "7000", "EMQD_APPENDONLY": "no", "EMQD_REQUIREPASS": "pw",
+           "EMQD_AOF_REWRITE_MIN_SIZE": "1024", "EMQD_LOGLEVEL": "debug", "EMQD_MAXCLIENTS": "5"}
+    config = config_from([], env)
+    assert (config.port, config.appendonly, config.requirepass) == (7000, False, "pw")
+    assert (config.aof_rewrite_min_size, config.loglevel, config.maxclients) == (1024, "debug", 5)
+    config = config_from(["--port", "7001", "--appendonly", "yes", "--max-payload", "10"], env)
+    assert (config.port, config.appendonly, config.max_payload) == (7001, True, 10)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--port", "x"], {}, "--port must be an integer"),
+        (["--port", "70000"], {}, "--port must be at most 65535"),
+        (["--maxclients", "-1"], {}, "must not be negative"),
+        (["--appendfsync", "sometimes"], {}, "invalid choice"),
+        ([], {"EMQD_APPENDFSYNC": "sometimes"}, "--appendfsync must be one of"),
+        (["--nosuch"], {}, "unrecognized arguments"),
+        (["--bind", "0.0.0.0"], {}, "refusing to listen on 0.0.0.0 without a password"),
+        (["--bind", "::"], {}, "refusing to listen on :: without a password"),
+        ([], {"EMQD_BIND": "10.1.2.3"}, "refusing to listen on 10.1.2.3"),
+    ],
+)
+def test_bad_settings_exit_with_a_clear_message(
+    argv: list[str], env: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        config_from(argv, env)
+    assert exit_.value.code != 0
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_needs_no_password(bind: str) -> None:
+    assert config_from(["--bind", bind], {}).bind == bind
+
+
+def test_a_password_allows_any_address() -> None:
+    assert config_from(["--bind", "0.0.0.0"], {"EMQD_REQUIREPASS": "pw"}).requirepass == "pw"
+
+
+def test_protected_mode_refuses_to_start_as_a_process() -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EMQD_BIND="0.0.0.0")
+    env.pop("EMQD_REQUIREPASS", None)
+    done = subprocess.run([sys.executable, "-m", "emqd", "--port", "1"], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "refusing to listen on 0.0.0.0 without a password" in done.stderr
+    assert "--requirepass (or EMQD_REQUIREPASS)" in done.stderr
+
+
+def test_the_process_reads_its_settings_from_the_environment() -> None:
+    server = start_emqd(env={"EMQD_REQUIREPASS": "from-env", "EMQD_MAXCLIENTS": "7"})
+    try:
+        client = RawClient(server.port)
+        assert client.command("PING") == b"-NOAUTH Authentication required.\r\n"
+        assert client.command("AUTH", "from-env") == b"+OK\r\n"
+        assert client.command("CONFIG", "GET", "maxclients") == b"*2\r\n$10\r\nmaxclients\r\n$1\r\n7\r\n"
+        client.close()
+    finally:
+        server.stop()
