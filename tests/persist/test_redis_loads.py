@@ -35,6 +35,10 @@ def as_redis_loads_it(path: Path, scratch: Path) -> dict:
     server = start_redis("--appendonly", "yes", "--appendfilename", "emqd.aof", dir=str(scratch))
     try:
         with redis.Redis(port=server.port) as client:
+            # Redis listens before it loads, and shows aof_enabled:0 while loading.
+            deadline = time.monotonic() + 20
+            while client.info("persistence")["loading"] and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert client.info("persistence")["aof_enabled"] == 1
             return redis_dump(client)
     finally:
