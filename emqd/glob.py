@@ -27,8 +27,15 @@ class _Class:
         self.ranges: list[tuple[int, int]] = []
 
     def matches(self, c: int) -> bool:
-        hit = c in self.bytes_ or any(lo <= c <= hi for lo, hi in self.ranges)
+        signed = _signed(c)
+        hit = c in self.bytes_ or any(lo <= signed <= hi for lo, hi in self.ranges)
         return hit != self.negate
+
+
+def _signed(c: int) -> int:
+    """A byte as Redis compares it in a range: a C char, signed on x86, so bytes
+    0x80..0xff sort below 0x00 and a range from `a` to byte 0xff holds byte 0x00."""
+    return c - 256 if c >= 128 else c
 
 
 def _tokens(pattern: bytes) -> list:
@@ -57,7 +64,7 @@ def _tokens(pattern: bytes) -> list:
                     i -= 1
                     break
                 elif n - i >= 3 and pattern[i + 1] == 45:  # -
-                    lo, hi = sorted((pattern[i], pattern[i + 2]))
+                    lo, hi = sorted((_signed(pattern[i]), _signed(pattern[i + 2])))
                     cls.ranges.append((lo, hi))
                     i += 2
                 else:

@@ -128,7 +128,7 @@ def hscan(session: Session, argv: list[bytes]) -> Any:
         cursor, names = scan.walk(row, cursor, count)
     items: list[bytes] = []
     for name in names:
-        if pattern is None or pattern.matches(name):
+        if pattern is None or pattern(name):
             items += (name, row[name])
     return [b"%d" % cursor, items]
 

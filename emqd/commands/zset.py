@@ -481,7 +481,7 @@ def zscan(session: Session, argv: list[bytes]) -> Any:
     items: list[bytes] = []
     scores = zset.scores
     for member in members:
-        if pattern is None or pattern.matches(member):
+        if pattern is None or pattern(member):
             items += (member, text(scores[member]))
     return [b"%d" % cursor, items]
 

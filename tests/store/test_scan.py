@@ -1,8 +1,4 @@
-"""scan.py: Redis's glob (stringmatchlen), SCAN options, and the cursor walk's guarantees.
-
-The glob rows follow util.c's stringmatchlen; the differential suite sends the
-same kinds of patterns to a real redis-server through HSCAN/ZSCAN MATCH.
-"""
+"""scan.py: HSCAN/ZSCAN options, and the cursor walk's guarantees."""
 
 from __future__ import annotations
 
@@ -11,36 +7,7 @@ import random
 import pytest
 
 from emqd.errors import NOT_INTEGER, SYNTAX, ReplyError
-from emqd.scan import Pattern, parse_options, walk
-
-
-@pytest.mark.parametrize(
-    "pattern, text, matches",
-    [
-        (b"*", b"anything", True), (b"*", b"", False), (b"", b"", True), (b"", b"a", False),
-        (b"**", b"", False), (b"a*", b"a", True), (b"*a", b"ba", True), (b"*a", b"ab", False),
-        (b"a*b*c", b"aXbYc", True), (b"a*b*c", b"aXbY", False), (b"?", b"x", True),
-        (b"?", b"", False), (b"?", b"xy", False), (b"h?llo", b"hello", True),
-        (b"[abc]", b"b", True), (b"[abc]", b"d", False), (b"[^abc]", b"d", True),
-        (b"[^abc]", b"a", False), (b"[a-c]x", b"bx", True), (b"[c-a]x", b"bx", True),
-        (b"[]", b"a", False), (b"[^]", b"a", True), (b"[", b"a", False),
-        (b"[ab", b"b", True),  # an unclosed class runs to the end of the pattern
-        (b"[a-]", b"]", True),  # "a-]" is the range ]..a, and the class stays open
-        (b"[\\]]", b"]", True), (b"\\*", b"*", True), (b"\\*", b"a", False),
-        (b"a\\", b"a\\", True),  # a trailing backslash is a literal backslash
-        (b"[\x80-\xff]", b"\x90", True), (b"[\x80-\xff]", b"a", False),
-        # ranges compare signed chars: a..\xff spans \xff (-1) up to 'a' (97)
-        (b"[a-\xff]", b"\x00", True), (b"[a-\xff]", b"b", False), (b"[a-\xff]", b"\xff", True),
-        (b"*\x00*", b"a\x00b", True), (b"f*", b"F", False),
-    ],
-)
-def test_pattern(pattern: bytes, text: bytes, matches: bool) -> None:
-    assert Pattern(pattern).matches(text) is matches
-
-
-def test_pathological_pattern_is_fast() -> None:
-    pattern = Pattern(b"a*" * 50 + b"b")
-    assert pattern.matches(b"a" * 5000) is False  # iterative: no exponential backtracking
+from emqd.scan import parse_options, walk
 
 
 @pytest.mark.parametrize(
@@ -74,7 +41,7 @@ def test_parse_options(argv: list[bytes], expected: tuple | ReplyError) -> None:
 
 def test_parse_options_compiles_a_real_pattern() -> None:
     count, pattern = parse_options([b"ZSCAN", b"k", b"0", b"MATCH", b"m?"], 3)
-    assert count == 10 and pattern is not None and pattern.matches(b"m1")
+    assert count == 10 and pattern is not None and pattern(b"m1") and not pattern(b"x1")
 
 
 def full_walk(members: set[bytes], count: int, churn: random.Random | None = None,
