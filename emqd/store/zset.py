@@ -142,7 +142,8 @@ class ZSet:
         if order[0][0] == order[-1][0]:  # one score: the members are sorted, bisect
             first = _bisect_min(order, order[0][0], lex)
         else:
-            first = next(i for i in range(len(order)) if lex.gte_min(order[i][1]))
+            # _may_hold saw the last member >= min, so there is one
+            first = next(i for i, (_, member) in enumerate(order) if lex.gte_min(member))
         return first if first < len(order) and lex.lte_max(order[first][1]) else None
 
     def lex_last(self, lex: LexRange) -> int | None:
@@ -153,7 +154,8 @@ class ZSet:
         if order[0][0] == order[-1][0]:
             last = _bisect_max(order, order[0][0], lex) - 1
         else:
-            last = next(i for i in range(len(order) - 1, -1, -1) if lex.lte_max(order[i][1]))
+            top = len(order) - 1
+            last = next(top - i for i, (_, m) in enumerate(reversed(order)) if lex.lte_max(m))
         return last if last >= 0 and lex.gte_min(order[last][1]) else None
 
     def lex_count(self, lex: LexRange) -> int:
