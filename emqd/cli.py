@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = Config()
     for f in fields(Config):
         default = getattr(defaults, f.name)
-        shown = {True: "yes", False: "no"}.get(default, default) if type(default) is bool else default
+        shown = ({True: "yes", False: "no"}[default] if type(default) is bool
+                 else default)
         parser.add_argument(
             _flag(f.name),
             dest=f.name,

@@ -107,7 +107,8 @@ def unknown_command(argv: list[bytes]) -> ReplyError:
             break
         args += b"'" + _c_string(arg)[: 128 - len(args)] + b"' "
     name = _c_string(argv[0])[:128]
-    return ReplyError(_one_line(b"ERR unknown command '" + name + b"', with args beginning with: " + args))
+    text = b"ERR unknown command '" + name + b"', with args beginning with: " + args
+    return ReplyError(_one_line(text))
 
 
 def _c_string(value: bytes) -> bytes:

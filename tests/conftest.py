@@ -70,6 +70,25 @@ def redis_ref(redis_reference: ServerProcess) -> int:
     return redis_reference.port
 
 
+PASSWORD = "sekret"
+
+
+@pytest.fixture(scope="module")
+def emqd_auth() -> Iterator[int]:
+    """An emqd started with `--requirepass sekret` (its port)."""
+    server = start_emqd("--requirepass", PASSWORD)
+    yield server.port
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_auth(redis_reference: ServerProcess) -> Iterator[int]:
+    """The reference Redis with `--requirepass sekret` (its port)."""
+    server = start_redis("--requirepass", PASSWORD)
+    yield server.port
+    server.stop()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
     skipped = terminalreporter.stats.get("skipped", [])
     if any(REDIS_MISSING in str(getattr(rep, "longrepr", "")) for rep in skipped):

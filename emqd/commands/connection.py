@@ -222,7 +222,8 @@ _CONN = "connection"
 COMMANDS = [
     command("ping", -1, "fast sentinel", ping, group=_CONN,
             summary="Returns the server's liveliness response."),
-    command("echo", 2, "loading stale fast", echo, group=_CONN, summary="Returns the given string."),
+    command("echo", 2, "loading stale fast", echo, group=_CONN,
+            summary="Returns the given string."),
     command("quit", -1, "allow_busy noscript loading stale fast no_auth", quit_, group=_CONN,
             summary="Closes the connection."),
     command("reset", 1, "noscript loading stale fast no_auth allow_busy", reset, group=_CONN,

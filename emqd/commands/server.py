@@ -23,8 +23,8 @@ from emqd.command import Command, command
 from emqd.commands.connection import REDIS_VERSION
 from emqd.glob import compile_pattern
 from emqd.reply import Raw, Set, Verbatim
-from emqd.session import Session
 from emqd.server_state import ServerState
+from emqd.session import Session
 
 
 # --- COMMAND -------------------------------------------------------------------------
@@ -371,7 +371,8 @@ COMMANDS = [
             summary="A container for server configuration commands."),
     command("time", 1, "loading stale fast", time_, group=_SRV, summary="Returns the server time."),
     command("shutdown", -1, "admin noscript loading stale no_multi sentinel allow_busy", shutdown,
-            group=_SRV, summary="Synchronously saves the database(s) to disk and shuts down the server."),
+            group=_SRV,
+            summary="Synchronously saves the database(s) to disk and shuts down the server."),
 ]
 
 SUBCOMMANDS = {

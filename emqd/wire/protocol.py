@@ -20,9 +20,8 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from emqd import clock
+from emqd import clock, errors
 from emqd.dispatch import execute
-from emqd import errors
 from emqd.errors import ProtocolError
 from emqd.plan import Block
 from emqd.session import Session

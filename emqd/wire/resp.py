@@ -263,7 +263,9 @@ class _Frame:
                 if cr < 0:
                     if n - pos > MAX_INLINE:
                         raise ProtocolError(
-                            errors.PROTO_BIG_MBULK_COUNT if self.left < 0 else errors.PROTO_BIG_BULK_COUNT
+                            errors.PROTO_BIG_MBULK_COUNT
+                            if self.left < 0
+                            else errors.PROTO_BIG_BULK_COUNT
                         )
                     self.head = data[pos:]
                     return -1

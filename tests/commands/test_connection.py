@@ -7,7 +7,6 @@ import redis
 
 from tests.support import RawClient
 from tests.wire.compare import same_replies, shape
-from tests.wire.conftest import emqd_auth, redis_auth  # noqa: F401  (fixtures)
 
 SAME_BYTES = [
     ("PING",), ("PING", "hi"), ("PING", "a", "b"), ("ECHO", ""), ("ECHO", "a\r\nb"), ("ECHO",),

@@ -89,7 +89,7 @@ def _as_dict(value: object) -> dict:
     if isinstance(value, dict):
         return value
     items = list(value)  # type: ignore[call-overload]
-    return dict(zip(items[::2], items[1::2]))
+    return dict(zip(items[::2], items[1::2], strict=True))
 
 
 def test_info_has_redis_sections_and_the_fields_clients_read(emqd_port: int, redis_ref: int) -> None:

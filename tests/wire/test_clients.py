@@ -10,7 +10,6 @@ import redis
 
 from tests.support import RawClient
 from tests.wire.compare import same_replies
-from tests.wire.conftest import emqd_auth, redis_auth  # noqa: F401  (fixtures)
 
 
 def _round_trip(client: redis.Redis) -> list:
