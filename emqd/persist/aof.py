@@ -22,6 +22,7 @@ but not in the file, so its reply must never leave.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import gc
 import logging
 import os
@@ -49,9 +50,11 @@ TEMP_SUFFIX = ".rewrite.tmp"
 def open_log(config: Config, state: ServerState) -> AppendOnlyFile:
     """Load the file into `state.keyspace`, then open it for appending.
 
-    Raises `LoadError` (damage: nothing on disk changed) or OSError.
+    Raises `LoadError` (damage: nothing on disk changed) or OSError (among
+    them: another emqd holds the directory).
     """
     path = os.path.join(config.dir, FILENAME)
+    dir_lock = _lock_dir(config.dir)
     started = time.monotonic()
     loaded = load(path, state.keyspace)
     if loaded.torn_bytes:
@@ -74,6 +77,7 @@ def open_log(config: Config, state: ServerState) -> AppendOnlyFile:
     except FileNotFoundError:
         pass
     aof = AppendOnlyFile(path, config.appendfsync, config.aof_rewrite_min_size, state)
+    aof.dir_lock = dir_lock
     state.aof = aof
     state.log = aof.log
     state.info_fields.setdefault("persistence", []).append(aof.info)
@@ -108,6 +112,7 @@ class AppendOnlyFile:
         self._fd_lock = threading.Lock()  # the fd the everysec thread dups vs. the swap
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.dir_lock: int | None = None  # the directory's fd, flocked while the log is open
         if policy == "everysec":
             self._thread = threading.Thread(target=self._everysec, name="emqd-fsync", daemon=True)
             self._thread.start()
@@ -204,6 +209,8 @@ class AppendOnlyFile:
         if self._thread is not None:
             self._thread.join()
         os.close(self.fd)
+        if self.dir_lock is not None:
+            os.close(self.dir_lock)
         self.state.log = None
         self.state.aof = None
 
@@ -281,6 +288,21 @@ class AppendOnlyFile:
             "aof_pending_bio_fsync": 0,
             "aof_delayed_fsync": 0,
         }
+
+
+def _lock_dir(path: str) -> int | None:
+    """Refuse to share a directory: two processes appending to one file would interleave."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OSError(f"{path} is in use by another emqd (one process per --dir)") from None
+    except OSError as exc:  # a file system without flock: go on, unguarded
+        log.warning("cannot lock %s (%s); make sure no other emqd uses it", path, exc)
+        os.close(fd)
+        return None
+    return fd
 
 
 def _write_all(fd: int, data: bytes) -> None:

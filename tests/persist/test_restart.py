@@ -177,3 +177,20 @@ def test_damage_before_the_end_stops_the_start_and_leaves_the_file(tmp_path: Pat
     assert done.returncode != 0
     assert f"byte offset {len(head) + 14}" in done.stderr
     assert path.read_bytes() == data
+
+
+def test_a_second_emqd_on_the_same_directory_refuses_to_start(tmp_path: Path) -> None:
+    server = emqd(tmp_path)
+    try:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        done = subprocess.run(
+            [sys.executable, "-m", "emqd", "--port", "0", "--dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=30, env=env,
+        )
+        assert done.returncode == 1
+        assert "in use by another emqd" in done.stderr
+        with redis.Redis(port=server.port) as r:
+            assert r.ping()
+    finally:
+        server.stop()
+    emqd(tmp_path).stop()  # released when the first one stopped
