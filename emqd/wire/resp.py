@@ -179,12 +179,14 @@ class RequestParser:
 
     # --- slow path: Redis's rules in Python --------------------------------------------
     def _feed_slow(self, data: bytes, authenticated: bool, requests: list, fast_ok: bool) -> None:
-        if self._pos < len(self._buf):
-            buf = self._buf[self._pos :] + data if data else self._buf[self._pos :]
-        else:
-            buf = data
+        if self._pos >= len(self._buf):
+            buf, pos = data, 0
+        elif data:
+            buf, pos = self._buf[self._pos :] + data, 0
+        else:  # one request at a time: walk the held bytes without copying them
+            buf, pos = self._buf, self._pos
         self._buf, self._pos = b"", 0
-        pos, n = 0, len(buf)
+        n = len(buf)
         while pos < n:
             frame = self._frame
             if frame is None:
