@@ -8,7 +8,9 @@ Returns: `GET` alone, a map of every setting (`max_attempts`, `backoff`,
 value as a bulk string (the queue's own, else the server's default); `GET
 field`, that value; `SET`, `OK` after every pair was validated (one invalid
 pair and nothing is written). A stored value that a plain HSET made invalid
-is shown as stored, so that an operator can see it and SET it right.
+is shown as stored, so that an operator can see it and SET it right. SET of
+`lane_limit` also puts the lanes whose slots it frees into the ring (and
+takes out those it fills) in the same plan (lanes.retune).
 
 Errors: `ERR unknown field 'x'`; the field's own check (`ERR max_attempts
 must be a positive integer`, `ERR invalid backoff rule`, ...); `ERR syntax
@@ -25,16 +27,16 @@ from typing import Any
 
 from emqd import errors
 from emqd.config import Config
-from emqd.keys import queue_keys
+from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Plan
 from emqd.verbs import args as parse_args
-from emqd.verbs import settings
-from emqd.verbs.runner import HGETALL, Reads, need, verb_command
+from emqd.verbs import lanes, settings
+from emqd.verbs.runner import HGETALL, Need, Reads, need, verb_command
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigArgs:
-    key: bytes  # p.."config"
+    keys: QueueKeys
     defaults: Config
     get: bool
     field: bytes | None = None  # GET field
@@ -42,7 +44,7 @@ class ConfigArgs:
 
 
 def parse(argv: list[bytes], config: Config) -> ConfigArgs:
-    key = queue_keys(parse_args.queue_name(argv[1])).config
+    keys = queue_keys(parse_args.queue_name(argv[1]))
     sub = argv[2].upper()
     rest = argv[3:]
     if sub == b"GET":
@@ -53,7 +55,7 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
             field = rest[0].lower()
             if field not in settings.FIELDS:
                 raise errors.unknown_field(rest[0])
-        return ConfigArgs(key, config, True, field=field)
+        return ConfigArgs(keys, config, True, field=field)
     if sub != b"SET" or not rest or len(rest) % 2:
         raise errors.SYNTAX
     pairs = []
@@ -65,15 +67,22 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
         pairs.append((field, rest[i + 1]))
     if len(dict(pairs)) != len(pairs):
         raise errors.SYNTAX
-    return ConfigArgs(key, config, False, pairs=tuple(pairs))
+    return ConfigArgs(keys, config, False, pairs=tuple(pairs))
 
 
 def decide(args: ConfigArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    read = (HGETALL, args.key)
+    read = (HGETALL, args.keys.config)
     if read not in reads:
         return need(read)  # also refuses SET with WRONGTYPE before anything is written
     if not args.get:
-        return args.pairs
+        ops = [(b"HSET", args.keys.config, *(x for pair in args.pairs for x in pair))]
+        limit = dict(args.pairs).get(b"lane_limit")
+        if limit is not None:
+            lane_ops = lanes.retune(args.keys, args.defaults, int(limit), reads)
+            if type(lane_ops) is Need:
+                return lane_ops
+            ops += lane_ops  # type: ignore[arg-type]
+        return ops
     values = settings.effective_raw(reads[read], args.defaults)
     return values if args.field is None else values[args.field]
 
@@ -81,10 +90,7 @@ def decide(args: ConfigArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
 def plan(args: ConfigArgs, verdict: Any, now_ms: int, run_id: bytes) -> Any:
     if args.get:
         return verdict
-    ops = [b"HSET", args.key]
-    for field, value in verdict:
-        ops += [field, value]
-    return Plan([tuple(ops)], "OK")
+    return Plan(verdict, "OK")
 
 
 COMMANDS = [

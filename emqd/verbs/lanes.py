@@ -94,7 +94,8 @@ class Ledger:
     ring order of lanes entering together follows the plan.
     """
 
-    __slots__ = ("keys", "config", "flat", "waiting", "active", "placed", "rr", "limits")
+    __slots__ = ("keys", "config", "flat", "waiting", "active", "placed", "rr", "limits",
+                 "queue_limit")
 
     def __init__(self, keys: QueueKeys, config: Config) -> None:
         self.keys = keys
@@ -105,6 +106,7 @@ class Ledger:
         self.placed: dict[bytes, int | None] = {}
         self.rr: int | None = None
         self.limits: dict[bytes, int] = {}  # limits this plan sets (EMQ.LANE.LIMIT)
+        self.queue_limit: int | None = None  # the queue's lane_limit this plan sets (CONFIG)
 
     # --- what the verbs note --------------------------------------------------------
     def enter(self, group: bytes | None) -> None:
@@ -154,6 +156,8 @@ class Ledger:
             return self.limits[group]
         raw = reads[(HGET, self.keys.glimit, group)]
         if raw is None:
+            if self.queue_limit is not None:
+                return self.queue_limit
             settings = queue_settings.from_reads(self.keys.config, reads, self.config)
             assert settings is not None  # settle and serve read the settings first
             return settings.lane_limit
@@ -183,6 +187,23 @@ class Ledger:
 
     def take_out(self, member: bytes) -> None:
         self.placed[member] = None
+
+
+def retune(keys: QueueKeys, config: Config, queue_limit: int, reads: Reads) -> Need | list[Op]:
+    """The ring ops for a new queue `lane_limit` (EMQ.CONFIG SET), in the same plan.
+
+    Only a lane with active jobs can change from servable to full or back (a lane
+    with none has a free slot under any limit), so the lanes visited are the
+    fields of `gactive`: O(lanes with active jobs), never all lanes.
+    """
+    active_read = (HGETALL, keys.gactive)
+    if active_read not in reads:
+        return need(active_read)
+    ledger = Ledger(keys, config)
+    ledger.queue_limit = queue_limit
+    for group in reads[active_read] or ():
+        ledger.waiting.setdefault(group, 0)  # touched: settle looks at it again
+    return settle(ledger, reads)
 
 
 def _base_reads(keys: QueueKeys) -> tuple[tuple, ...]:
