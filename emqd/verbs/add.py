@@ -116,7 +116,8 @@ def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         # The set the plan ZADDs to is read too: one holding a hash refuses with
         # WRONGTYPE here, instead of failing the plan halfway in `apply`; and the
         # ring's size, what a flat job's lane settle asks first.
-        return need(seq_read, queue_read, (ZCARD, _target(args, now_ms)), (ZCARD, keys.ring))
+        return need(seq_read, queue_read, (ZCARD, _target(args, now_ms)), (ZCARD, keys.ring),
+                    ahead=lanes.prefetch_group(keys, args.group))
     seq = incremented(reads[seq_read], 1)  # a corrupt seq refuses with HINCRBY's text
     if args.id is not None:
         exists_read = (TYPE, keys.job(args.id))

@@ -82,7 +82,7 @@ def decide(args: ClaimArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     keys = args.keys
     want = args.count or 1
     paused_read = (HGET, keys.meta, PAUSED)
-    ring_read = (ZCARD, keys.ring)
+    ring_read = (ZHEAD, keys.ring, lanes.ring_head_depth(want))  # empty: no servable lane
     if paused_read not in reads:
         return need(paused_read, (ZCARD, keys.active), (ZHEAD, keys.pending, want), ring_read)
     if is_paused(reads[paused_read]):

@@ -68,7 +68,7 @@ def decide(args: CompleteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         return need(queue_settings.settings_read(keys.config))
     tail = job.finish_ops(keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed, reads)
     if type(tail) is Need:
-        return tail
+        return lanes.also(tail, keys, row)  # type: ignore[arg-type]
     ledger = lanes.Ledger(keys, args.config)
     leave = job.leave_active_ops(keys, args.id, row, ledger)  # type: ignore[arg-type]
     lane_ops = lanes.settle(ledger, reads)

@@ -95,7 +95,8 @@ def decide(args: FailArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     failures = incremented(row.get(job.FAILURES), 1)  # type: ignore[union-attr]
     settings = queue_settings.from_reads(keys.config, reads, args.config)
     if settings is None:
-        return need(queue_settings.settings_read(keys.config), (ZCARD, keys.scheduled))
+        return need(queue_settings.settings_read(keys.config), (ZCARD, keys.scheduled),
+                    ahead=lanes.prefetch(keys, row))  # type: ignore[arg-type]
     cap = args.max_attempts or job.max_attempts(row) or settings.max_attempts  # type: ignore[arg-type]
     ledger = lanes.Ledger(keys, args.config)
     leave = job.leave_active_ops(keys, args.id, row, ledger)  # type: ignore[arg-type]

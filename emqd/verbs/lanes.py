@@ -15,13 +15,13 @@ A job added with `GROUP g` waits in its lane `p.."lane:"..g` (scored like
   as it did before lanes existed (one read more: the ring's size).
 - `meta.rr`: the ring's turn counter. A member that enters the ring, or that
   CLAIM has just served and that can still be served, gets the score
-  `rr + 1` (the back of the ring); the plan adds its turns to `rr` with one
-  `HINCRBY meta rr k`.
+  `rr + 1` (the back of the ring): the effect of `HINCRBY meta rr 1` per turn.
 - `meta.lanes_pending`: how many jobs wait in all lanes together, so that
   EMQ.STATS answers in O(1) whatever the number of lanes. Every plan that
-  moves jobs into or out of lanes adds the difference (`HINCRBY`).
-- gactive moves by `HINCRBY gactive g d`, and a field that reaches 0 is
-  deleted (`HDEL`) instead.
+  moves jobs into or out of lanes writes the new total.
+- Counters are written as resolved values (`HSET gactive g n`, `HSET meta rr
+  n lanes_pending m`: the log holds effects, and HSET costs less than
+  HINCRBY to apply), and a gactive field that reaches 0 is deleted (`HDEL`).
 
 How a verb uses this module: it notes what its plan does to waiting and
 active jobs on a `Ledger` (`enter`, `leave_waiting`, `leave_active`, or
@@ -42,7 +42,7 @@ from emqd import errors
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys
-from emqd.numbers import parse_int
+from emqd.numbers import INT64_MAX, parse_int
 from emqd.plan import Op
 from emqd.store.hash import incremented
 from emqd.verbs import settings as queue_settings
@@ -94,8 +94,8 @@ class Ledger:
     ring order of lanes entering together follows the plan.
     """
 
-    __slots__ = ("keys", "config", "flat", "waiting", "active", "placed", "rr", "limits",
-                 "queue_limit")
+    __slots__ = ("keys", "config", "flat", "waiting", "active", "placed", "known", "rr",
+                 "limits", "queue_limit")
 
     def __init__(self, keys: QueueKeys, config: Config) -> None:
         self.keys = keys
@@ -104,6 +104,7 @@ class Ledger:
         self.waiting: dict[bytes, int] = {}
         self.active: dict[bytes, int] = {}
         self.placed: dict[bytes, int | None] = {}
+        self.known: dict[bytes, bool] = {}  # ring membership before the plan, where known
         self.rr: int | None = None
         self.limits: dict[bytes, int] = {}  # limits this plan sets (EMQ.LANE.LIMIT)
         self.queue_limit: int | None = None  # the queue's lane_limit this plan sets (CONFIG)
@@ -156,11 +157,9 @@ class Ledger:
             return self.limits[group]
         raw = reads[(HGET, self.keys.glimit, group)]
         if raw is None:
-            if self.queue_limit is not None:
-                return self.queue_limit
-            settings = queue_settings.from_reads(self.keys.config, reads, self.config)
-            assert settings is not None  # settle and serve read the settings first
-            return settings.lane_limit
+            if self.queue_limit is None:
+                self.queue_limit = _queue_limit(self.keys, self.config, reads)
+            return self.queue_limit
         value = parse_limit(raw)
         if value is None:
             raise errors.corrupt_lane_limit(group)
@@ -172,17 +171,26 @@ class Ledger:
         limit = self.limit(group, reads)
         return limit == 0 or self.running(group, reads) < limit
 
+    def was_in(self, member: bytes, reads: Reads) -> bool:
+        """Whether `member` was in the ring before the plan."""
+        known = self.known.get(member)
+        if known is not None:
+            return known
+        return reads[(ZSCORE, self.keys.ring, member)] is not None
+
     def in_ring(self, member: bytes, reads: Reads) -> bool:
         """Whether `member` is in the ring after the moves placed so far."""
         if member in self.placed:
             return self.placed[member] is not None
-        return reads[(ZSCORE, self.keys.ring, member)] is not None
+        return self.was_in(member, reads)
 
     def to_back(self, member: bytes, reads: Reads) -> None:
         """Place `member` at the back of the ring: score `rr + 1`."""
         if self.rr is None:
-            self.rr = incremented(reads[(HGET, self.keys.meta, RR)], 0)
-        self.rr = incremented(b"%d" % self.rr, 1)
+            self.rr = incremented(_meta(self.keys, reads).get(RR), 0)
+        if self.rr >= INT64_MAX:
+            raise errors.OVERFLOW  # HINCRBY's refusal, before anything is written
+        self.rr += 1
         self.placed[member] = self.rr
 
     def take_out(self, member: bytes) -> None:
@@ -206,22 +214,64 @@ def retune(keys: QueueKeys, config: Config, queue_limit: int, reads: Reads) -> N
     return settle(ledger, reads)
 
 
+def _queue_limit(keys: QueueKeys, config: Config, reads: Reads) -> int:
+    """The queue's `lane_limit` setting (only that field is read: it is all lanes need)."""
+    raw = (reads[queue_settings.settings_read(keys.config)] or {}).get(b"lane_limit")
+    if raw is None:
+        return config.lane_limit
+    value = parse_limit(raw)
+    if value is None:
+        raise errors.corrupt_setting(b"lane_limit")
+    return value
+
+
+def _meta(keys: QueueKeys, reads: Reads) -> dict:
+    return reads[(HGETALL, keys.meta)] or {}
+
+
 def _base_reads(keys: QueueKeys) -> tuple[tuple, ...]:
+    """What settling any lane move reads besides the lanes themselves."""
     return (
         (ZCARD, keys.ring),
         (ZSCORE, keys.ring, FLAT),
         (ZCARD, keys.pending),
-        (HGET, keys.meta, RR),
-        (HGET, keys.meta, LANES_PENDING),
+        (HGETALL, keys.meta),
         queue_settings.settings_read(keys.config),
     )
+
+
+def prefetch(keys: QueueKeys, row: dict | None) -> tuple[tuple, ...]:
+    """The reads `settle` will ask for when `row`'s job moves: a verb that knows the row
+    early names them as `ahead` of its own next reads (runner.py), saving the runner a
+    round. () for a flat job."""
+    return prefetch_group(keys, group_of(row))
+
+
+def prefetch_rows(keys: QueueKeys, rows: list) -> tuple[tuple, ...]:
+    """`prefetch` for several rows (a sweep, a promotion), each lane once."""
+    groups = {group for row in rows if (group := group_of(row)) is not None}
+    if not groups:
+        return ()
+    return (*_base_reads(keys), *(read for group in groups for read in lane_reads(keys, group)))
+
+
+def also(step: Need, keys: QueueKeys, row: dict | None) -> Need:
+    """`step` with `prefetch(row)` read ahead."""
+    early = prefetch(keys, row)
+    return Need(step.reads, step.ahead + early) if early else step
+
+
+def prefetch_group(keys: QueueKeys, group: bytes | None) -> tuple[tuple, ...]:
+    """`prefetch` for a job of `group` (None: flat, nothing to read)."""
+    if group is None:
+        return ()
+    return (*_base_reads(keys), *lane_reads(keys, group))
 
 
 def settle(ledger: Ledger, reads: Reads) -> Need | list[Op]:
     """The ops that keep gactive, the ring, `rr` and `lanes_pending` exact after the plan."""
     keys = ledger.keys
-    groups = list(dict.fromkeys([*ledger.waiting, *(m for m in ledger.placed if m != FLAT)]))
-    if not groups and not ledger.placed:
+    if not ledger.waiting and not ledger.placed:
         if not ledger.flat:
             return []
         card_read = (ZCARD, keys.ring)
@@ -229,18 +279,40 @@ def settle(ledger: Ledger, reads: Reads) -> Need | list[Op]:
             return need(card_read)
         if not reads[card_read]:
             return []  # no servable lane: no ring, and pending is served directly
-    wanted = list(_base_reads(keys))
-    for group in groups:
-        wanted += lane_reads(keys, group)
-    missing = [read for read in wanted if read not in reads]
-    if missing:
+    try:  # the reads are usually all there (asked ahead): look first, list them if not
+        return _settled(ledger, reads)
+    except KeyError:
+        missing = [read for read in _settle_reads(ledger) if read not in reads]
+        if not missing:
+            raise
         return need(*missing)
+
+
+def _groups(ledger: Ledger) -> list[bytes]:
+    if not ledger.placed:
+        return list(ledger.waiting)
+    return list(dict.fromkeys([*ledger.waiting, *(m for m in ledger.placed if m != FLAT)]))
+
+
+def _settle_reads(ledger: Ledger) -> list[tuple]:
+    keys = ledger.keys
+    wanted = list(_base_reads(keys))
+    for group in _groups(ledger):
+        wanted += lane_reads(keys, group)[: 3 if group in ledger.known else 4]
+    return wanted
+
+
+def _settled(ledger: Ledger, reads: Reads) -> list[Op]:
+    """`settle` with every read present (a missing one raises KeyError)."""
+    keys = ledger.keys
     ops: list[Op] = []
+    set_active: list = []
     drop_active: list[bytes] = []
-    lanes_before = reads[(ZCARD, keys.ring)] - (reads[(ZSCORE, keys.ring, FLAT)] is not None)
-    lanes_after = lanes_before
-    for group in groups:
-        was_in = reads[(ZSCORE, keys.ring, group)] is not None
+    ring_size = reads[(ZCARD, keys.ring)]
+    flat_was_in = reads[(ZSCORE, keys.ring, FLAT)] is not None
+    lanes_after = ring_size - flat_was_in
+    for group in _groups(ledger):
+        was_in = ledger.was_in(group, reads)
         if group not in ledger.placed:
             servable = ledger.servable(group, reads)
             if servable and not was_in:
@@ -248,35 +320,40 @@ def settle(ledger: Ledger, reads: Reads) -> Need | list[Op]:
             elif not servable and was_in:
                 ledger.take_out(group)
         lanes_after += ledger.in_ring(group, reads) - was_in
-        moved = ledger.active.get(group)
-        if moved:
-            if ledger.running(group, reads):
-                ops.append((b"HINCRBY", keys.gactive, group, moved))
+        if ledger.active.get(group):
+            running = ledger.running(group, reads)
+            if running:
+                set_active += [group, b"%d" % running]
             elif reads[(HGET, keys.gactive, group)] is not None:
                 drop_active.append(group)
-    flat_wanted = reads[(ZCARD, keys.pending)] + ledger.flat > 0 and lanes_after > 0
+    flat_wanted = lanes_after > 0 and reads[(ZCARD, keys.pending)] + ledger.flat > 0
     if flat_wanted != ledger.in_ring(FLAT, reads):
         if flat_wanted:
             ledger.to_back(FLAT, reads)
         else:
             ledger.take_out(FLAT)
+    if set_active:
+        ops.append((b"HSET", keys.gactive, *set_active))
     if drop_active:
         ops.append((b"HDEL", keys.gactive, *drop_active))
-    ops += _ring_ops(ledger, reads)
+    if ledger.placed:
+        ops += _ring_ops(ledger, reads)
+    meta_fields: list = []
+    meta = _meta(keys, reads)
     if ledger.rr is not None:
-        turns = ledger.rr - incremented(reads[(HGET, keys.meta, RR)], 0)
-        ops.append((b"HINCRBY", keys.meta, RR, turns))
+        incremented(meta.get(RR), 0)  # a corrupt rr refuses (to_back read it the same way)
+        meta_fields += [RR, b"%d" % ledger.rr]
     waiting = sum(ledger.waiting.values())
     if waiting:
-        incremented(reads[(HGET, keys.meta, LANES_PENDING)], waiting)  # refuses a corrupt one
-        ops.append((b"HINCRBY", keys.meta, LANES_PENDING, waiting))
+        meta_fields += [LANES_PENDING, b"%d" % incremented(meta.get(LANES_PENDING), waiting)]
+    if meta_fields:
+        ops.append((b"HSET", keys.meta, *meta_fields))
     return ops
 
 
 def _ring_ops(ledger: Ledger, reads: Reads) -> list[Op]:
     ring = ledger.keys.ring
-    out = [m for m, score in ledger.placed.items()
-           if score is None and reads.get((ZSCORE, ring, m)) is not None]
+    out = [m for m, score in ledger.placed.items() if score is None and ledger.was_in(m, reads)]
     into: list = []
     for member, score in ledger.placed.items():
         if score is not None:
@@ -323,6 +400,11 @@ def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
+def ring_head_depth(want: int) -> int:
+    """How much of the ring's head CLAIM reads first (it asks with its first reads)."""
+    return _pow2(want)
+
+
 class _Source:
     """One ring member's waiting set, walked from the front (ghosts and corrupt rows skipped)."""
 
@@ -344,19 +426,30 @@ def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Se
     (a plain write from a client) is taken out and skipped. Picking a member
     reads the ring's head only: O(log n) whatever the number of lanes.
     """
-    base = _base_reads(keys)
-    ring_start = _pow2(want)
-    ring_head_read = (ZHEAD, keys.ring, ring_start)
-    missing = [read for read in (*base, ring_head_read) if read not in reads]
-    if missing:
-        return need(*missing)
-    ring_depth, ring_head = _deepest(reads, keys.ring, ring_start)  # type: ignore[misc]
+    found = _deepest(reads, keys.ring, ring_head_depth(want))
+    if found is None:
+        return need((ZHEAD, keys.ring, ring_head_depth(want)))
+    ring_depth, ring_head = found
     first = [member for member, _ in ring_head]
     depth = _pow2(-(-want // max(len(first), 1)))  # jobs a member is likely to give
-    prefetch = _prefetch(keys, first, depth, reads)
-    if prefetch:
-        return need(*prefetch)
+    try:  # the reads are usually all there: look first, list what is missing if not
+        step = _turns(keys, want, reads, config, first, ring_depth, depth)
+    except KeyError:
+        missing = _prefetch(keys, first, depth, reads)
+        if not missing:
+            raise
+        return need(*missing)
+    if type(step) is Need:  # a row or a deeper head: ask for the others with it
+        return Need(step.reads, tuple(_prefetch(keys, first, depth, reads)))
+    return step
+
+
+def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, first: list[bytes],
+           ring_depth: int, depth: int) -> Need | Served:
+    """`serve`'s turns; a missing lane or base read raises KeyError."""
     ledger = Ledger(keys, config)
+    for member in first:
+        ledger.known[member] = True
     ring_size = reads[(ZCARD, keys.ring)]
     sources: dict[bytes, _Source] = {}
     turns: list[bytes] = []  # members moved to the back, in order: served after `first`
@@ -379,9 +472,6 @@ def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Se
         if source is None:
             source = sources[member] = _Source(keys, member, depth)
         if source.group is not None:
-            missing = [read for read in lane_reads(keys, source.group) if read not in reads]
-            if missing:
-                return need(*missing)
             if not ledger.servable(source.group, reads):
                 ledger.take_out(member)
                 continue
@@ -402,12 +492,15 @@ def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Se
 
 
 def _prefetch(keys: QueueKeys, first: list[bytes], depth: int, reads: Reads) -> list[tuple]:
-    """The reads most turns will need, asked for at once (fewer rounds of the runner)."""
-    wanted: list[tuple] = []
+    """The reads most turns will need, asked for at once (fewer rounds of the runner).
+
+    A member's ring score is not read: it came from the ring's head.
+    """
+    wanted: list[tuple] = list(_base_reads(keys))
     for member in first:
         group = member or None
         if group is not None:
-            wanted += lane_reads(keys, group)
+            wanted += lane_reads(keys, group)[:3]
         wanted.append((ZHEAD, waiting_key(keys, group), depth))
     missing = [read for read in wanted if read not in reads]
     if missing:

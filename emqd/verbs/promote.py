@@ -84,8 +84,9 @@ def decide(args: PromoteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         ops += job.enter_ops(keys, member, row, score, ledger=ledger)
         entries.append(job.entry_check(keys, row))
     missing = [r for r in entries if r not in reads]
-    if missing:
-        return need(*missing)
+    if missing:  # the lanes' reads ahead: settle needs them next
+        rows = [reads[job.row_read(keys, m)] for m in members]
+        return need(*missing, ahead=lanes.prefetch_rows(keys, rows))
     lane_ops = lanes.settle(ledger, reads)
     if type(lane_ops) is Need:
         return lane_ops

@@ -67,7 +67,7 @@ def decide(args: RemoveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     if zset is not None:
         check = (ZSCORE, zset, args.id)
         if check not in reads:
-            return need(check)
+            return need(check, ahead=lanes.prefetch(keys, row))
         ops.append((b"ZREM", zset, args.id))
         if row.get(job.STATE) == job.PENDING and reads[check] is not None:
             ledger = lanes.Ledger(keys, args.config)  # a waiting job leaves: the ring, the count

@@ -47,7 +47,7 @@ def decide(args: RequeueArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         return row
     check = job.entry_check(keys, row)  # type: ignore[arg-type]
     if check not in reads:
-        return need(check)
+        return need(check, ahead=lanes.prefetch(keys, row))  # type: ignore[arg-type]
     ledger = lanes.Ledger(keys, args.config)
     ops = [
         *job.leave_active_ops(keys, args.id, row, ledger),  # type: ignore[arg-type]

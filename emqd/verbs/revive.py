@@ -53,7 +53,7 @@ def decide(args: ReviveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         raise errors.STATE_NOT_DEAD
     check = job.entry_check(keys, row)
     if check not in reads:
-        return need(check)
+        return need(check, ahead=lanes.prefetch(keys, row))
     ops: list[Op] = [(b"ZREM", keys.dead, args.id)]
     if args.reset:
         ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))

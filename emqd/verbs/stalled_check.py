@@ -118,8 +118,9 @@ def decide(args: CheckArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
             entries.append(job.entry_check(keys, row))
             recovered.append(member)
     missing = [r for r in entries if r not in reads]
-    if missing:
-        return need(*missing)
+    if missing:  # the lanes' reads ahead: settle needs them next
+        rows = [reads[job.row_read(keys, m)] for m, _ in expired]
+        return need(*missing, ahead=lanes.prefetch_rows(keys, rows))
     if dead:
         tail = job.finish_ops(keys, job.DEAD, dead, now_ms, settings.keep_dead, reads)
         if type(tail) is Need:
