@@ -69,6 +69,7 @@ MULTI_NESTED = ReplyError("ERR MULTI calls can not be nested")
 EXEC_WITHOUT_MULTI = ReplyError("ERR EXEC without MULTI")
 DISCARD_WITHOUT_MULTI = ReplyError("ERR DISCARD without MULTI")
 VALUE_NOT_POSITIVE = ReplyError("ERR value is out of range, must be positive")
+NO_SHUTDOWN_IN_PROGRESS = ReplyError("ERR No shutdown in progress.")
 INVALID_CURSOR = ReplyError("ERR invalid cursor")
 SCORE_NAN = ReplyError("ERR resulting score is not a number (NaN)")
 SCORE_RANGE_NOT_FLOAT = ReplyError("ERR min or max is not a float")
@@ -128,6 +129,7 @@ def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
 
 MAX_CLIENTS = ReplyError("ERR max number of clients reached")
 NOT_IN_MULTI = ReplyError("ERR Command not allowed inside a transaction")
+NO_SHUTDOWN_IN_PROGRESS = ReplyError("ERR No shutdown in progress.")
 INVALID_CURSOR = ReplyError("ERR invalid cursor")
 BAD_CLIENT_NAME = ReplyError(
     "ERR Client names cannot contain spaces, newlines or special characters."

@@ -346,14 +346,21 @@ def time_(session: Session, argv: list[bytes]) -> Any:
     return [b"%d" % (now // 1000), b"%d" % (now % 1000 * 1000)]
 
 
-_SHUTDOWN_FLAGS = {b"nosave", b"save", b"now", b"force"}
+_SHUTDOWN_FLAGS = {b"nosave", b"save", b"now", b"force", b"abort"}
 
 
 def shutdown(session: Session, argv: list[bytes]) -> Any:
-    """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]: no reply; the server stops (see server.py)."""
-    flags = [arg.lower() for arg in argv[1:]]
-    if any(flag not in _SHUTDOWN_FLAGS for flag in flags) or {b"nosave", b"save"} <= set(flags):
+    """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply; the server stops (server.py).
+
+    emqd's shutdown is immediate, so there is never one in progress to ABORT.
+    """
+    flags = {arg.lower() for arg in argv[1:]}
+    if not flags <= _SHUTDOWN_FLAGS or {b"nosave", b"save"} <= flags or (
+        b"abort" in flags and len(flags) > 1
+    ):
         raise errors.SYNTAX
+    if b"abort" in flags:
+        raise errors.NO_SHUTDOWN_IN_PROGRESS
     request = session.server.shutdown_requested
     if request is not None:
         request()

@@ -25,7 +25,8 @@ def test_server_commands_answer_like_redis(emqd_port: int, redis_ref: int) -> No
         ("COMMAND", "LIST", "x"), ("COMMAND", "COUNT", "x"),
         ("TIME", "x"), ("DBSIZE",), ("INFO", "nosuch"), ("INFO", "keyspace"),
         ("HSET", "k", "f", "v"), ("INFO", "keyspace"), ("DBSIZE",),
-        ("SHUTDOWN", "x"), ("SHUTDOWN", "SAVE", "NOSAVE"), ("MULTI",), ("SHUTDOWN",), ("EXEC",),
+        ("SHUTDOWN", "x"), ("SHUTDOWN", "SAVE", "NOSAVE"), ("SHUTDOWN", "ABORT"),
+        ("SHUTDOWN", "abort", "NOW"), ("SHUTDOWN", "NOW", "bad"), ("MULTI",), ("SHUTDOWN",), ("EXEC",),
     ])
 
 
