@@ -7,7 +7,9 @@ key's value as `HSET key f v f v ...` / `ZADD key s m s m ...` (at most
 plan writes a key that is not written out yet, `capture(ops)` keeps that key's
 t0 value (a copy, or the object itself when the op deletes it; FLUSHALL keeps
 the whole table as it was), so the snapshot is exactly the keyspace at t0,
-whatever happens while it is taken. Every record logged after t0 is buffered
+whatever happens while it is taken. A big value is written over several
+slices straight from the live mapping; a plan about to change it first makes
+the rest come from a copy. Every record logged after t0 is buffered
 (`add_records`) and goes after the snapshot: replaying the new file gives the
 keyspace of now. The file is fsynced in a thread, then the log (`aof.py`)
 appends the last records, fsyncs, renames it over the old one and fsyncs the
@@ -21,7 +23,8 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 
 from emqd.persist.records import append_command
 from emqd.plan import Op
@@ -30,7 +33,7 @@ from emqd.store.keyspace import Keyspace
 log = logging.getLogger("emqd")
 
 ITEMS_PER_COMMAND = 512  # fields or members per HSET / ZADD of the new file
-SLICE_ITEMS = 20_000  # fields or members written per slice before the loop gets a turn
+SLICE_ITEMS = 4_000  # fields or members written per slice (a few ms) before the loop gets a turn
 
 _HSET = b"HSET"
 _ZADD = b"ZADD"
@@ -61,8 +64,14 @@ class Rewrite:
         self._cursor = 0
         self._pending = set(self._keys)  # t0 keys neither written out nor captured
         self._captured: dict[bytes, tuple[bool, dict]] = {}  # key -> (is_zset, t0 items)
-        self._current: tuple[bytes, bool, list] | None = None  # a big value, written in parts
-        self._current_at = 0
+        # A big value written over several slices: its key, kind, the pairs
+        # still to write, how many were written, and the live mapping they
+        # come from (None once they come from a copy nobody writes).
+        self._current: Iterator[tuple] | None = None
+        self._current_key = b""
+        self._current_is_zset = False
+        self._current_done = 0
+        self._current_live: dict | None = None
         asyncio.get_running_loop().call_soon(self._slice)
 
     # --- copy-on-write: called by ServerState.commit before a plan is applied ----
@@ -78,15 +87,14 @@ class Rewrite:
                 self._source = dict(self._source)
                 self._frozen = True
                 return
-            if name == b"DEL":
-                for key in op[1:]:
-                    if key in pending:
-                        pending.discard(key)
-                        self._captured[key] = _items(self._source[key], copy=False)
-            elif op[1] in pending:
-                key = op[1]
-                pending.discard(key)
-                self._captured[key] = _items(self._source[key], copy=True)
+            keys = op[1:] if name == b"DEL" else op[1:2]
+            for key in keys:
+                if self._current_live is not None and key == self._current_key:
+                    self._detach_current()
+                if key in pending:
+                    pending.discard(key)
+                    # DEL drops the value without changing it: no copy needed.
+                    self._captured[key] = _items(self._source[key], copy=name != b"DEL")
 
     def add_records(self, data: bytes) -> None:
         """Records the log wrote after t0; they go after the snapshot."""
@@ -104,14 +112,14 @@ class Rewrite:
                 continue
             if self._captured:
                 key, (is_zset, items) = self._captured.popitem()
-                self._start_value(key, is_zset, list(items.items()))
+                self._start_value(key, is_zset, items, live=False)
                 continue
             key = self._next_key()
             if key is None:
                 break
             is_zset, items = _items(self._source[key], copy=False)
             if len(items) > SLICE_ITEMS:
-                self._start_value(key, is_zset, list(items.items()))  # a stable copy
+                self._start_value(key, is_zset, items, live=not self._frozen)
                 continue
             _append_value(key, is_zset, list(items.items()), out)
             budget -= len(items) + 1
@@ -138,20 +146,27 @@ class Rewrite:
                 return key
         return None
 
-    def _start_value(self, key: bytes, is_zset: bool, items: list) -> None:
-        self._current = (key, is_zset, items)
-        self._current_at = 0
+    def _start_value(self, key: bytes, is_zset: bool, items: dict, live: bool) -> None:
+        self._current = iter(items.items())
+        self._current_key = key
+        self._current_is_zset = is_zset
+        self._current_done = 0
+        self._current_live = items if live else None
+
+    def _detach_current(self) -> None:
+        """A plan is about to change the big value being written: go on from a copy."""
+        copy = dict(self._current_live)  # type: ignore[arg-type]
+        self._current = islice(iter(copy.items()), self._current_done, None)
+        self._current_live = None
 
     def _write_current(self, out: list[bytes], budget: int) -> int:
-        key, is_zset, items = self._current  # type: ignore[misc]
-        start = self._current_at
-        whole_commands = max(1, budget // ITEMS_PER_COMMAND) * ITEMS_PER_COMMAND
-        stop = min(len(items), start + whole_commands)
-        _append_value(key, is_zset, items[start:stop], out)
-        self._current_at = stop
-        if stop >= len(items):
-            self._current = None
-        return stop - start + 1
+        wanted = max(1, budget // ITEMS_PER_COMMAND) * ITEMS_PER_COMMAND  # whole commands
+        items = list(islice(self._current, wanted))  # type: ignore[arg-type]
+        _append_value(self._current_key, self._current_is_zset, items, out)
+        self._current_done += len(items)
+        if len(items) < wanted:
+            self._current = self._current_live = None
+        return len(items) + 1
 
     def _synced(self, future: asyncio.Future) -> None:
         self._syncing = False

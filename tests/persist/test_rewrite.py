@@ -153,3 +153,29 @@ async def test_a_failed_rewrite_leaves_the_current_file_in_use(tmp_path: Path) -
     state.commit([(b"HSET", b"after", b"f", b"v")])
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == dump(state.keyspace)
+
+
+BIG_ZSET = (b"ZADD", b"big", *[x for i in range(1000) for x in (i, b"m%d" % i)])
+BIG_HASH = (b"HSET", b"big", *[x for i in range(1000) for x in (b"f%d" % i, b"1")])
+
+
+@pytest.mark.parametrize("big, change", [
+    (BIG_HASH, [(b"HINCRBY", b"big", b"f999", 5)]),  # counted once, not twice
+    (BIG_HASH, [(b"HDEL", b"big", b"f998"), (b"HSET", b"big", b"f999", b"x", b"new", b"y")]),
+    (BIG_ZSET, [(b"ZREM", b"big", b"m999"), (b"ZADD", b"big", -1, b"m998")]),
+    (BIG_ZSET, [(b"DEL", b"big")]),
+    (BIG_ZSET, [(b"FLUSHALL",), (b"ZADD", b"big", 1, b"only")]),
+])
+async def test_a_big_value_changed_while_it_is_written_is_written_as_it_was(
+    tmp_path: Path, big: tuple, change: list
+) -> None:
+    state, aof = opened(tmp_path)
+    state.commit([big])
+    assert aof.start_rewrite()
+    await asyncio.sleep(0)  # the first slice: the big value is being written from the live one
+    rewrite = aof.rewrite
+    assert rewrite is not None and rewrite._current_live is not None
+    state.commit(change)
+    await until_done(aof)
+    aof.close()
+    assert dump_file(str(tmp_path / "emqd.aof")) == dump(state.keyspace)
