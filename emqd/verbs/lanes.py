@@ -106,7 +106,7 @@ class Ledger:
         self.placed: dict[bytes, int | None] = {}
         self.known: dict[bytes, bool] = {}  # ring membership before the plan, where known
         self.rr: int | None = None
-        self.limits: dict[bytes, int] = {}  # limits this plan sets (EMQ.LANE.LIMIT)
+        self.limits: dict[bytes, int] = {}  # each lane's limit once known, or set by the plan
         self.queue_limit: int | None = None  # the queue's lane_limit this plan sets (CONFIG)
 
     # --- what the verbs note --------------------------------------------------------
@@ -153,16 +153,19 @@ class Ledger:
         return max(incremented(stored, self.active.get(group, 0)), 0)
 
     def limit(self, group: bytes, reads: Reads) -> int:
-        if group in self.limits:
-            return self.limits[group]
+        value = self.limits.get(group)
+        if value is not None:
+            return value
         raw = reads[(HGET, self.keys.glimit, group)]
         if raw is None:
             if self.queue_limit is None:
                 self.queue_limit = _queue_limit(self.keys, self.config, reads)
-            return self.queue_limit
-        value = parse_limit(raw)
-        if value is None:
-            raise errors.corrupt_lane_limit(group)
+            value = self.queue_limit
+        else:
+            value = parse_limit(raw)
+            if value is None:
+                raise errors.corrupt_lane_limit(group)
+        self.limits[group] = value
         return value
 
     def servable(self, group: bytes, reads: Reads) -> bool:
@@ -229,15 +232,18 @@ def _meta(keys: QueueKeys, reads: Reads) -> dict:
     return reads[(HGETALL, keys.meta)] or {}
 
 
-def _base_reads(keys: QueueKeys) -> tuple[tuple, ...]:
+def _core_reads(keys: QueueKeys) -> tuple[tuple, ...]:
     """What settling any lane move reads besides the lanes themselves."""
-    return (
-        (ZCARD, keys.ring),
-        (ZSCORE, keys.ring, FLAT),
-        (ZCARD, keys.pending),
-        (HGETALL, keys.meta),
-        queue_settings.settings_read(keys.config),
-    )
+    return ((ZCARD, keys.ring), (HGETALL, keys.meta), queue_settings.settings_read(keys.config))
+
+
+def _flat_reads(keys: QueueKeys) -> tuple[tuple, ...]:
+    """What settling the flat member reads, when a move can change it (see `_settle_flat`)."""
+    return ((ZSCORE, keys.ring, FLAT), (ZCARD, keys.pending))
+
+
+def _base_reads(keys: QueueKeys) -> tuple[tuple, ...]:
+    return (*_core_reads(keys), *_flat_reads(keys))
 
 
 def prefetch(keys: QueueKeys, row: dict | None) -> tuple[tuple, ...]:
@@ -252,7 +258,7 @@ def prefetch_rows(keys: QueueKeys, rows: list) -> tuple[tuple, ...]:
     groups = {group for row in rows if (group := group_of(row)) is not None}
     if not groups:
         return ()
-    return (*_base_reads(keys), *(read for group in groups for read in lane_reads(keys, group)))
+    return (*_core_reads(keys), *(read for group in groups for read in lane_reads(keys, group)))
 
 
 def also(step: Need, keys: QueueKeys, row: dict | None) -> Need:
@@ -265,7 +271,7 @@ def prefetch_group(keys: QueueKeys, group: bytes | None) -> tuple[tuple, ...]:
     """`prefetch` for a job of `group` (None: flat, nothing to read)."""
     if group is None:
         return ()
-    return (*_base_reads(keys), *lane_reads(keys, group))
+    return (*_core_reads(keys), *lane_reads(keys, group))
 
 
 def settle(ledger: Ledger, reads: Reads) -> Need | list[Op]:
@@ -308,30 +314,28 @@ def _settled(ledger: Ledger, reads: Reads) -> list[Op]:
     ops: list[Op] = []
     set_active: list = []
     drop_active: list[bytes] = []
-    ring_size = reads[(ZCARD, keys.ring)]
-    flat_was_in = reads[(ZSCORE, keys.ring, FLAT)] is not None
-    lanes_after = ring_size - flat_was_in
+    entered = left = 0
     for group in _groups(ledger):
         was_in = ledger.was_in(group, reads)
-        if group not in ledger.placed:
-            servable = ledger.servable(group, reads)
-            if servable and not was_in:
-                ledger.to_back(group, reads)
-            elif not servable and was_in:
-                ledger.take_out(group)
-        lanes_after += ledger.in_ring(group, reads) - was_in
+        if group in ledger.placed:
+            now_in = ledger.placed[group] is not None
+        else:
+            now_in = ledger.servable(group, reads)
+            if now_in != was_in:
+                if now_in:
+                    ledger.to_back(group, reads)
+                else:
+                    ledger.take_out(group)
+        if now_in != was_in:
+            entered += now_in
+            left += was_in
         if ledger.active.get(group):
             running = ledger.running(group, reads)
             if running:
                 set_active += [group, b"%d" % running]
             elif reads[(HGET, keys.gactive, group)] is not None:
                 drop_active.append(group)
-    flat_wanted = lanes_after > 0 and reads[(ZCARD, keys.pending)] + ledger.flat > 0
-    if flat_wanted != ledger.in_ring(FLAT, reads):
-        if flat_wanted:
-            ledger.to_back(FLAT, reads)
-        else:
-            ledger.take_out(FLAT)
+    _settle_flat(ledger, reads, entered, left)
     if set_active:
         ops.append((b"HSET", keys.gactive, *set_active))
     if drop_active:
@@ -349,6 +353,27 @@ def _settled(ledger: Ledger, reads: Reads) -> list[Op]:
     if meta_fields:
         ops.append((b"HSET", keys.meta, *meta_fields))
     return ops
+
+
+def _settle_flat(ledger: Ledger, reads: Reads, entered: int, left: int) -> None:
+    """Place the flat member: in the ring when pending is not empty and a lane is in it.
+
+    Reads only what can change the answer: when pending's size is unchanged and
+    lanes stay in the ring whatever the flat member's own state (at least one
+    of the ring's other members is a lane that stays), it stays as it is.
+    """
+    keys = ledger.keys
+    ring_size = reads[(ZCARD, keys.ring)]
+    if (ring_size - 1 + entered - left > 0 and not ledger.flat
+            and FLAT not in ledger.placed):
+        return  # a lane stays in the ring and pending is unchanged: already right
+    lanes_after = ring_size - ledger.was_in(FLAT, reads) + entered - left if ring_size else entered
+    wanted = lanes_after > 0 and reads[(ZCARD, keys.pending)] + ledger.flat > 0
+    if wanted != ledger.in_ring(FLAT, reads):
+        if wanted:
+            ledger.to_back(FLAT, reads)
+        else:
+            ledger.take_out(FLAT)
 
 
 def _ring_ops(ledger: Ledger, reads: Reads) -> list[Op]:
@@ -397,12 +422,12 @@ def _deepest(reads: Reads, key: bytes, start: int) -> tuple[int, list] | None:
 
 
 def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def ring_head_depth(want: int) -> int:
     """How much of the ring's head CLAIM reads first (it asks with its first reads)."""
-    return _pow2(want)
+    return 1 if want == 1 else _pow2(want)
 
 
 class _Source:
@@ -432,6 +457,8 @@ def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Se
     ring_depth, ring_head = found
     first = [member for member, _ in ring_head]
     depth = _pow2(-(-want // max(len(first), 1)))  # jobs a member is likely to give
+    if (HGETALL, keys.meta) not in reads or _front_row_missing(keys, first[0], depth, reads):
+        return need(*_prefetch(keys, first, depth, reads))  # the next batch, in one round
     try:  # the reads are usually all there: look first, list what is missing if not
         step = _turns(keys, want, reads, config, first, ring_depth, depth)
     except KeyError:
@@ -442,6 +469,12 @@ def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Se
     if type(step) is Need:  # a row or a deeper head: ask for the others with it
         return Need(step.reads, tuple(_prefetch(keys, first, depth, reads)))
     return step
+
+
+def _front_row_missing(keys: QueueKeys, member: bytes, depth: int, reads: Reads) -> bool:
+    """Whether the first member's front row is still unread (`_prefetch`'s second batch)."""
+    head = reads.get((ZHEAD, waiting_key(keys, member or None), depth))
+    return bool(head) and (HGETALL, keys.job(head[0][0])) not in reads
 
 
 def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, first: list[bytes],
@@ -496,7 +529,7 @@ def _prefetch(keys: QueueKeys, first: list[bytes], depth: int, reads: Reads) -> 
 
     A member's ring score is not read: it came from the ring's head.
     """
-    wanted: list[tuple] = list(_base_reads(keys))
+    wanted: list[tuple] = list(_base_reads(keys) if FLAT in first else _core_reads(keys))
     for member in first:
         group = member or None
         if group is not None:
