@@ -1,7 +1,7 @@
 """The lanes benchmark: CLAIM throughput with 10,000 lanes against the flat queue.
 
-    python3 bench/lanes.py [--lanes 10000] [--jobs 40000] [--conns 4] [--pipeline 50]
-                           [--repeat 3] [--no-pin]
+    python3 bench/lanes.py [--lanes 10000] [--jobs 40000] [--lane-limit 1] [--conns 4]
+                           [--pipeline 50] [--repeat 3] [--no-pin]
 
 One emqd (`--appendonly no`, as emqd-bench starts it) is started on a free
 loopback port and stopped by PID at the end. Each repeat runs both cases on a
@@ -9,8 +9,10 @@ flushed keyspace, alternating which goes first:
 
 - flat: `jobs` jobs added without GROUP;
 - lanes: the same number of jobs spread over `lanes` groups (job i in group
-  i % lanes), at the default lane_limit of 1, so every CLAIM takes a lane out
-  of the ring (it is full) and every COMPLETE puts it back at the end.
+  i % lanes). At the default lane_limit of 1 every CLAIM takes a lane out of
+  the ring (it is full) and every COMPLETE puts it back at the end; with
+  `--lane-limit 0` (no limit) a CLAIM moves the lane to the back instead and
+  a COMPLETE leaves the ring alone.
 
 Filling is not timed. Then `conns` connections each send pipelines of the
 COMPLETEs of the jobs they claimed last time plus `pipeline` CLAIMs, until
@@ -56,11 +58,13 @@ def _check(reply: object, what: str) -> None:
         raise BenchError(f"{what} answered an error: {reply}")
 
 
-async def fill(port: int, jobs: int, lanes: int | None) -> None:
+async def fill(port: int, jobs: int, lanes: int | None, lane_limit: int) -> None:
     """Add `jobs` jobs, flat or over `lanes` groups (untimed)."""
     client = await Client.connect(port)
     try:
         _check(await client.call(b"FLUSHALL"), "FLUSHALL")
+        _check(await client.call(b"EMQ.CONFIG", QUEUE, b"SET", b"lane_limit", lane_limit),
+               "CONFIG")
         for start in range(0, jobs, FILL_PIPELINE):
             batch = range(start, min(start + FILL_PIPELINE, jobs))
             if lanes is None:
@@ -119,7 +123,7 @@ async def run(args: argparse.Namespace, port: int, pid: int) -> dict[str, list[t
     for repeat in range(args.repeat):
         order = ("flat", "lanes") if repeat % 2 == 0 else ("lanes", "flat")
         for case in order:
-            await fill(port, args.jobs, None if case == "flat" else args.lanes)
+            await fill(port, args.jobs, None if case == "flat" else args.lanes, args.lane_limit)
             wall, cpu = await claims_per_second(port, pid, args.jobs, args.conns, args.pipeline)
             results[case].append((wall, cpu))
             print(f"  {case:5} run {repeat + 1}: {wall:,.0f} claims/s, {cpu:,.0f} per CPU s",
@@ -131,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lanes", type=int, default=10_000)
     parser.add_argument("--jobs", type=int, default=40_000)
+    parser.add_argument("--lane-limit", type=int, default=1, help="the queue's lane_limit")
     parser.add_argument("--conns", type=int, default=4)
     parser.add_argument("--pipeline", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
@@ -148,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"lanes benchmark: {args.jobs:,} jobs, {args.lanes:,} lanes (lane_limit 1), "
+    print(f"lanes benchmark: {args.jobs:,} jobs, {args.lanes:,} lanes "
+          f"(lane_limit {args.lane_limit}), "
           f"{args.conns} connections x {args.pipeline} per pipeline, median of {args.repeat}"
           f"{', pinned' if pin else ''}")
     print(f"{'':6}{'claims/s':>14}{'claims/CPU s':>14}")
