@@ -21,8 +21,10 @@ from emqd.command import Command, command
 from emqd.commands import ALL as COMMAND_MODULES
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
+from emqd.reply import Raw
 from emqd.session import Session
 from emqd.verbs import ALL as VERB_MODULES
+from emqd.wire.resp import encode
 
 
 def _build_table() -> dict[bytes, Command]:
@@ -69,14 +71,21 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
         raise errors.EXECABORT
     server = session.server
     replies: list[Any] = []
+    protocols: list[int] = []  # the protocol each reply is written in
     session.in_exec = True
     server.begin_batch()
     try:
         for request in queued:
             replies.append(_run(session, lookup(request), request))  # type: ignore[arg-type]
+            protocols.append(session.resp)
     finally:
         server.end_batch()
         session.in_exec = False
+    if any(resp != session.resp for resp in protocols):
+        # A HELLO inside switched protocol: like Redis, each reply is in the
+        # protocol of its moment, under an array header (the same in both).
+        body = b"".join(encode(r, resp) for r, resp in zip(replies, protocols, strict=True))
+        return Raw(b"*%d\r\n" % len(replies) + body)
     return replies
 
 

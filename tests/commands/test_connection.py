@@ -46,6 +46,20 @@ def test_hello_switches_protocol_and_answers_in_the_new_one(
         theirs.close()
 
 
+def test_hello_inside_exec_switches_between_replies_like_redis(
+    emqd_port: int, redis_ref: int
+) -> None:
+    script = [("MULTI",), ("CLIENT", "GETNAME"), ("HELLO", 3), ("CLIENT", "GETNAME"), ("EXEC",),
+              ("MULTI",), ("CLIENT", "GETNAME"), ("HELLO", 2), ("CLIENT", "GETNAME"), ("EXEC",)]
+    ours, theirs = RawClient(emqd_port), RawClient(redis_ref)
+    try:
+        for request in script:
+            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_client_id_info_and_list_have_redis_structure(emqd_port: int, redis_ref: int) -> None:
     for port in (emqd_port, redis_ref):
         with redis.Redis(port=port, protocol=3) as client:
