@@ -108,7 +108,7 @@ def decide(args: ClaimArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
 
 def _round_robin(args: ClaimArgs, want: int, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     """The flat queue and the lanes served in turn (lanes.serve); the ring kept exact."""
-    served = lanes.serve(args.keys, want, reads, args.config)
+    served = lanes.serve(args.keys, want, reads, args.config, judge)
     if type(served) is Need:
         return served
     lane_ops = lanes.settle(served.ledger, reads)  # type: ignore[union-attr]
@@ -132,14 +132,25 @@ def _walk(keys: QueueKeys, head: list, want: int, reads: Reads) -> tuple[list, l
         row = reads[job.row_read(keys, member)]
         if row is None:
             continue  # a ghost: removed from pending, listed nowhere
-        try:
-            token = incremented(row.get(job.ATTEMPTS), 1)
-            incremented(row.get(job.FAILURES), 0)  # CLAIM replies with it as an integer
-        except ReplyError as error:
-            corrupt.append((member, error.message))
+        token = judge(row)
+        if type(token) is bytes:
+            corrupt.append((member, token))
             continue
         jobs.append((member, row, token))
     return taken, jobs, corrupt
+
+
+def judge(row: dict) -> int | bytes:
+    """A waiting row's token (next `attempts`), or the HINCRBY text that dead-letters it.
+
+    The one rule for every member CLAIM meets, flat or in a lane (lanes.serve).
+    """
+    try:
+        token = incremented(row.get(job.ATTEMPTS), 1)
+        incremented(row.get(job.FAILURES), 0)  # CLAIM replies with it as an integer
+    except ReplyError as error:
+        return error.message
+    return token
 
 
 def _verdict(args: ClaimArgs, removed: list[Op], jobs: list, corrupt: list, reads: Reads,

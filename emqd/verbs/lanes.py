@@ -36,11 +36,11 @@ ring (`settle` then reads the ring's size and stops).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from emqd import errors
 from emqd.config import Config
-from emqd.errors import ReplyError
 from emqd.keys import QueueKeys
 from emqd.numbers import INT64_MAX, parse_int
 from emqd.plan import Op
@@ -52,8 +52,6 @@ GROUP = b"group"  # the row field naming a job's lane
 FLAT = b""  # the flat queue's member in the ring
 RR = b"rr"  # meta field: the ring's turn counter
 LANES_PENDING = b"lanes_pending"  # meta field: jobs waiting in all lanes together
-ATTEMPTS = b"attempts"
-FAILURES = b"failures"
 
 
 def group_of(row: dict | None) -> bytes | None:
@@ -442,14 +440,19 @@ class _Source:
         self.cursor = 0
 
 
-def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Served:
+Judge = Callable[[dict], "int | bytes"]  # CLAIM's rule for a row: its token, or why it dies
+
+
+def serve(keys: QueueKeys, want: int, reads: Reads, config: Config,
+          judge: Judge) -> Need | Served:
     """Go round the ring job by job until `want` jobs are found or nothing is servable.
 
     Each turn takes the ring's lowest-score member, takes its front job, and
     moves the member to the back (`rr + 1`) or out of the ring when it became
     empty or full. A member that turns out empty or full when its turn comes
     (a plain write from a client) is taken out and skipped. Picking a member
-    reads the ring's head only: O(log n) whatever the number of lanes.
+    reads the ring's head only: O(log n) whatever the number of lanes. `judge`
+    is CLAIM's own rule for each row met (claim.judge).
     """
     found = _deepest(reads, keys.ring, ring_head_depth(want))
     if found is None:
@@ -460,7 +463,7 @@ def serve(keys: QueueKeys, want: int, reads: Reads, config: Config) -> Need | Se
     if (HGETALL, keys.meta) not in reads or _front_row_missing(keys, first[0], depth, reads):
         return need(*_prefetch(keys, first, depth, reads))  # the next batch, in one round
     try:  # the reads are usually all there: look first, list what is missing if not
-        step = _turns(keys, want, reads, config, first, ring_depth, depth)
+        step = _turns(keys, want, reads, config, judge, first, ring_depth, depth)
     except KeyError:
         missing = _prefetch(keys, first, depth, reads)
         if not missing:
@@ -477,8 +480,8 @@ def _front_row_missing(keys: QueueKeys, member: bytes, depth: int, reads: Reads)
     return bool(head) and (HGETALL, keys.job(head[0][0])) not in reads
 
 
-def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, first: list[bytes],
-           ring_depth: int, depth: int) -> Need | Served:
+def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, judge: Judge,
+           first: list[bytes], ring_depth: int, depth: int) -> Need | Served:
     """`serve`'s turns; a missing lane or base read raises KeyError."""
     ledger = Ledger(keys, config)
     for member in first:
@@ -508,7 +511,7 @@ def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, first: list
             if not ledger.servable(source.group, reads):
                 ledger.take_out(member)
                 continue
-        found = _next_job(keys, source, reads, ledger, taken, corrupt)
+        found = _next_job(keys, source, reads, ledger, judge, taken, corrupt)
         if type(found) is Need:
             return found
         if found is None:
@@ -551,7 +554,7 @@ def _still_servable(source: _Source, ledger: Ledger, reads: Reads) -> bool:
     return ledger.servable(source.group, reads)
 
 
-def _next_job(keys: QueueKeys, source: _Source, reads: Reads, ledger: Ledger,
+def _next_job(keys: QueueKeys, source: _Source, reads: Reads, ledger: Ledger, judge: Judge,
               taken: dict[bytes, list[bytes]], corrupt: list) -> Need | tuple | None:
     """The source's next claimable job (id, row, token), None when it ran out."""
     while True:
@@ -573,11 +576,9 @@ def _next_job(keys: QueueKeys, source: _Source, reads: Reads, ledger: Ledger,
         if row is None:
             ledger.leave_waiting(source.group)  # a ghost: removed, listed nowhere
             continue
-        try:
-            token = incremented(row.get(ATTEMPTS), 1)
-            incremented(row.get(FAILURES), 0)  # CLAIM replies with it as an integer
-        except ReplyError as error:
+        token = judge(row)
+        if type(token) is bytes:
             ledger.leave_waiting(source.group)  # dead-lettered by CLAIM
-            corrupt.append((job_id, error.message))
+            corrupt.append((job_id, token))
             continue
         return (job_id, row, token)
