@@ -129,8 +129,6 @@ def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
 
 MAX_CLIENTS = ReplyError("ERR max number of clients reached")
 NOT_IN_MULTI = ReplyError("ERR Command not allowed inside a transaction")
-NO_SHUTDOWN_IN_PROGRESS = ReplyError("ERR No shutdown in progress.")
-INVALID_CURSOR = ReplyError("ERR invalid cursor")
 BAD_CLIENT_NAME = ReplyError(
     "ERR Client names cannot contain spaces, newlines or special characters."
 )

@@ -14,19 +14,18 @@ most 64 passes over the keys. See docs/SERVER.md.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from emqd import errors
 from emqd.command import command
 from emqd.glob import compile_pattern
-from emqd.numbers import parse_int
+from emqd.numbers import parse_cursor
 from emqd.plan import Plan
+from emqd.scan import parse_options
 from emqd.session import Session
 
 HASH_SPACE = 1 << 64
 MAX_SCAN_SLICES = 64
-_CURSOR = re.compile(rb"[+-]?[0-9]+\Z")
 
 
 def del_(session: Session, argv: list[bytes]) -> Any:
@@ -52,26 +51,15 @@ def keys(session: Session, argv: list[bytes]) -> Any:
 def scan(session: Session, argv: list[bytes]) -> Any:
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
     cursor = parse_cursor(argv[1])
-    count, matches, type_name = 10, None, None
-    i = 2
-    while i < len(argv):
-        option = argv[i].lower()
-        if i + 1 >= len(argv):
-            raise errors.SYNTAX
-        if option == b"count":
-            number = parse_int(argv[i + 1])
-            if number is None:
-                raise errors.NOT_INTEGER
-            if number < 1:
-                raise errors.SYNTAX
-            count = number
-        elif option == b"match":
-            matches = None if argv[i + 1] == b"*" else compile_pattern(argv[i + 1])
-        elif option == b"type":
+    if cursor is None:
+        raise errors.INVALID_CURSOR
+    type_name, rest = None, argv[:2]
+    for i in range(2, len(argv), 2):  # TYPE is SCAN's own; MATCH and COUNT as HSCAN reads them
+        if argv[i].lower() == b"type" and i + 1 < len(argv):
             type_name = argv[i + 1].decode("latin-1")
         else:
-            raise errors.SYNTAX
-        i += 2
+            rest += argv[i : i + 2]
+    count, matches = parse_options(rest, 2)
     keyspace = session.server.keyspace
     data = keyspace.data
     slices = 1
@@ -85,19 +73,6 @@ def scan(session: Session, argv: list[bytes]) -> Any:
     if type_name is not None:
         found = [key for key in found if keyspace.type_name(key) == type_name]
     return [b"%d" % (end % HASH_SPACE), found]
-
-
-def parse_cursor(raw: bytes) -> int:
-    """Redis's strtoul reading of a cursor: `-1` wraps, `+5` and `` are fine, 2**64 is not."""
-    text = raw.split(b"\0", 1)[0]
-    if not text:
-        return 0
-    if not _CURSOR.match(text):
-        raise errors.INVALID_CURSOR
-    value = int(text)
-    if abs(value) >= HASH_SPACE:
-        raise errors.INVALID_CURSOR
-    return value % HASH_SPACE
 
 
 def dbsize(session: Session, argv: list[bytes]) -> Any:

@@ -25,11 +25,14 @@ def test_key_commands_answer_like_redis(emqd_port: int, redis_ref: int) -> None:
         ("SCAN",), ("SCAN", "x"), ("SCAN", "0", "COUNT", "0"), ("SCAN", "0", "COUNT", "x"),
         ("SCAN", "0", "COUNT", "-1"), ("SCAN", "0", "TYPE"), ("SCAN", "0", "MATCH"),
         ("SCAN", "0", "FOO", "bar"), ("SCAN", "18446744073709551616"), ("SCAN", " 1"),
-        ("SCAN", "0x1"), ("SCAN", "-"),
+        ("SCAN", "0x1"), ("SCAN", "-"), ("SCAN", "0", "COUNT", "x", "TYPE"),
+        ("SCAN", "0", "TYPE", "hash", "COUNT", "0"), ("SCAN", "0", "COUNT", "TYPE"),
+        ("SCAN", "0", "TYPE", "hash", "BAD"), ("SCAN", "0", "type", "x", "count", "-5"),
         ("HSET", "h3", "f", "v"),
         ("FLUSHDB", "x"), ("FLUSHALL", "ASYNC", "SYNC"), ("FLUSHALL", "bad"),
         ("FLUSHDB", "ASYNC"), ("DBSIZE",), ("HSET", "h3", "f", "v"), ("FLUSHALL", "sync"),
         ("FLUSHALL",), ("DBSIZE",), ("SCAN", "0"), ("KEYS", "*"),
+        ("SCAN", "0", "MATCH", "a", "MATCH", "*", "COUNT", "5", "TYPE", "zset", "TYPE", "hash"),
     ])
 
 
