@@ -96,7 +96,10 @@ class AppendOnlyFile:
         self.state = state
         self._fsync = fsync
         self._loop = asyncio.get_running_loop()
+        created = not os.path.exists(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if created:  # the new name must survive a power cut as the records in it will
+            _fsync_dir(os.path.dirname(path) or ".")
         self.size = os.fstat(self.fd).st_size
         self.base_size = self.size  # the size after the last compaction (or the load)
         self.records: list[list[Op]] = []  # logged, not yet written

@@ -5,9 +5,9 @@ When the rewrite starts (time t0) it notes every key; slices then write each
 key's value as `HSET key f v f v ...` / `ZADD key s m s m ...` (at most
 `ITEMS_PER_COMMAND` items a command) to a temp file beside the log. Before a
 plan writes a key that is not written out yet, `capture(ops)` keeps that key's
-t0 value (a copy, or the object itself when the op deletes it; FLUSHALL keeps
-the whole table as it was), so the snapshot is exactly the keyspace at t0,
-whatever happens while it is taken. A big value is written over several
+t0 value (a copy, or the object itself when the op deletes it; after a
+FLUSHALL nothing changes the t0 objects), so the snapshot is exactly the
+keyspace at t0, whatever happens while it is taken. A big value is written over several
 slices straight from the live mapping; a plan about to change it first makes
 the rest come from a copy. Every record logged after t0 is buffered
 (`add_records`) and goes after the snapshot: replaying the new file gives the
@@ -58,11 +58,13 @@ class Rewrite:
         self._syncing = False  # a thread is fsyncing `fd`: it is closed when that ends
         self._on_snapshot_synced = on_snapshot_synced
         self._on_failed = on_failed
-        self._source = keyspace.data  # where keys not yet written hold their t0 value
-        self._frozen = False  # `_source` is a copy nobody writes (after a FLUSHALL)
-        self._keys = list(keyspace.data)
-        self._cursor = 0
-        self._pending = set(self._keys)  # t0 keys neither written out nor captured
+        # Every key of t0 and its value object (a dict copy: about 40 ms for 1M
+        # keys). A key not yet done still holds its t0 value in that object:
+        # `capture` takes the key before anything changes it.
+        self._t0 = keyspace.data.copy()
+        self._keys = iter(self._t0)
+        self._done: set[bytes] = set()  # t0 keys written out or captured
+        self._frozen = False  # after a FLUSHALL nobody changes the t0 objects any more
         self._captured: dict[bytes, tuple[bool, dict]] = {}  # key -> (is_zset, t0 items)
         # A big value written over several slices: its key, kind, the pairs
         # still to write, how many were written, and the live mapping they
@@ -79,22 +81,20 @@ class Rewrite:
         """Keep the t0 value of every not-yet-written key that `ops` are about to change."""
         if self._frozen:
             return
-        pending = self._pending
+        t0, done = self._t0, self._done
         for op in ops:
             name = op[0]
             if name == b"FLUSHALL":
-                # The values stay as they are: after the flush nobody else holds them.
-                self._source = dict(self._source)
-                self._frozen = True
+                self._frozen = True  # it drops the t0 objects without changing them
                 return
             keys = op[1:] if name == b"DEL" else op[1:2]
             for key in keys:
                 if self._current_live is not None and key == self._current_key:
                     self._detach_current()
-                if key in pending:
-                    pending.discard(key)
+                if key in t0 and key not in done:
+                    done.add(key)
                     # DEL drops the value without changing it: no copy needed.
-                    self._captured[key] = _items(self._source[key], copy=name != b"DEL")
+                    self._captured[key] = _items(t0[key], copy=name != b"DEL")
 
     def add_records(self, data: bytes) -> None:
         """Records the log wrote after t0; they go after the snapshot."""
@@ -117,7 +117,7 @@ class Rewrite:
             key = self._next_key()
             if key is None:
                 break
-            is_zset, items = _items(self._source[key], copy=False)
+            is_zset, items = _items(self._t0[key], copy=False)
             if len(items) > SLICE_ITEMS:
                 self._start_value(key, is_zset, items, live=not self._frozen)
                 continue
@@ -137,12 +137,10 @@ class Rewrite:
             loop.call_soon(self._slice)
 
     def _next_key(self) -> bytes | None:
-        keys, pending = self._keys, self._pending
-        while self._cursor < len(keys):
-            key = keys[self._cursor]
-            self._cursor += 1
-            if key in pending:
-                pending.discard(key)
+        done = self._done
+        for key in self._keys:
+            if key not in done:
+                done.add(key)
                 return key
         return None
 
