@@ -66,7 +66,9 @@ def test_redis_loads_a_queue_written_by_emqd_before_and_after_compaction(tmp_pat
     data = tmp_path / "emqd"
     data.mkdir()
     path = data / "emqd.aof"
-    flags = ("--appendonly", "yes", "--stalled-interval", "0")
+    # Retries due in 10 minutes: a restart more than a second later (a loaded
+    # machine) must not promote the FAILed jobs and change the file under test.
+    flags = ("--appendonly", "yes", "--stalled-interval", "0", "--backoff", "fixed:600000")
     server = start_emqd(*flags, dir=str(data))
     try:
         with redis.Redis(port=server.port) as r:
