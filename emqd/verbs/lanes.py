@@ -12,7 +12,7 @@ A job added with `GROUP g` waits in its lane `p.."lane:"..g` (scored like
   or gactive < limit). The flat queue is the member `""` exactly when
   `pending` is not empty *and* at least one lane is a member: a queue with no
   servable lane has no ring at all, and CLAIM then serves `pending` directly,
-  as it did before lanes existed (one read more: the ring's size).
+  as it did before lanes existed (one read more: the ring's head or size).
 - `meta.rr`: the ring's turn counter. A member that enters the ring, or that
   CLAIM has just served and that can still be served, gets the score
   `rr + 1` (the back of the ring): the effect of `HINCRBY meta rr 1` per turn.
