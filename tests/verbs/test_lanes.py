@@ -17,8 +17,12 @@ from emqd.verbs import (
     fail,
     lane_limit,
     lane_list,
+    promote,
+    remove,
     requeue,
+    revive,
     runner,
+    stalled_check,
     stats,
 )
 from tests.verbs.jobs import (
@@ -30,7 +34,7 @@ from tests.verbs.jobs import (
     run,
     snapshot,
 )
-from tests.verbs.planner import NOW, drive, keyspace
+from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, keyspace
 
 
 def add_to(space: Any, group: str | None, n: int = 1, *options: Any) -> list[bytes]:
@@ -351,3 +355,48 @@ def test_stats_counts_lane_jobs_as_pending() -> None:
     reply = drive(stats, ["emq.stats", "q"], space)
     assert (reply[b"pending"], reply[b"active"]) == (3, 2)
 
+
+
+# --- the other verbs that move lane jobs ------------------------------------------------
+def test_remove_of_a_lanes_last_waiting_job_takes_the_lane_out_of_the_ring() -> None:
+    space = keyspace()
+    add_to(space, "a")
+    add_to(space, "b")
+    assert run(remove, ["emq.remove", "q", "1"], space) == 1
+    assert members(space, b"ring") == [(b"b", 2)]
+    assert space.hash(P + b"meta")[b"lanes_pending"] == b"1"
+    checked(space)
+
+
+@pytest.mark.parametrize(("epoch", "max_stalled", "verdict"),
+                         [(OTHER_RUN_ID, 1, "recovered"), (RUN_ID, 2, "recovered"),
+                          (RUN_ID, 1, "dead")])
+def test_every_sweep_verdict_gives_the_slot_back(epoch: bytes, max_stalled: int,
+                                                verdict: str) -> None:
+    space = keyspace()
+    add_to(space, "a", 2)
+    run(claim, ["emq.claim", "q", 10], space, run_id=epoch)
+    reply = run(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", max_stalled], space,
+                now=NOW + 20)
+    assert reply == ([[b"1"], []] if verdict == "recovered" else [[], [b"1"]])
+    assert space.hash(P + b"gactive") is None
+    if verdict == "recovered":
+        assert members(space, b"lane:a") == [(b"1", 0), (b"2", 2)]  # its lane's front
+    checked(space)
+
+
+def test_promote_and_revive_return_a_lane_job_to_its_lane() -> None:
+    space = keyspace()
+    add_to(space, "a", 1, "MAXATTEMPTS", 2)
+    (job_id,) = claim_ids(space)
+    assert run(fail, ["emq.fail", "q", job_id, b"1", "BACKOFF", 5], space) == [b"scheduled", 1]
+    assert run(promote, ["emq.promote", "q"], space, now=NOW + 5) == 1
+    assert members(space, b"lane:a") == [(job_id, 0)]
+    checked(space)
+    claim_ids(space)
+    assert run(fail, ["emq.fail", "q", job_id, b"2"], space) == [b"dead", 2]
+    assert space.zset(P + b"ring") is None
+    assert run(revive, ["emq.revive", "q", job_id], space) == "OK"
+    assert members(space, b"lane:a") == [(job_id, 0)]
+    assert members(space, b"ring") == [(b"a", 3)]
+    checked(space)
