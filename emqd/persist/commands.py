@@ -1,7 +1,7 @@
 """BGREWRITEAOF, SAVE, LASTSAVE: the persistence commands, on the open log.
 
 With `--appendonly no` there is nothing to save to: BGREWRITEAOF and SAVE
-answer an error rather than pretend. SAVE does not rewrite: it writes and
+answer an error rather than pretend. Neither runs inside MULTI. SAVE does not rewrite: it writes and
 fsyncs the log, so everything applied so far survives a power cut.
 """
 
@@ -38,7 +38,10 @@ def lastsave(session: Session, argv: list[bytes]) -> Any:
 
 
 COMMANDS = [
-    command("bgrewriteaof", 1, "admin noscript no_async_loading", bgrewriteaof, group="server"),
+    # Not inside MULTI: the transaction's earlier plans are applied but logged
+    # only at EXEC, so the snapshot and the records after it would both hold them.
+    command("bgrewriteaof", 1, "admin noscript no_async_loading no_multi", bgrewriteaof,
+            group="server"),
     command("save", 1, "admin noscript no_async_loading no_multi", save, group="server"),
     command("lastsave", 1, "random fast allow_busy", lastsave, group="server"),
 ]

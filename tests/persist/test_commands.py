@@ -55,3 +55,10 @@ def test_with_the_log_off_save_and_bgrewriteaof_say_so(raw: RawClient, r: redis.
     assert raw.command("BGREWRITEAOF") == b"-" + errors.AOF_DISABLED.message + b"\r\n"
     assert raw.command("LASTSAVE").startswith(b":")
     assert persistence(r)["aof_enabled"] == 0
+
+
+def test_bgrewriteaof_and_save_are_refused_inside_multi(raw: RawClient) -> None:
+    assert raw.command("MULTI") == b"+OK\r\n"
+    assert raw.command("BGREWRITEAOF") == b"-ERR Command not allowed inside a transaction\r\n"
+    assert raw.command("SAVE") == b"-ERR Command not allowed inside a transaction\r\n"
+    assert raw.command("EXEC").startswith(b"-EXECABORT")
