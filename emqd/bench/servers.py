@@ -77,6 +77,11 @@ class Server:
                 return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS in /proc status")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server (all its threads) has used, from /proc."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
