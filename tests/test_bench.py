@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -71,3 +73,30 @@ def test_bench_alone_without_redis(tmp_path) -> None:
     assert [server["name"] for server in result["servers"]] == ["emqd", "emqd"]
     assert all(row["redis"] is None and row["ratio"] is None for row in result["rows"])
     assert "n/a" in done.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_bench_stops_its_servers(tmp_path, sig: int) -> None:
+    """Ctrl-C (or SIGTERM) in the middle of a run: exit 130, every server it started gone."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    pids = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "emqd.bench", "--no-redis", "--scenarios", "cycle",
+         "--jobs", "10000000", "--repeat", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    ) as proc:
+        try:
+            for line in proc.stderr:  # type: ignore[union-attr]
+                if line.strip().startswith("started emqd pid"):
+                    pids.append(int(line.split()[3]))
+                    break
+            assert pids, "the benchmark never said it started emqd"
+            time.sleep(0.5)  # well inside the (endless) cycle
+            proc.send_signal(sig)
+            assert proc.wait(timeout=20) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert all(_gone(pid) for pid in pids)

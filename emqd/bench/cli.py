@@ -126,6 +126,7 @@ class Bench:
             target = LuaTarget(server)
         self.live.append(server)
         self.started.append({"name": name, "pid": server.pid, "port": server.port})
+        print(f"  started {name} pid {server.pid} port {server.port}", file=sys.stderr)
         return target
 
     def stop(self, target: Target) -> None:
