@@ -102,7 +102,8 @@ class Worker:
     `Discard`). `lease_ms` is the lease each claim and heartbeat asks for;
     `timeout_ms` (None = no limit) is how long a handler may run; `grace_ms`
     is how long running jobs may finish after SIGINT/SIGTERM; `block_ms` is how
-    long one CLAIM parks on the server (it bounds how soon shutdown begins).
+    long one CLAIM parks on the server (a stop waits for the parked claim, so
+    shutdown takes at least that long when it is longer than the grace).
     """
 
     def __init__(self, queue: Any, handler: Handler, *, concurrency: int = 10,
