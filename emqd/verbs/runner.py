@@ -97,6 +97,9 @@ def perform(keyspace: Keyspace, read: Read) -> Any:
         zset = keyspace.zset(read[1])
         if zset is None:
             return []
+        if read[2] == 1:  # CLAIM's and one retention trim's read: no iterator needed
+            first = zset.first()
+            return [] if first is None else [(first[1], first[0])]
         return [(member, score) for score, member in zset.order.islice(0, read[2])]
     if kind == ZUPTO:
         zset = keyspace.zset(read[1])
