@@ -201,3 +201,12 @@ def test_over_the_wire(r: redis.Redis) -> None:
     assert wire_error(r, "EMQ.FAIL", "q", "1") == (
         "wrong number of arguments for 'emq.fail' command")
     assert wire_snapshot(r) == before
+
+
+def test_claim_requeue_claim_fail_with_max_two_over_the_wire(r: redis.Redis) -> None:
+    r.execute_command("EMQ.ADD", "q", "a", "MAXATTEMPTS", "2", "BACKOFF", "60000")
+    assert r.execute_command("EMQ.CLAIM", "q", "60000")[:2] == [b"1", b"1"]
+    assert r.execute_command("EMQ.REQUEUE", "q", "1", "1") == b"OK"
+    assert r.execute_command("EMQ.CLAIM", "q", "60000")[:2] == [b"1", b"2"]
+    assert r.execute_command("EMQ.FAIL", "q", "1", "2") == [b"scheduled", 1]
+    assert r.hget("emq:{q}:job:1", "attempts") == b"2"

@@ -4,6 +4,7 @@ whole-call refusals, bad numbers; then over the wire with real expiries."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -12,6 +13,7 @@ from emqd import errors
 from emqd.config import Config
 from emqd.plan import Plan
 from emqd.verbs import stalled_check
+from tests.support import start_emqd
 from tests.verbs.jobs import (
     P,
     add_jobs,
@@ -218,3 +220,32 @@ def test_over_the_wire_refusals_write_nothing(rq: redis.Redis) -> None:
         "LIMIT must be a positive integer")
     assert wire_error(rq, "EMQ.REAP", "q").startswith("unknown command 'EMQ.REAP'")
     assert wire_snapshot(rq) == before
+
+
+def test_a_lease_that_crossed_a_restart_is_exempt(tmp_path: Path) -> None:
+    """End to end with the append-only file: the lease was granted by the previous
+    process, so the sweep returns it to pending without counting a stall."""
+    flags = ("--appendonly", "yes", "--appendfsync", "always", "--stalled-interval", "0")
+    server = start_emqd(*flags, dir=str(tmp_path))
+    try:
+        with redis.Redis(port=server.port) as client:
+            client.execute_command("EMQ.ADD", "q", "a")
+            client.execute_command("EMQ.ADD", "q", "b")
+            assert len(client.execute_command("EMQ.CLAIM", "q", "30", "COUNT", "2")) == 2
+            old_epoch = client.execute_command("EMQ.EPOCH")
+    finally:
+        server.stop()
+    server = start_emqd(*flags, dir=str(tmp_path), port=server.port)
+    try:
+        with redis.Redis(port=server.port) as client:
+            assert client.execute_command("EMQ.EPOCH") != old_epoch
+            # Job 2's lease is renewed by this process: its stall counts.
+            client.execute_command("EMQ.EXTEND", "q", "2", "1", "30")
+            time.sleep(0.05)
+            assert client.execute_command("EMQ.STALLED.CHECK", "q", "MAXSTALLED", "1") == [
+                [b"1"], [b"2"]]
+            assert client.hgetall("emq:{q}:job:1")[b"state"] == b"pending"
+            assert client.hget("emq:{q}:job:1", "stalled") is None
+            assert client.hget("emq:{q}:job:2", "stalled") == b"1"
+    finally:
+        server.stop()
