@@ -169,8 +169,15 @@ def finish_ops(
 
 
 def finish_reads(keys: QueueKeys, kind: bytes) -> tuple:
-    """The reads `finish_ops` starts with, for a verb to ask for ahead of their turn."""
-    return ((HGET, _metric(keys, kind), b"count"), retention.card_read(keys, kind.decode()))
+    """The reads `finish_ops` will ask for, for a verb to ask for ahead of their turn.
+
+    With the metric and the set's size goes the oldest member: a queue at its
+    keep_completed / keep_dead bound (the steady state) trims one row for each
+    job it finishes, so that is the read the trim then needs.
+    """
+    name = kind.decode()
+    return ((HGET, _metric(keys, kind), b"count"), retention.card_read(keys, name),
+            retention.oldest_read(keys, name, 1))
 
 
 def _metric(keys: QueueKeys, kind: bytes) -> bytes:

@@ -42,6 +42,11 @@ def card_read(keys: QueueKeys, kind: str) -> tuple:
     return (ZCARD, set_key(keys, kind))
 
 
+def oldest_read(keys: QueueKeys, kind: str, count: int) -> tuple:
+    """The read of the `count` oldest members of `kind`'s set, the trim's candidates."""
+    return (ZHEAD, set_key(keys, kind), count)
+
+
 def trim_ops(
     keys: QueueKeys, kind: str, keep: int, reads: Reads, added: tuple | list = ()
 ) -> Need | list[Op]:
@@ -60,7 +65,7 @@ def trim_ops(
     excess = min(reads[card] + len(added) - keep, SLICE)
     if excess <= 0:
         return []
-    head_read = (ZHEAD, zset, excess)
+    head_read = oldest_read(keys, kind, excess)
     trimmed_read = (HGET, keys.metrics_failed, TRIMMED)
     wanted = (head_read, trimmed_read) if kind == DEAD else (head_read,)
     missing = [read for read in wanted if read not in reads]
