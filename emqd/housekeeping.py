@@ -326,6 +326,7 @@ class Housekeeping:
         counters.refused += 1
         text = error.message.decode(errors="replace")
         job_text = "" if job is None else f" job {job.decode(errors='replace')!r}"
+        # repr() keeps ids with control bytes on one line (INFO is line-based)
         counters.last_refusal = f"{what} queue {queue.decode(errors='replace')!r}{job_text}: {text}"
         key = (what, queue, job, error.message)
         if key not in self.logged:

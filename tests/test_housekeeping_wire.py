@@ -119,6 +119,9 @@ def test_a_corrupt_row_is_logged_once_and_recovered_once_repaired(
     wait_for(lambda: "refused" in server.output())  # once the lease ran out
     time.sleep(0.5)  # about five more sweep intervals
     assert row(r, job)[b"state"] == b"active"
+    info = r.info("stats")
+    assert 2 <= info["housekeeping_refused"] <= 9  # one attempt per 100 ms interval, no spin
+    assert "ERR hash value is not an integer" in info["housekeeping_last_refusal"]
     warnings = [line for line in server.output().splitlines() if "refused" in line]
     assert len(warnings) == 1
     assert "'q'" in warnings[0] and f"'{job.decode()}'" in warnings[0]
