@@ -62,6 +62,8 @@ _SCHEDULED = b"}:scheduled"
 _ACTIVE = b"}:active"
 _CONFIG = b"}:config"
 _PREFIX = b"emq:{"
+_UNWATCHED = ()  # a ZADD key that feeds no Deadlines
+TARGETS_MAX = 65_536  # keys remembered by `observe`; cleared when full
 
 
 class Deadlines:
@@ -182,6 +184,7 @@ class Housekeeping:
         self.promotion = Deadlines(self._promote)
         self.sweep = Deadlines(self._sweep)
         self.retention = Deadlines(self._trim)
+        self._targets: dict[bytes, Any] = {}  # ZADD key -> (Deadlines, queue) | _UNWATCHED
 
     # --- wiring -------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -205,15 +208,26 @@ class Housekeeping:
             deadlines.stop()
 
     def observe(self, ops: list[Op]) -> None:
-        """Called by `commit` with every applied plan: note new due times and config writes."""
+        """Called by `commit` with every applied plan: note new due times and config writes.
+
+        This runs on every write, so the common case is kept to a few dict
+        lookups: which `Deadlines` a ZADD's key feeds is worked out once per
+        key, and a score later than the queue's known earliest time stops there.
+        """
         for op in ops:
             name = op[0]
             if name == b"ZADD":
-                key = op[1]
-                if key.endswith(_SCHEDULED):
-                    self._note_scores(self.promotion, key, len(_SCHEDULED), op)
-                elif key.endswith(_ACTIVE) and self.sweep_interval:
-                    self._note_scores(self.sweep, key, len(_ACTIVE), op)
+                target = self._targets.get(op[1])
+                if target is None:
+                    target = self._target_of(op[1])
+                if target is _UNWATCHED:
+                    continue
+                deadlines, queue = target
+                score = op[2] if len(op) == 4 else min(op[2::2], key=float)
+                at = score if type(score) is int else _ms(float(score))
+                known = deadlines.earliest.get(queue)
+                if known is None or at < known:
+                    deadlines.note(queue, at)
             elif name == b"HSET" or name == b"HDEL":
                 if op[1].endswith(_CONFIG):
                     self._note_now(self.retention, op[1], len(_CONFIG))
@@ -222,10 +236,21 @@ class Housekeeping:
                     if key.endswith(_CONFIG):
                         self._note_now(self.retention, key, len(_CONFIG))
 
-    def _note_scores(self, deadlines: Deadlines, key: bytes, suffix: int, op: Op) -> None:
-        queue = _queue_of(key, suffix)
-        if queue is not None:
-            deadlines.note(queue, _ms(min(float(score) for score in op[2::2])))
+    def _target_of(self, key: bytes) -> Any:
+        """The (Deadlines, queue) a ZADD to `key` feeds, or _UNWATCHED; cached."""
+        target: Any = _UNWATCHED
+        if key.endswith(_SCHEDULED):
+            queue = _queue_of(key, len(_SCHEDULED))
+            if queue is not None:
+                target = (self.promotion, queue)
+        elif key.endswith(_ACTIVE) and self.sweep_interval:
+            queue = _queue_of(key, len(_ACTIVE))
+            if queue is not None:
+                target = (self.sweep, queue)
+        if len(self._targets) >= TARGETS_MAX:
+            self._targets.clear()
+        self._targets[key] = target
+        return target
 
     def _note_now(self, deadlines: Deadlines, key: bytes, suffix: int) -> None:
         queue = _queue_of(key, suffix)

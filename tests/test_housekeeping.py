@@ -243,6 +243,10 @@ async def test_only_scheduled_zadds_of_emq_queues_are_noticed(rig: Any) -> None:
     assert r.hk.promotion.earliest == {}
     r.state.commit([(b"ZADD", K.scheduled, now + 10_000, b"1", now + 5000, b"2")])
     assert r.hk.promotion.earliest == {b"q": now + 5000}
+    r.state.commit([(b"ZADD", K.scheduled, b"%d.5" % (now + 3000), b"3")])  # a client's score
+    assert r.hk.promotion.earliest == {b"q": now + 3001}
+    r.state.commit([(b"ZADD", K.scheduled, now + 4000, b"4")])  # later than known: no entry
+    assert r.hk.promotion.heap == [(now + 3001, b"q"), (now + 5000, b"q")]
 
 
 async def test_queues_known_at_start_are_looked_at(rig: Any) -> None:
