@@ -112,7 +112,10 @@ async def claims_per_second(port: int, pid: int, jobs: int, conns: int,
     try:
         started, cpu = time.perf_counter(), cpu_seconds(pid)
         await asyncio.gather(*(worker(c) for c in clients))
-        return (jobs / (time.perf_counter() - started), jobs / (cpu_seconds(pid) - cpu))
+        # /proc counts CPU in clock ticks: a run shorter than one tick reads as 0,
+        # so count it as one tick rather than divide by zero.
+        used = max(cpu_seconds(pid) - cpu, 1 / os.sysconf("SC_CLK_TCK"))
+        return (jobs / (time.perf_counter() - started), jobs / used)
     finally:
         for client in clients:
             client.close()
