@@ -2,7 +2,7 @@
 
 The side-by-side figures mean something only if both servers do the same
 work. Each step of a job's life is sent to emqd as a verb and to
-redis-server as EVALSHA of bench/*.lua, through the benchmark's own targets;
+redis-server as EVALSHA of emqd/bench/lua/*.lua, through the benchmark's own targets;
 the replies must match, and so must every job row, set and counter, with
 only the wall-clock fields (times, time-based scores) and the epoch masked.
 """

@@ -2,7 +2,7 @@
 
 A `Target` turns one EMQ step into the encoded request for its server, so the
 scenarios are written once and run unchanged against both. Replies have the
-same shape on both (the Lua scripts in `bench/` answer what the verbs
+same shape on both (the Lua scripts in `emqd/bench/lua/` answer what the verbs
 answer), so scenarios parse them once too. Key names come from `emqd.keys`,
 the same module the verbs use, and the defaults the scripts need
 (keep_completed, max_attempts, ...) from `emqd.config.Config`, the same
@@ -11,12 +11,14 @@ defaults the emqd under test starts with.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from emqd.bench.client import Client, ReplyError, encode
-from emqd.bench.servers import EMQD_ROOT, Server
+from emqd.bench.servers import Server
 from emqd.config import Config
 from emqd.keys import QUEUES, queue_keys
 
-LUA_DIR = EMQD_ROOT / "bench"
+LUA_DIR = Path(__file__).resolve().parent / "lua"  # package data: works from any install
 SCRIPTS = ("add", "claim", "complete", "fail", "promote", "stalled")
 DEFAULTS = Config()
 
@@ -94,7 +96,7 @@ class EmqdTarget(Target):
 
 
 class LuaTarget(Target):
-    """redis-server running the scripts of `bench/*.lua` by EVALSHA."""
+    """redis-server running the scripts of `emqd/bench/lua/*.lua` by EVALSHA."""
 
     name = "redis"
 
@@ -108,7 +110,7 @@ class LuaTarget(Target):
             for name in SCRIPTS:
                 path = LUA_DIR / f"{name}.lua"
                 if not path.exists():
-                    raise RuntimeError(f"Lua script {path} not found (run from a checkout)")
+                    raise RuntimeError(f"Lua script {path} not found: a broken install")
                 reply = await client.call(b"SCRIPT", b"LOAD", path.read_bytes())
                 if isinstance(reply, ReplyError):
                     raise RuntimeError(f"{path}: {reply}")
