@@ -26,6 +26,18 @@ SAME_BYTES = [
 ]
 
 
+def same_shapes(emqd_port: int, redis_port: int, script: list[tuple]) -> None:
+    """Send `script` on one connection to each server; each reply has Redis's structure
+    (compared by `shape`, since ids, names and addresses differ)."""
+    ours, theirs = RawClient(emqd_port), RawClient(redis_port)
+    try:
+        for request in script:
+            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_connection_commands_answer_like_redis(emqd_port: int, redis_ref: int) -> None:
     same_replies(emqd_port, redis_ref, SAME_BYTES)
 
@@ -37,13 +49,7 @@ def test_hello_switches_protocol_and_answers_in_the_new_one(
     script = [("HELLO", resp), ("HELLO",), ("CLIENT", "GETNAME"), ("PING",), ("ECHO", "x"),
               ("HELLO", resp, "SETNAME", "n"), ("CLIENT", "GETNAME"), ("CONFIG", "GET", "save"),
               ("MULTI",), ("HELLO", 5 - resp), ("EXEC",), ("PING",)]
-    ours, theirs = RawClient(emqd_port), RawClient(redis_ref)
-    try:
-        for request in script:
-            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
-    finally:
-        ours.close()
-        theirs.close()
+    same_shapes(emqd_port, redis_ref, script)
 
 
 def test_hello_inside_exec_switches_between_replies_like_redis(
@@ -51,13 +57,7 @@ def test_hello_inside_exec_switches_between_replies_like_redis(
 ) -> None:
     script = [("MULTI",), ("CLIENT", "GETNAME"), ("HELLO", 3), ("CLIENT", "GETNAME"), ("EXEC",),
               ("MULTI",), ("CLIENT", "GETNAME"), ("HELLO", 2), ("CLIENT", "GETNAME"), ("EXEC",)]
-    ours, theirs = RawClient(emqd_port), RawClient(redis_ref)
-    try:
-        for request in script:
-            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
-    finally:
-        ours.close()
-        theirs.close()
+    same_shapes(emqd_port, redis_ref, script)
 
 
 def test_client_id_info_and_list_have_redis_structure(emqd_port: int, redis_ref: int) -> None:
@@ -79,13 +79,7 @@ def test_client_id_info_and_list_have_redis_structure(emqd_port: int, redis_ref:
 def test_reset_returns_to_a_fresh_connection(emqd_port: int, redis_ref: int) -> None:
     script = [("HELLO", 3, "SETNAME", "x"), ("MULTI",), ("PING",), ("RESET",), ("CLIENT", "GETNAME"),
               ("EXEC",), ("PING",)]
-    ours, theirs = RawClient(emqd_port), RawClient(redis_ref)
-    try:
-        for request in script:
-            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
-    finally:
-        ours.close()
-        theirs.close()
+    same_shapes(emqd_port, redis_ref, script)
 
 
 def test_quit_answers_ok_then_closes(emqd_port: int, redis_ref: int) -> None:
@@ -110,13 +104,7 @@ AUTHED_SCRIPT = [
 
 def test_requirepass_refusals_like_redis(emqd_auth: int, redis_auth: int) -> None:
     same_replies(emqd_auth, redis_auth, PASSWORD_SCRIPT)
-    ours, theirs = RawClient(emqd_auth), RawClient(redis_auth)
-    try:
-        for request in AUTHED_SCRIPT:
-            assert shape(ours.command(*request)) == shape(theirs.command(*request)), request
-    finally:
-        ours.close()
-        theirs.close()
+    same_shapes(emqd_auth, redis_auth, AUTHED_SCRIPT)
 
 
 def test_client_setinfo_is_accepted_for_redis_py(emqd_port: int) -> None:
