@@ -141,3 +141,21 @@ def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P) -> N
     scores = [score for _, score in ring]
     assert len(set(scores)) == len(scores)
     assert all(score <= int(meta.get(b"rr", 0)) for score in scores)
+
+
+def step_checked(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,
+                 run_id: bytes = RUN_ID) -> Any:
+    """One step of a random interleaving: drive and apply (a Block's plan too); the reply,
+    the ReplyError (after asserting the refusal wrote nothing), or a Block's timeout reply."""
+    before = snapshot(space)
+    result = drive(verb, argv, space, now=now, run_id=run_id)
+    if isinstance(result, ReplyError):
+        assert snapshot(space) == before, (argv, result)  # a refusal writes nothing
+        return result
+    if isinstance(result, Block):
+        if result.plan is not None:
+            space.apply(result.plan.ops)
+        return result.timeout_reply
+    assert isinstance(result, Plan)
+    space.apply(result.ops)
+    return result.reply

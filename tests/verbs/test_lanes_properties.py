@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emqd.errors import ReplyError
-from emqd.plan import Block, Plan
 from emqd.verbs import (
     add,
     claim,
@@ -31,8 +30,8 @@ from emqd.verbs import (
     revive,
     stalled_check,
 )
-from tests.verbs.jobs import check_invariant, check_lanes, members, row, snapshot
-from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
+from tests.verbs.jobs import check_invariant, check_lanes, members, row, step_checked
+from tests.verbs.planner import NOW, RUN_ID, keyspace
 
 GROUPS = (None, "a", "b", "c")
 KINDS = ("add", "add", "add", "claim", "claim", "claim", "complete", "complete", "fail",
@@ -57,18 +56,7 @@ class World:
         self.ids: list[bytes] = []
 
     def call(self, verb: Any, argv: list) -> Any:
-        before = snapshot(self.space)
-        result = drive(verb, argv, self.space, now=self.now, run_id=self.run_id)
-        if isinstance(result, ReplyError):
-            assert snapshot(self.space) == before, (argv, result)
-            return result
-        if isinstance(result, Block):
-            if result.plan is not None:
-                self.space.apply(result.plan.ops)
-            return result.timeout_reply
-        assert isinstance(result, Plan)
-        self.space.apply(result.ops)
-        return result.reply
+        return step_checked(verb, argv, self.space, now=self.now, run_id=self.run_id)
 
     def limit(self, group: bytes) -> int:
         own = (self.space.hash(P + b"glimit") or {}).get(group)

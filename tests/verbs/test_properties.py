@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emqd.errors import ReplyError
-from emqd.plan import Block, Plan
 from emqd.verbs import (
     add,
     claim,
@@ -30,8 +29,8 @@ from emqd.verbs import (
     revive,
     stalled_check,
 )
-from tests.verbs.jobs import check_invariant, row, snapshot
-from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
+from tests.verbs.jobs import check_invariant, row, step_checked
+from tests.verbs.planner import NOW, RUN_ID, keyspace
 
 KINDS = ("add", "claim", "complete", "fail", "requeue", "extend", "sweep", "promote",
          "revive", "remove", "tick", "restart")
@@ -59,18 +58,7 @@ class World:
         self.completed: set[bytes] = set()
 
     def call(self, verb: Any, argv: list) -> Any:
-        before = snapshot(self.space)
-        result = drive(verb, argv, self.space, now=self.now, run_id=self.run_id)
-        if isinstance(result, ReplyError):
-            assert snapshot(self.space) == before, (argv, result)  # a refusal writes nothing
-            return result
-        if isinstance(result, Block):
-            if result.plan is not None:
-                self.space.apply(result.plan.ops)
-            return result.timeout_reply
-        assert isinstance(result, Plan)
-        self.space.apply(result.ops)
-        return result.reply
+        return step_checked(verb, argv, self.space, now=self.now, run_id=self.run_id)
 
     def step(self, kind: str, client: int, a: int, b: int) -> None:
         if kind == "add":
