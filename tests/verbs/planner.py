@@ -32,6 +32,12 @@ def keyspace(**keys: Any) -> Keyspace:
     return space
 
 
+def held(job_row: dict, deadline: int = NOW + 10, **extra: Any) -> Keyspace:
+    """Queue `q` with job `1` claimed: `job_row` under its key, leased in `active` until
+    `deadline`; `extra` keys as `keyspace` takes them."""
+    return keyspace(**{"emq:{q}:job:1": job_row, "emq:{q}:active": [("1", deadline)], **extra})
+
+
 def build(data: dict[bytes, Any]) -> Keyspace:
     space = Keyspace()
     for key, value in data.items():

@@ -20,18 +20,13 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, keyspace
+from tests.verbs.planner import NOW, drive, held, keyspace
 
 ACTIVE_ROW = {"state": "active", "attempts": "1", "payload": "x"}
 
 
-def held_space(**extra: object):  # type: ignore[no-untyped-def]
-    return keyspace(**{"emq:{q}:job:1": dict(ACTIVE_ROW), "emq:{q}:active": [("1", NOW + 10)],
-                       **extra})
-
-
 def test_plan() -> None:
-    assert drive(complete, ["emq.complete", "q", "1", "1"], held_space()) == Plan(
+    assert drive(complete, ["emq.complete", "q", "1", "1"], held(ACTIVE_ROW)) == Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"state", b"completed", b"finished_ms", b"%d" % NOW),
@@ -89,7 +84,7 @@ def test_refusals_write_nothing(data: dict, token: str, error: errors.ReplyError
      ["q", "1", "1", "X", "y"]],
 )
 def test_syntax(argv: list) -> None:
-    assert drive(complete, ["emq.complete", *argv], held_space()) == errors.SYNTAX
+    assert drive(complete, ["emq.complete", *argv], held(ACTIVE_ROW)) == errors.SYNTAX
 
 
 def _finished(n: int, start: int = 100) -> dict:
@@ -100,7 +95,7 @@ def _finished(n: int, start: int = 100) -> dict:
 
 
 def test_retention_deletes_the_oldest_rows_beyond_keep_completed() -> None:
-    space = held_space(**_finished(3), **{"emq:{q}:config": {"keep_completed": "2"}})
+    space = held(ACTIVE_ROW, **_finished(3), **{"emq:{q}:config": {"keep_completed": "2"}})
     assert run(complete, ["emq.complete", "q", "1", "1"], space) == "OK"
     assert [m for m, _ in members(space, b"completed")] == [b"c2", b"1"]
     assert row(space, "c0") is None and row(space, "c1") is None
@@ -110,7 +105,7 @@ def test_retention_deletes_the_oldest_rows_beyond_keep_completed() -> None:
 
 
 def test_keep_completed_zero_deletes_the_job_itself() -> None:
-    space = held_space(**{"emq:{q}:config": {"keep_completed": "0"}})
+    space = held(ACTIVE_ROW, **{"emq:{q}:config": {"keep_completed": "0"}})
     assert run(complete, ["emq.complete", "q", "1", "1"], space) == "OK"
     assert row(space, "1") is None
     assert members(space, b"completed") == []
@@ -118,7 +113,7 @@ def test_keep_completed_zero_deletes_the_job_itself() -> None:
 
 
 def test_one_plan_trims_at_most_a_hundred() -> None:
-    space = held_space(**_finished(250), **{"emq:{q}:config": {"keep_completed": "10"}})
+    space = held(ACTIVE_ROW, **_finished(250), **{"emq:{q}:config": {"keep_completed": "10"}})
     result = drive(complete, ["emq.complete", "q", "1", "1"], space)
     dels = [op for op in result.ops if op[0] == b"DEL"]
     assert len(dels) == 1 and len(dels[0]) == 101

@@ -21,13 +21,9 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, keyspace
+from tests.verbs.planner import NOW, drive, held, keyspace
 
 LIVE = {"state": "active", "attempts": "1", "payload": "x"}
-
-
-def held(token_row: dict, **extra: object):  # type: ignore[no-untyped-def]
-    return keyspace(**{"emq:{q}:job:1": token_row, "emq:{q}:active": [("1", NOW + 10)], **extra})
 
 
 # --- the seed's falsifiers: the cap is on failures, not attempts -----------------------

@@ -20,14 +20,14 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, keyspace
+from tests.verbs.planner import NOW, drive, held, keyspace
 
 LIVE = {"state": "active", "attempts": "3", "failures": "1", "stalled": "1", "payload": "x",
         "last_error": "e"}
 
 
 def test_exactly_three_writes() -> None:
-    space = keyspace(**{"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", NOW)]})
+    space = held(LIVE, deadline=NOW)
     assert drive(requeue, ["emq.requeue", "q", "1", "3"], space) == Plan(
         [
             (b"ZREM", P + b"active", b"1"),
