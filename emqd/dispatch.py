@@ -106,16 +106,27 @@ _IN_MULTI_DIRECT = frozenset({"exec", "discard", "multi", "quit", "reset"})
 
 TABLE: dict[bytes, Command] = _build_table()
 SUBTABLES: dict[bytes, dict[bytes, Command]] = _build_subtables()
+# Every request pays for its name lookup, and clients send names in lower or
+# upper case (redis-py and redis-benchmark: upper). Both spellings map
+# straight to the row, so only mixed case pays for `bytes.lower()`; and the
+# subtable is found through the row's name, only for the few containers.
+_BY_SPELLING: dict[bytes, Command] = {
+    spelling: row for name, row in TABLE.items() for spelling in (name, name.upper())
+}
+_SUBTABLE_OF: dict[str, dict[bytes, Command]] = {
+    TABLE[name].name: subtable for name, subtable in SUBTABLES.items()
+}
 
 
 def lookup(argv: list[bytes]) -> Command | ReplyError:
     """The row for a request (a subcommand's row for a container), or Redis's refusal."""
-    name = argv[0].lower()
-    row = TABLE.get(name)
+    row = _BY_SPELLING.get(argv[0])
     if row is None:
-        return errors.unknown_command(argv)
+        row = TABLE.get(argv[0].lower())
+        if row is None:
+            return errors.unknown_command(argv)
     if len(argv) > 1:
-        subtable = SUBTABLES.get(name)
+        subtable = _SUBTABLE_OF.get(row.name)
         if subtable is not None:
             sub = subtable.get(argv[1].lower())
             if sub is None:
