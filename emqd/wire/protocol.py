@@ -113,32 +113,36 @@ class Connection(asyncio.Protocol):
             requests = self.parser.feed(b"", self.session.authenticated)
 
     # --- running requests ---------------------------------------------------------
-    def _run(self, requests: list[list[bytes]] | deque[list[bytes]]) -> None:
-        """Run requests in order; stop at a park, a QUIT or a full socket."""
+    def _run(self, requests: list) -> None:
+        """Run requests in order; stop at a park, a QUIT or a full socket.
+
+        The parser stops at broken framing, so only the last request can be a
+        `ProtocolError`: it is set aside once per batch and answered after the
+        others, instead of being looked for before every request.
+        """
         session = self.session
-        resp = session.resp
         out: list[bytes] = []
-        for i, argv in enumerate(requests):
-            if type(argv) is ProtocolError:
-                out.append(b"-ERR " + str(argv).encode("latin-1") + b"\r\n")
-                self._write(out)
-                self.transport.close()  # type: ignore[union-attr]
-                self.closed = True
-                return
+        broken = requests[-1] if type(requests[-1]) is ProtocolError else None
+        for i, argv in enumerate(requests[:-1] if broken is not None else requests):
             reply = execute(session, argv)
             if type(reply) is Block:
-                self.pending.extendleft(reversed(list(requests)[i + 1 :]))
+                self.pending.extendleft(reversed(requests[i + 1 :]))
                 self._write(out)
                 self._park(argv, reply)
                 return
-            if session.resp != resp:  # HELLO switched protocol: this reply is in the new one
-                resp = session.resp
-            out.append(encode(reply, resp))
+            # session.resp read after the command: a HELLO's reply is in the new protocol
+            out.append(encode(reply, session.resp))
             if session.close_after_reply:
                 self._write(out)
                 self.transport.close()  # type: ignore[union-attr]
                 self.closed = True
                 return
+        if broken is not None:
+            out.append(b"-ERR " + str(broken).encode("latin-1") + b"\r\n")
+            self._write(out)
+            self.transport.close()  # type: ignore[union-attr]
+            self.closed = True
+            return
         self._write(out)
 
     def run_pending(self) -> None:
