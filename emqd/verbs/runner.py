@@ -80,41 +80,74 @@ def need(*reads: Read, ahead: tuple[Read, ...] = ()) -> Need:
 
 
 def perform(keyspace: Keyspace, read: Read) -> Any:
-    """One read against the store (see the module docstring for the shapes)."""
-    kind = read[0]
-    if kind == HGETALL:
-        return keyspace.hash(read[1])
-    if kind == HGET:
-        row = keyspace.hash(read[1])
-        return None if row is None else row.get(read[2])
-    if kind == ZSCORE:
-        zset = keyspace.zset(read[1])
-        return None if zset is None else zset.score(read[2])
-    if kind == ZCARD:
-        zset = keyspace.zset(read[1])
-        return 0 if zset is None else len(zset)
-    if kind == ZHEAD:
-        zset = keyspace.zset(read[1])
-        if zset is None:
-            return []
-        if read[2] == 1:  # CLAIM's and one retention trim's read: no iterator needed
-            first = zset.first()
-            return [] if first is None else [(first[1], first[0])]
-        return [(member, score) for score, member in zset.order.islice(0, read[2])]
-    if kind == ZUPTO:
-        zset = keyspace.zset(read[1])
-        if zset is None:
-            return []
-        pairs = zset.by_score(float("-inf"), read[2])
-        out = []
-        for score, member in pairs:
-            if len(out) >= read[3]:
-                break
-            out.append((member, score))
-        return out
-    if kind == TYPE:
-        return keyspace.type_name(read[1])
-    raise ValueError(f"unknown read {read!r}")
+    """One read against the store (see the module docstring for the shapes).
+
+    A table from the read's kind to its function, like `Keyspace.apply`'s ops:
+    each verb makes 2-6 reads, and a chain of comparisons cost the later kinds
+    (ZHEAD, ZUPTO) every test before theirs.
+    """
+    try:
+        perform_kind = _READS[read[0]]
+    except KeyError:
+        raise ValueError(f"unknown read {read!r}") from None
+    return perform_kind(keyspace, read)
+
+
+def _hgetall(keyspace: Keyspace, read: Read) -> Any:
+    return keyspace.hash(read[1])
+
+
+def _hget(keyspace: Keyspace, read: Read) -> Any:
+    row = keyspace.hash(read[1])
+    return None if row is None else row.get(read[2])
+
+
+def _zscore(keyspace: Keyspace, read: Read) -> Any:
+    zset = keyspace.zset(read[1])
+    return None if zset is None else zset.score(read[2])
+
+
+def _zcard(keyspace: Keyspace, read: Read) -> Any:
+    zset = keyspace.zset(read[1])
+    return 0 if zset is None else len(zset)
+
+
+def _zhead(keyspace: Keyspace, read: Read) -> Any:
+    zset = keyspace.zset(read[1])
+    if zset is None:
+        return []
+    if read[2] == 1:  # CLAIM's and one retention trim's read: no iterator needed
+        first = zset.first()
+        return [] if first is None else [(first[1], first[0])]
+    return [(member, score) for score, member in zset.order.islice(0, read[2])]
+
+
+def _zupto(keyspace: Keyspace, read: Read) -> Any:
+    zset = keyspace.zset(read[1])
+    if zset is None:
+        return []
+    pairs = zset.by_score(float("-inf"), read[2])
+    out = []
+    for score, member in pairs:
+        if len(out) >= read[3]:
+            break
+        out.append((member, score))
+    return out
+
+
+def _type(keyspace: Keyspace, read: Read) -> Any:
+    return keyspace.type_name(read[1])
+
+
+_READS = {
+    HGETALL: _hgetall,
+    HGET: _hget,
+    ZSCORE: _zscore,
+    ZCARD: _zcard,
+    ZHEAD: _zhead,
+    ZUPTO: _zupto,
+    TYPE: _type,
+}
 
 
 MAX_ROUNDS = 10_000  # a planner that keeps asking is a bug; fail loudly, never spin
