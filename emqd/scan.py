@@ -1,4 +1,5 @@
-"""What HSCAN and ZSCAN share: their options, and a cursor over big collections.
+"""What SCAN, HSCAN and ZSCAN share: their cursor and options, and a walk over big
+collections.
 
 They answer as Redis 7.0:
 
@@ -20,14 +21,23 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from emqd.errors import NOT_INTEGER, SYNTAX
+from emqd.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX
 from emqd.glob import compile_pattern
-from emqd.numbers import parse_int
+from emqd.numbers import parse_cursor, parse_int
 
 Matcher = Callable[[bytes], bool]
 
 DEFAULT_COUNT = 10
 _HASH_MASK = 2**63 - 1
+
+
+def cursor_arg(arg: bytes) -> int:
+    """The cursor argument of SCAN / HSCAN / ZSCAN; `ERR invalid cursor` (checked first,
+    before the key's type) when it is not one."""
+    cursor = parse_cursor(arg)
+    if cursor is None:
+        raise INVALID_CURSOR
+    return cursor
 
 
 def parse_options(argv: list[bytes], start: int) -> tuple[int, Matcher | None]:

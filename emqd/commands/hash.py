@@ -15,7 +15,7 @@ from typing import Any
 
 from emqd import errors, scan
 from emqd.command import command
-from emqd.numbers import parse_cursor, parse_int
+from emqd.numbers import parse_int
 from emqd.plan import Plan
 from emqd.session import Session
 from emqd.store.hash import incremented, is_compact
@@ -115,9 +115,7 @@ def hscan(session: Session, argv: list[bytes]) -> Any:
     A hash Redis would hold as a listpack comes whole, in order, with cursor 0
     (whatever cursor was given); a bigger one is walked by `scan.walk`.
     """
-    cursor = parse_cursor(argv[2])
-    if cursor is None:
-        raise errors.INVALID_CURSOR
+    cursor = scan.cursor_arg(argv[2])
     row = _row(session, argv[1])
     if row is None:
         return [b"0", []]

@@ -19,9 +19,8 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.glob import compile_pattern
-from emqd.numbers import parse_cursor
 from emqd.plan import Plan
-from emqd.scan import parse_options
+from emqd.scan import cursor_arg, parse_options
 from emqd.session import Session
 
 HASH_SPACE = 1 << 64
@@ -50,9 +49,7 @@ def keys(session: Session, argv: list[bytes]) -> Any:
 
 def scan(session: Session, argv: list[bytes]) -> Any:
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
-    cursor = parse_cursor(argv[1])
-    if cursor is None:
-        raise errors.INVALID_CURSOR
+    cursor = cursor_arg(argv[1])
     type_name, rest = None, argv[:2]
     for i in range(2, len(argv), 2):  # TYPE is SCAN's own; MATCH and COUNT as HSCAN reads them
         if argv[i].lower() == b"type" and i + 1 < len(argv):

@@ -30,7 +30,6 @@ from emqd.command import command
 from emqd.numbers import (
     format_double,
     format_listpack_score,
-    parse_cursor,
     parse_float,
     parse_int,
     parse_score_bound,
@@ -465,9 +464,7 @@ def zscan(session: Session, argv: list[bytes]) -> Any:
     a bigger one is walked by `scan.walk`. Scores are bulk strings even under
     RESP3, in the text Redis's encoding holds them in (see numbers.py).
     """
-    cursor = parse_cursor(argv[2])
-    if cursor is None:
-        raise errors.INVALID_CURSOR
+    cursor = scan.cursor_arg(argv[2])
     zset = _zset(session, argv[1])
     if zset is None:
         return [b"0", []]
