@@ -12,6 +12,7 @@ or a `Block` when a blocking command must park its client.
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,3 +42,11 @@ class Block:
     timeout_ms: int
     timeout_reply: Any
     plan: Plan | None = None
+
+
+def removal(command: Op, present: Container[bytes], names: Iterable[bytes]) -> Plan:
+    """DEL / HDEL / ZREM as Redis answers them: one op, `command` (name and key, if any)
+    followed by the distinct `names` found in `present`; the reply is how many went.
+    Nothing found, no op (so nothing is logged)."""
+    gone = [name for name in dict.fromkeys(names) if name in present]
+    return Plan([(*command, *gone)] if gone else [], len(gone))

@@ -16,7 +16,7 @@ from typing import Any
 from emqd import errors, scan
 from emqd.command import command
 from emqd.numbers import parse_int
-from emqd.plan import Plan
+from emqd.plan import Plan, removal
 from emqd.session import Session
 from emqd.store.hash import incremented, is_compact
 
@@ -81,8 +81,7 @@ def hdel(session: Session, argv: list[bytes]) -> Any:
     row = _row(session, argv[1])
     if row is None:
         return 0
-    gone = [name for name in dict.fromkeys(argv[2:]) if name in row]
-    return Plan([(b"HDEL", argv[1], *gone)] if gone else [], len(gone))
+    return removal((b"HDEL", argv[1]), row, argv[2:])
 
 
 def hexists(session: Session, argv: list[bytes]) -> Any:

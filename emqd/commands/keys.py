@@ -19,7 +19,7 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.glob import compile_pattern
-from emqd.plan import Plan
+from emqd.plan import Plan, removal
 from emqd.scan import cursor_arg, parse_options
 from emqd.session import Session
 
@@ -29,8 +29,7 @@ MAX_SCAN_SLICES = 64
 
 def del_(session: Session, argv: list[bytes]) -> Any:
     data = session.server.keyspace.data
-    present = [key for key in dict.fromkeys(argv[1:]) if key in data]
-    return Plan([(b"DEL", *present)] if present else [], len(present))
+    return removal((b"DEL",), data, argv[1:])
 
 
 def exists(session: Session, argv: list[bytes]) -> Any:

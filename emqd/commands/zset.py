@@ -35,7 +35,7 @@ from emqd.numbers import (
     parse_score_bound,
     score_arg,
 )
-from emqd.plan import Plan
+from emqd.plan import Plan, removal
 from emqd.session import Session
 from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet
 
@@ -187,8 +187,7 @@ def zrem(session: Session, argv: list[bytes]) -> Any:
     zset = _zset(session, argv[1])
     if zset is None:
         return 0
-    gone = [member for member in dict.fromkeys(argv[2:]) if member in zset]
-    return Plan([(b"ZREM", argv[1], *gone)] if gone else [], len(gone))
+    return removal((b"ZREM", argv[1]), zset, argv[2:])
 
 
 def zscore(session: Session, argv: list[bytes]) -> Any:
