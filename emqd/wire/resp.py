@@ -429,7 +429,14 @@ def encode(value: object, resp: int) -> bytes:
                 _SIMPLE[value] = encoded  # type: ignore[index]
         return encoded
     if t is list or t is tuple:
-        return b"*%d\r\n" % len(value) + b"".join([encode(v, resp) for v in value])  # type: ignore[arg-type]
+        # Bulk strings inline: most arrays (a claimed job, HGETALL, ZRANGE) hold
+        # mostly bytes, and a call per element cost as much as its formatting.
+        return b"*%d\r\n" % len(value) + b"".join(  # type: ignore[arg-type]
+            [
+                b"$%d\r\n%b\r\n" % (len(v), v) if type(v) is bytes else encode(v, resp)
+                for v in value  # type: ignore[union-attr]
+            ]
+        )
     if value is None:
         return b"_\r\n" if resp == 3 else b"$-1\r\n"
     if t is dict:
