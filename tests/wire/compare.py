@@ -26,19 +26,26 @@ def raw_exchange(port: int, data: bytes, quiet_s: float = 0.3) -> tuple[bytes, b
     """Send raw bytes; the bytes answered until the server is quiet, and whether it closed."""
     with socket.create_connection(("127.0.0.1", port), timeout=quiet_s) as sock:
         sock.sendall(data)
-        answer = b""
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(65536)
-            except TimeoutError:
-                return answer, False
-            except ConnectionResetError:
-                return answer, True
-            if not chunk:
-                return answer, True
-            answer += chunk
-        raise AssertionError("the server kept talking for 10 s")
+        return read_until_quiet(sock, quiet_s)
+
+
+def read_until_quiet(sock: socket.socket, quiet_s: float) -> tuple[bytes, bool]:
+    """The bytes answered until the server is quiet for `quiet_s`, and whether it closed;
+    a server still talking after 10 s fails the test."""
+    sock.settimeout(quiet_s)
+    answer = b""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(1 << 20)
+        except TimeoutError:
+            return answer, False
+        except ConnectionResetError:
+            return answer, True
+        if not chunk:
+            return answer, True
+        answer += chunk
+    raise AssertionError("the server kept talking for 10 s")
 
 
 _VOLATILE = re.compile(rb"(?<=[:=])[0-9]+")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.support import encode_request
-from tests.wire.compare import raw_exchange
+from tests.wire.compare import raw_exchange, read_until_quiet
 
 ARG_BYTES = b"ab \t\"'\\x0*$\r\n\x00\xff:+-"
 
@@ -53,18 +53,7 @@ def _send_in_cuts(port: int, data: bytes, rng: random.Random) -> tuple[bytes, bo
             i += step
             if rng.random() < 0.2:
                 time.sleep(0.001)
-        sock.settimeout(0.3)
-        answer = b""
-        while True:
-            try:
-                chunk = sock.recv(1 << 20)
-            except TimeoutError:
-                return answer, False
-            except ConnectionResetError:
-                return answer, True
-            if not chunk:
-                return answer, True
-            answer += chunk
+        return read_until_quiet(sock, 0.3)
 
 
 @pytest.mark.parametrize("seed", range(12))
