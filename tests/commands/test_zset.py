@@ -20,7 +20,7 @@ from emqd.plan import Op, Plan
 from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.store.keyspace import Keyspace
-from tests.differential.generate import Generator, setup
+from tests.differential.generate import Generator, render, setup
 
 
 @pytest.fixture
@@ -107,17 +107,6 @@ def test_negative_zero_travels_as_a_float(session: Session) -> None:
     result = plan_of(session, b"ZADD", b"z", b"-0", b"n")
     (_, _, score, _), = result.ops
     assert type(score) is float and math.copysign(1.0, score) < 0
-
-
-def render(value: Any) -> bytes:
-    """An op argument as the log writes it: bytes as they are, ints in decimal, floats as repr."""
-    if type(value) is bytes:
-        return value
-    if type(value) is str:
-        return value.encode()
-    if type(value) is int:
-        return b"%d" % value
-    return repr(value).encode()
 
 
 def snapshot(keyspace: Keyspace) -> dict:

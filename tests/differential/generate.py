@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 from tests.differential.harness import EXACT, SCAN, UNORDERED
 
@@ -65,6 +66,18 @@ ZSET_KEYS = [b"z1"] * 4 + [b"z2"] * 3 + [b"zbig"] * 3 + [b"zlex"] * 2 + [b"zlexb
 LEX_KEYS = [b"z1"] * 3 + [b"zlex"] * 3 + [b"zlexbig"] * 3 + [b"missing", b"h1"]
 ALL_KEYS = [b"h1", b"h2", b"hbig", b"hlong", b"missing", b"z1", b"z2", b"zbig", b"zlex",
             b"zlexbig"]
+
+
+def render(value: Any) -> bytes:
+    """A generated argument, or a logged op's value, as bytes on the wire: bytes as they
+    are, str encoded, ints in decimal, floats as repr (as the append-only file writes them)."""
+    if type(value) is bytes:
+        return value
+    if type(value) is str:
+        return value.encode()
+    if type(value) is int:
+        return b"%d" % value
+    return repr(value).encode()
 
 
 def setup() -> Iterator[tuple]:

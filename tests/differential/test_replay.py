@@ -9,8 +9,6 @@ key's content as both servers answer it, byte for byte.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from emqd import dispatch
@@ -19,21 +17,11 @@ from emqd.plan import Op
 from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.wire.resp import encode
-from tests.differential.generate import ALL_KEYS, Generator, setup
+from tests.differential.generate import ALL_KEYS, Generator, render, setup
 from tests.differential.harness import parse
 from tests.support import RawClient
 
 pytestmark = pytest.mark.redis_reference
-
-
-def render(value: Any) -> bytes:
-    if type(value) is bytes:
-        return value
-    if type(value) is str:
-        return value.encode()
-    if type(value) is int:
-        return b"%d" % value
-    return repr(value).encode()
 
 
 @pytest.mark.parametrize("seed", [8, 9])
