@@ -8,8 +8,8 @@ from typing import Any
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
 from emqd.store.keyspace import Keyspace
-from emqd.verbs import add, claim
-from tests.verbs.planner import NOW, RUN_ID, drive
+from emqd.verbs import add, claim, promote, stalled_check
+from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
 
 P = b"emq:{q}:"
 SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed")
@@ -159,3 +159,35 @@ def step_checked(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = 
     assert isinstance(result, Plan)
     space.apply(result.ops)
     return result.reply
+
+
+class Interleaving:
+    """What both random-interleaving models share: one keyspace (retention and backoff
+    set low so they happen), a controlled clock and run_id (a "restart" draws a new one),
+    the ids added, and the steps that need no job in hand."""
+
+    def __init__(self) -> None:
+        self.space = keyspace(**{"emq:{q}:config": {"keep_completed": "3", "keep_dead": "2",
+                                                    "backoff": "exp:5:40"}})
+        self.now = NOW
+        self.run_id = RUN_ID
+        self.restarts = 0
+        self.ids: list[bytes] = []
+
+    def call(self, verb: ModuleType, argv: list) -> Any:
+        return step_checked(verb, argv, self.space, now=self.now, run_id=self.run_id)
+
+    def common_step(self, kind: str, a: int, b: int) -> bool:
+        """Take a sweep, promote, tick or restart step; False for any other kind."""
+        if kind == "sweep":
+            self.call(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", b + 1])
+        elif kind == "promote":
+            self.call(promote, ["emq.promote", "q"])
+        elif kind == "tick":
+            self.now += a * 7
+        elif kind == "restart":
+            self.restarts += 1
+            self.run_id = b"%040d" % self.restarts
+        else:
+            return False
+        return True

@@ -24,14 +24,11 @@ from emqd.verbs import (
     config,
     fail,
     lane_limit,
-    promote,
     remove,
     requeue,
     revive,
-    stalled_check,
 )
-from tests.verbs.jobs import check_invariant, check_lanes, members, row, step_checked
-from tests.verbs.planner import NOW, RUN_ID, keyspace
+from tests.verbs.jobs import Interleaving, check_invariant, check_lanes, members, row
 
 GROUPS = (None, "a", "b", "c")
 KINDS = ("add", "add", "add", "claim", "claim", "claim", "complete", "complete", "fail",
@@ -45,18 +42,10 @@ def steps(kinds: tuple[str, ...]) -> Any:
                     min_size=5, max_size=60)
 
 
-class World:
+class World(Interleaving):
     def __init__(self) -> None:
-        self.space = keyspace(**{"emq:{q}:config": {"keep_completed": "3", "keep_dead": "2",
-                                                    "backoff": "exp:5:40"}})
-        self.now = NOW
-        self.run_id = RUN_ID
-        self.restarts = 0
+        super().__init__()
         self.held: list[tuple[bytes, bytes]] = []
-        self.ids: list[bytes] = []
-
-    def call(self, verb: Any, argv: list) -> Any:
-        return step_checked(verb, argv, self.space, now=self.now, run_id=self.run_id)
 
     def limit(self, group: bytes) -> int:
         own = (self.space.hash(P + b"glimit") or {}).get(group)
@@ -69,6 +58,8 @@ class World:
                    if (row(self.space, job_id) or {}).get(b"group") == group)
 
     def step(self, kind: str, a: int, b: int) -> None:
+        if self.common_step(kind, a, b):
+            return
         if kind == "add":
             group = GROUPS[a % len(GROUPS)]
             options: list = [] if group is None else ["GROUP", group]
@@ -86,19 +77,10 @@ class World:
             reply = self.call(verb, [f"emq.{kind}", "q", job_id, token, *extra])
             if not isinstance(reply, ReplyError):
                 self.held.remove((job_id, token))
-        elif kind == "sweep":
-            self.call(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", b + 1])
-        elif kind == "promote":
-            self.call(promote, ["emq.promote", "q"])
         elif kind in ("revive", "remove") and self.ids:
             job_id = self.ids[a % len(self.ids)]
             verb = revive if kind == "revive" else remove
             self.call(verb, [f"emq.{kind}", "q", job_id])
-        elif kind == "tick":
-            self.now += a * 7
-        elif kind == "restart":
-            self.restarts += 1
-            self.run_id = b"%040d" % self.restarts
         elif kind == "lane_limit":
             self.call(lane_limit, ["emq.lane.limit", "q", GROUPS[1 + a % 3], b % 3])
         elif kind == "queue_limit":

@@ -23,14 +23,11 @@ from emqd.verbs import (
     complete,
     extend,
     fail,
-    promote,
     remove,
     requeue,
     revive,
-    stalled_check,
 )
-from tests.verbs.jobs import check_invariant, row, step_checked
-from tests.verbs.planner import NOW, RUN_ID, keyspace
+from tests.verbs.jobs import Interleaving, check_invariant, row
 
 KINDS = ("add", "claim", "complete", "fail", "requeue", "extend", "sweep", "promote",
          "revive", "remove", "tick", "restart")
@@ -44,23 +41,17 @@ step = st.tuples(st.sampled_from(WEIGHTED), st.integers(0, CLIENTS - 1), st.inte
                  st.integers(0, 3))
 
 
-class World:
+class World(Interleaving):
     """One keyspace, a clock, an epoch, and what each simulated client believes it holds."""
 
     def __init__(self) -> None:
-        self.space = keyspace(**{"emq:{q}:config": {"keep_completed": "3", "keep_dead": "2",
-                                                    "backoff": "exp:5:40"}})
-        self.now = NOW
-        self.run_id = RUN_ID
-        self.restarts = 0
+        super().__init__()
         self.held: list[list[tuple[bytes, bytes]]] = [[] for _ in range(CLIENTS)]
-        self.ids: list[bytes] = []
         self.completed: set[bytes] = set()
 
-    def call(self, verb: Any, argv: list) -> Any:
-        return step_checked(verb, argv, self.space, now=self.now, run_id=self.run_id)
-
     def step(self, kind: str, client: int, a: int, b: int) -> None:
+        if self.common_step(kind, a, b):
+            return
         if kind == "add":
             options: list = []
             if b == 1:
@@ -79,21 +70,12 @@ class World:
                 self.held[client].append((job_id, token))
         elif kind in HOLDER_VERBS:
             self._holder(kind, client, a, b)
-        elif kind == "sweep":
-            self.call(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", b + 1])
-        elif kind == "promote":
-            self.call(promote, ["emq.promote", "q"])
         elif kind in ("revive", "remove") and self.ids:
             job_id = self.ids[a % len(self.ids)]
             if kind == "revive":
                 self.call(revive, ["emq.revive", "q", job_id] + (["RESET"] if b else []))
             else:
                 self.call(remove, ["emq.remove", "q", job_id])
-        elif kind == "tick":
-            self.now += a * 7
-        elif kind == "restart":
-            self.restarts += 1
-            self.run_id = b"%040d" % self.restarts
 
     def _holder(self, kind: str, client: int, a: int, b: int) -> None:
         held = self.held[client] or [h for tokens in self.held for h in tokens]
