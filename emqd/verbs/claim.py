@@ -84,6 +84,8 @@ def decide(args: ClaimArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     paused_read = (HGET, keys.meta, PAUSED)
     ring_read = (ZHEAD, keys.ring, lanes.ring_head_depth(want))  # empty: no servable lane
     if paused_read not in reads:
+        # ZCARD active is read only for its type: the plan ZADDs there, and a hash
+        # at that key must refuse the claim now rather than break the plan halfway.
         return need(paused_read, (ZCARD, keys.active), (ZHEAD, keys.pending, want), ring_read)
     if is_paused(reads[paused_read]):
         return Claimed([], [])
