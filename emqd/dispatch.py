@@ -54,7 +54,7 @@ def _build_subtables() -> dict[bytes, dict[bytes, Command]]:
 # --- MULTI / EXEC / DISCARD: the dispatcher's own, as they run other commands --
 def _multi(session: Session, argv: list[bytes]) -> Any:
     if session.multi is not None:
-        raise errors.MULTI_NESTED
+        raise errors.MULTI_NESTED()
     session.multi = []
     session.multi_error = False
     return "OK"
@@ -63,12 +63,12 @@ def _multi(session: Session, argv: list[bytes]) -> Any:
 def _exec(session: Session, argv: list[bytes]) -> Any:
     queued = session.multi
     if queued is None:
-        raise errors.EXEC_WITHOUT_MULTI
+        raise errors.EXEC_WITHOUT_MULTI()
     aborted = session.multi_error
     session.multi = None
     session.multi_error = False
     if aborted:
-        raise errors.EXECABORT
+        raise errors.EXECABORT()
     server = session.server
     replies: list[Any] = []
     protocols: list[int] = []  # the protocol each reply is written in
@@ -91,7 +91,7 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
 
 def _discard(session: Session, argv: list[bytes]) -> Any:
     if session.multi is None:
-        raise errors.DISCARD_WITHOUT_MULTI
+        raise errors.DISCARD_WITHOUT_MULTI()
     session.multi = None
     session.multi_error = False
     return "OK"
@@ -146,10 +146,10 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         return _reject(session, row, argv)
     session.last_command = row.name  # type: ignore[union-attr]
     if not session.authenticated and "no_auth" not in row.flags:  # type: ignore[union-attr]
-        return _reject(session, errors.NOAUTH, argv)
+        return _reject(session, errors.NOAUTH(), argv)
     if session.multi is not None and row.name not in _IN_MULTI_DIRECT:  # type: ignore[union-attr]
         if "no_multi" in row.flags:  # type: ignore[union-attr]
-            return _reject(session, errors.NOT_IN_MULTI, argv)
+            return _reject(session, errors.NOT_IN_MULTI(), argv)
         session.multi.append(argv)
         return "QUEUED"
     return _run(session, row, argv)  # type: ignore[arg-type]
@@ -174,7 +174,9 @@ def _run(session: Session, row: Command, argv: list[bytes]) -> Any:
     try:
         result = row.handler(session, argv)
     except ReplyError as error:
-        return error
+        # The reply needs only the text: dropping the traceback frees the frames
+        # it holds (and their argv, a 100 MB payload) as soon as it is sent.
+        return error.with_traceback(None)
     kind = type(result)
     if kind is Plan:
         session.server.commit(result.ops)

@@ -21,13 +21,42 @@ class ReplyError(Exception):
         self.message: bytes = message
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ReplyError) and other.message == self.message
+        return isinstance(other, (ReplyError, Refusal)) and other.message == self.message
 
     def __hash__(self) -> int:
         return hash(self.message)
 
     def __repr__(self) -> str:
         return f"ReplyError({self.message!r})"
+
+
+class Refusal:
+    """An error reply's text, defined once. Call it for a fresh `ReplyError` to raise.
+
+    Raising one shared exception instance again and again grows its
+    `__traceback__` with every raise and keeps every frame it passed (and each
+    frame's argv) alive: a client that keeps getting EMQSTALE would grow the
+    server without bound. A `Refusal` is not an exception, so it cannot be
+    raised by mistake; `raise errors.SYNTAX()` makes a new one each time. It
+    compares equal to any `ReplyError` with the same text.
+    """
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str | bytes) -> None:
+        self.message: bytes = message.encode() if isinstance(message, str) else message
+
+    def __call__(self) -> ReplyError:
+        return ReplyError(self.message)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (ReplyError, Refusal)) and other.message == self.message
+
+    def __hash__(self) -> int:
+        return hash(self.message)
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.message!r})"
 
 
 class ProtocolError(Exception):
@@ -52,35 +81,35 @@ def proto_expected_dollar(got: int) -> str:
 
 
 # --- Redis's own texts -------------------------------------------------------
-WRONGTYPE = ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value")
-SYNTAX = ReplyError("ERR syntax error")
-NOT_INTEGER = ReplyError("ERR value is not an integer or out of range")
-NOT_FLOAT = ReplyError("ERR value is not a valid float")
-HASH_NOT_INTEGER = ReplyError("ERR hash value is not an integer")
-OVERFLOW = ReplyError("ERR increment or decrement would overflow")
-NOAUTH = ReplyError("NOAUTH Authentication required.")
-WRONGPASS = ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
-DB_OUT_OF_RANGE = ReplyError("ERR DB index is out of range")
-NOT_INT32 = ReplyError(
+WRONGTYPE = Refusal("WRONGTYPE Operation against a key holding the wrong kind of value")
+SYNTAX = Refusal("ERR syntax error")
+NOT_INTEGER = Refusal("ERR value is not an integer or out of range")
+NOT_FLOAT = Refusal("ERR value is not a valid float")
+HASH_NOT_INTEGER = Refusal("ERR hash value is not an integer")
+OVERFLOW = Refusal("ERR increment or decrement would overflow")
+NOAUTH = Refusal("NOAUTH Authentication required.")
+WRONGPASS = Refusal("WRONGPASS invalid username-password pair or user is disabled.")
+DB_OUT_OF_RANGE = Refusal("ERR DB index is out of range")
+NOT_INT32 = Refusal(
     "ERR value is out of range, value must between -2147483648 and 2147483647"
 )
-EXECABORT = ReplyError("EXECABORT Transaction discarded because of previous errors.")
-MULTI_NESTED = ReplyError("ERR MULTI calls can not be nested")
-EXEC_WITHOUT_MULTI = ReplyError("ERR EXEC without MULTI")
-DISCARD_WITHOUT_MULTI = ReplyError("ERR DISCARD without MULTI")
-VALUE_NOT_POSITIVE = ReplyError("ERR value is out of range, must be positive")
-NO_SHUTDOWN_IN_PROGRESS = ReplyError("ERR No shutdown in progress.")
-INVALID_CURSOR = ReplyError("ERR invalid cursor")
-SCORE_NAN = ReplyError("ERR resulting score is not a number (NaN)")
-SCORE_RANGE_NOT_FLOAT = ReplyError("ERR min or max is not a float")
-LEX_RANGE_INVALID = ReplyError("ERR min or max not valid string range item")
-ZADD_XX_NX = ReplyError("ERR XX and NX options at the same time are not compatible")
-ZADD_GT_LT_NX = ReplyError("ERR GT, LT, and/or NX options at the same time are not compatible")
-ZADD_INCR_PAIRS = ReplyError("ERR INCR option supports a single increment-element pair")
-ZRANGE_LIMIT_RANK = ReplyError(
+EXECABORT = Refusal("EXECABORT Transaction discarded because of previous errors.")
+MULTI_NESTED = Refusal("ERR MULTI calls can not be nested")
+EXEC_WITHOUT_MULTI = Refusal("ERR EXEC without MULTI")
+DISCARD_WITHOUT_MULTI = Refusal("ERR DISCARD without MULTI")
+VALUE_NOT_POSITIVE = Refusal("ERR value is out of range, must be positive")
+NO_SHUTDOWN_IN_PROGRESS = Refusal("ERR No shutdown in progress.")
+INVALID_CURSOR = Refusal("ERR invalid cursor")
+SCORE_NAN = Refusal("ERR resulting score is not a number (NaN)")
+SCORE_RANGE_NOT_FLOAT = Refusal("ERR min or max is not a float")
+LEX_RANGE_INVALID = Refusal("ERR min or max not valid string range item")
+ZADD_XX_NX = Refusal("ERR XX and NX options at the same time are not compatible")
+ZADD_GT_LT_NX = Refusal("ERR GT, LT, and/or NX options at the same time are not compatible")
+ZADD_INCR_PAIRS = Refusal("ERR INCR option supports a single increment-element pair")
+ZRANGE_LIMIT_RANK = Refusal(
     "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
 )
-ZRANGE_WITHSCORES_LEX = ReplyError(
+ZRANGE_WITHSCORES_LEX = Refusal(
     "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
 )
 
@@ -127,23 +156,23 @@ def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
     return ReplyError(_one_line(text + container.upper().encode() + b" HELP."))
 
 
-MAX_CLIENTS = ReplyError("ERR max number of clients reached")
-NOT_IN_MULTI = ReplyError("ERR Command not allowed inside a transaction")
-BAD_CLIENT_NAME = ReplyError(
+MAX_CLIENTS = Refusal("ERR max number of clients reached")
+NOT_IN_MULTI = Refusal("ERR Command not allowed inside a transaction")
+BAD_CLIENT_NAME = Refusal(
     "ERR Client names cannot contain spaces, newlines or special characters."
 )
-AUTH_NOT_CONFIGURED = ReplyError(
+AUTH_NOT_CONFIGURED = Refusal(
     "ERR AUTH <password> called without any password configured for the default user. "
     "Are you sure your configuration is correct?"
 )
-HELLO_NOAUTH = ReplyError(
+HELLO_NOAUTH = Refusal(
     "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
     "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
     "select the RESP protocol version at the same time"
 )
-INVALID_CLIENT_ID = ReplyError("ERR Invalid client ID")
-NOPROTO = ReplyError("NOPROTO unsupported protocol version")
-BAD_PROTOCOL_VERSION = ReplyError("ERR Protocol version is not an integer or out of range")
+INVALID_CLIENT_ID = Refusal("ERR Invalid client ID")
+NOPROTO = Refusal("NOPROTO unsupported protocol version")
+BAD_PROTOCOL_VERSION = Refusal("ERR Protocol version is not an integer or out of range")
 
 
 def unknown_client_type(name: bytes) -> ReplyError:
@@ -155,30 +184,30 @@ def hello_syntax(option: bytes) -> ReplyError:
 
 
 # --- emqd's own ----------------------------------------------------------------
-STALE_GONE = ReplyError("EMQSTALE job gone")
-STALE_TOKEN = ReplyError("EMQSTALE token mismatch")
-STALE_NOT_ACTIVE = ReplyError("EMQSTALE job not active")
-STATE_NOT_DEAD = ReplyError("EMQSTATE job is not dead")
-STATE_ACTIVE = ReplyError("EMQSTATE job is active")
-INVALID_QUEUE = ReplyError("ERR invalid queue name")
-INVALID_ID = ReplyError("ERR invalid job id")
-INVALID_GROUP = ReplyError("ERR invalid group name")
-INVALID_BACKOFF = ReplyError("ERR invalid backoff rule")
-PRIORITY_RANGE = ReplyError("ERR PRIORITY must be between -1000 and 1000")
-PAYLOAD_TOO_BIG = ReplyError("ERR payload exceeds max-payload")
-AOF_DISABLED = ReplyError("ERR persistence is off (emqd was started with --appendonly no)")
-REWRITE_IN_PROGRESS = ReplyError("ERR Background append only file rewriting already in progress")
-REWRITE_FAILED = ReplyError(
+STALE_GONE = Refusal("EMQSTALE job gone")
+STALE_TOKEN = Refusal("EMQSTALE token mismatch")
+STALE_NOT_ACTIVE = Refusal("EMQSTALE job not active")
+STATE_NOT_DEAD = Refusal("EMQSTATE job is not dead")
+STATE_ACTIVE = Refusal("EMQSTATE job is active")
+INVALID_QUEUE = Refusal("ERR invalid queue name")
+INVALID_ID = Refusal("ERR invalid job id")
+INVALID_GROUP = Refusal("ERR invalid group name")
+INVALID_BACKOFF = Refusal("ERR invalid backoff rule")
+PRIORITY_RANGE = Refusal("ERR PRIORITY must be between -1000 and 1000")
+PAYLOAD_TOO_BIG = Refusal("ERR payload exceeds max-payload")
+AOF_DISABLED = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
+REWRITE_IN_PROGRESS = Refusal("ERR Background append only file rewriting already in progress")
+REWRITE_FAILED = Refusal(
     "ERR Background append only file rewriting could not start; see the log"
 )
 
 
-def must_be_positive(keyword: str) -> ReplyError:
-    return ReplyError(f"ERR {keyword} must be a positive integer")
+def must_be_positive(keyword: str) -> Refusal:
+    return Refusal(f"ERR {keyword} must be a positive integer")
 
 
-def must_be_non_negative(keyword: str) -> ReplyError:
-    return ReplyError(f"ERR {keyword} must be a non-negative integer")
+def must_be_non_negative(keyword: str) -> Refusal:
+    return Refusal(f"ERR {keyword} must be a non-negative integer")
 
 
 def corrupt_setting(field: bytes) -> ReplyError:

@@ -36,7 +36,7 @@ def cursor_arg(arg: bytes) -> int:
     before the key's type) when it is not one."""
     cursor = parse_cursor(arg)
     if cursor is None:
-        raise INVALID_CURSOR
+        raise INVALID_CURSOR()
     return cursor
 
 
@@ -50,14 +50,14 @@ def parse_options(argv: list[bytes], start: int) -> tuple[int, Matcher | None]:
         if option == b"count" and len(argv) - i >= 2:
             number = parse_int(argv[i + 1])
             if number is None:
-                raise NOT_INTEGER
+                raise NOT_INTEGER()
             if number < 1:
-                raise SYNTAX
+                raise SYNTAX()
             count = number
         elif option == b"match" and len(argv) - i >= 2:
             pattern = None if argv[i + 1] == b"*" else compile_pattern(argv[i + 1])
         else:
-            raise SYNTAX
+            raise SYNTAX()
         i += 2
     return count, pattern
 

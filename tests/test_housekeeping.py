@@ -64,7 +64,7 @@ def _sweep_decide(args: tuple, reads: dict, now: int, run_id: bytes) -> Any:
         return need(*missing)
     for read in rows:
         if (reads[read] or {}).get(b"stalled") == b"bad":
-            raise errors.HASH_NOT_INTEGER  # the whole call is refused
+            raise errors.HASH_NOT_INTEGER()  # the whole call is refused
     return ids
 
 

@@ -41,11 +41,11 @@ def reset(session: Session, argv: list[bytes]) -> Any:
 def select(session: Session, argv: list[bytes]) -> Any:
     index = parse_int(argv[1])
     if index is None:
-        raise errors.NOT_INTEGER
+        raise errors.NOT_INTEGER()
     if not -(2**31) <= index < 2**31:
-        raise errors.NOT_INT32
+        raise errors.NOT_INT32()
     if index != 0:
-        raise errors.DB_OUT_OF_RANGE
+        raise errors.DB_OUT_OF_RANGE()
     return "OK"
 
 
@@ -54,20 +54,20 @@ def check_password(session: Session, username: bytes | None, password: bytes) ->
     required = session.server.config.requirepass
     if not required:
         if username is None:
-            raise errors.AUTH_NOT_CONFIGURED
+            raise errors.AUTH_NOT_CONFIGURED()
         if username == b"default":  # the default user has `nopass`: any password
             session.authenticated = True
             return
-        raise errors.WRONGPASS
+        raise errors.WRONGPASS()
     if username in (None, b"default") and hmac.compare_digest(password, required.encode()):
         session.authenticated = True
         return
-    raise errors.WRONGPASS
+    raise errors.WRONGPASS()
 
 
 def auth(session: Session, argv: list[bytes]) -> Any:
     if len(argv) > 3:
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     if len(argv) == 3:
         check_password(session, argv[1], argv[2])
     else:
@@ -85,9 +85,9 @@ def hello(session: Session, argv: list[bytes]) -> Any:
     if len(argv) > 1:
         version = parse_int(argv[1])
         if version is None:
-            raise errors.BAD_PROTOCOL_VERSION
+            raise errors.BAD_PROTOCOL_VERSION()
         if version not in (2, 3):
-            raise errors.NOPROTO
+            raise errors.NOPROTO()
         resp = version
     name = None
     i = 2
@@ -103,7 +103,7 @@ def hello(session: Session, argv: list[bytes]) -> Any:
         else:
             raise errors.hello_syntax(argv[i])
     if not session.authenticated:
-        raise errors.HELLO_NOAUTH
+        raise errors.HELLO_NOAUTH()
     if name is not None:
         session.name = name
     session.resp = resp
@@ -125,7 +125,7 @@ REDIS_VERSION = "7.0.15"  # what HELLO and INFO claim: the Redis that emqd answe
 def _valid_name(name: bytes) -> bytes:
     """Redis refuses names with bytes outside '!'..'~' (spaces, newlines, controls)."""
     if any(c < 33 or c > 126 for c in name):
-        raise errors.BAD_CLIENT_NAME
+        raise errors.BAD_CLIENT_NAME()
     return name
 
 
@@ -171,11 +171,11 @@ def client_list(session: Session, argv: list[bytes]) -> Any:
         for raw in argv[3:]:
             number = parse_int(raw)
             if number is None:
-                raise errors.INVALID_CLIENT_ID
+                raise errors.INVALID_CLIENT_ID()
             wanted.add(number)
         clients = [c for c in clients if c.id in wanted]
     elif len(argv) > 2:
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     now = clock.now_ms()
     return Verbatim(b"".join(client_line(c, now) + b"\n" for c in clients))
 

@@ -102,7 +102,7 @@ def hincrby(session: Session, argv: list[bytes]) -> Any:
     """HINCRBY key field increment -> the new value, logged as the HSET of that value."""
     by = parse_int(argv[3])
     if by is None:
-        raise errors.NOT_INTEGER
+        raise errors.NOT_INTEGER()
     row = _row(session, argv[1])
     value = incremented(None if row is None else row.get(argv[2]), by)
     return Plan([(b"HSET", argv[1], argv[2], b"%d" % value)], value)

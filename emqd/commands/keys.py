@@ -78,7 +78,7 @@ def dbsize(session: Session, argv: list[bytes]) -> Any:
 def flush(session: Session, argv: list[bytes]) -> Any:
     """FLUSHALL / FLUSHDB [ASYNC|SYNC]: both empty the one database."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     return Plan([(b"FLUSHALL",)], "OK")
 
 

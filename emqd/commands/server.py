@@ -135,7 +135,7 @@ def command_list(session: Session, argv: list[bytes]) -> Any:
     if len(argv) == 5 and argv[2].lower() == b"filterby" and argv[3].lower() == b"pattern":
         matches = compile_pattern(argv[4])
         return [name for name in names if matches(name)]
-    raise errors.SYNTAX
+    raise errors.SYNTAX()
 
 
 def command_info_(session: Session, argv: list[bytes]) -> Any:
@@ -358,9 +358,9 @@ def shutdown(session: Session, argv: list[bytes]) -> Any:
     if not flags <= _SHUTDOWN_FLAGS or {b"nosave", b"save"} <= flags or (
         b"abort" in flags and len(flags) > 1
     ):
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     if b"abort" in flags:
-        raise errors.NO_SHUTDOWN_IN_PROGRESS
+        raise errors.NO_SHUTDOWN_IN_PROGRESS()
     request = session.server.shutdown_requested
     if request is not None:
         request()

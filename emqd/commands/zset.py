@@ -47,14 +47,14 @@ def _zset(session: Session, key: bytes) -> ZSet | None:
 def _int(arg: bytes) -> int:
     number = parse_int(arg)
     if number is None:
-        raise errors.NOT_INTEGER
+        raise errors.NOT_INTEGER()
     return number
 
 
 def _score(arg: bytes) -> float:
     number = parse_float(arg)
     if number is None:
-        raise errors.NOT_FLOAT
+        raise errors.NOT_FLOAT()
     return number
 
 
@@ -62,7 +62,7 @@ def _score_range(low: bytes, high: bytes) -> tuple[float, float, bool, bool]:
     lo = parse_score_bound(low)
     hi = parse_score_bound(high)
     if lo is None or hi is None:
-        raise errors.SCORE_RANGE_NOT_FLOAT
+        raise errors.SCORE_RANGE_NOT_FLOAT()
     return lo[0], hi[0], lo[1], hi[1]
 
 
@@ -84,7 +84,7 @@ def _lex_range(low: bytes, high: bytes) -> LexRange:
     lo = _lex_bound(low)
     hi = _lex_bound(high)
     if lo is None or hi is None:
-        raise errors.LEX_RANGE_INVALID
+        raise errors.LEX_RANGE_INVALID()
     return LexRange(lo[0], hi[0], lo[1], hi[1])
 
 
@@ -117,15 +117,15 @@ def zadd(session: Session, argv: list[bytes]) -> Any:
         i += 1
     elements = len(argv) - i
     if elements % 2 or not elements:
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     nx, xx, gt, lt = b"nx" in flags, b"xx" in flags, b"gt" in flags, b"lt" in flags
     incr = b"incr" in flags
     if nx and xx:
-        raise errors.ZADD_XX_NX
+        raise errors.ZADD_XX_NX()
     if (gt and nx) or (lt and nx) or (gt and lt):
-        raise errors.ZADD_GT_LT_NX
+        raise errors.ZADD_GT_LT_NX()
     if incr and elements > 2:
-        raise errors.ZADD_INCR_PAIRS
+        raise errors.ZADD_INCR_PAIRS()
     pairs = [(_score(argv[j]), argv[j + 1]) for j in range(i, len(argv), 2)]
     return _add(session, argv[1], pairs, nx=nx, xx=xx, gt=gt, lt=lt, incr=incr,
                 ch=b"ch" in flags)
@@ -161,7 +161,7 @@ def _add(session: Session, key: bytes, pairs: list[tuple[float, bytes]], *, nx: 
             if incr:
                 score += current
                 if math.isnan(score):
-                    raise errors.SCORE_NAN
+                    raise errors.SCORE_NAN()
             if (lt and score >= current) or (gt and score <= current):
                 continue
             if score == current:
@@ -270,14 +270,14 @@ def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool 
         elif kind is None and option == b"byscore":
             kind = SCORE
         else:
-            raise errors.SYNTAX
+            raise errors.SYNTAX()
         j += 1
     reverse = bool(reverse)
     kind = kind or RANK
     if limit != -1 and kind == RANK:
-        raise errors.ZRANGE_LIMIT_RANK
+        raise errors.ZRANGE_LIMIT_RANK()
     if withscores and kind == LEX:
-        raise errors.ZRANGE_WITHSCORES_LEX
+        raise errors.ZRANGE_WITHSCORES_LEX()
     low, high = (argv[3], argv[2]) if reverse and kind != RANK else (argv[2], argv[3])
     if kind == RANK:
         start, end = _int(low), _int(high)
@@ -402,12 +402,12 @@ def zrevrangebylex(session: Session, argv: list[bytes]) -> Any:
 def _pop(session: Session, argv: list[bytes], highest: bool) -> Any:
     """ZPOPMIN / ZPOPMAX key [count] -> the pairs taken, logged as one ZREM."""
     if len(argv) > 3:
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     count = None
     if len(argv) == 3:
         count = parse_int(argv[2])  # Redis gives one text for "not an integer" and "< 0"
         if count is None or count < 0:
-            raise errors.VALUE_NOT_POSITIVE
+            raise errors.VALUE_NOT_POSITIVE()
     zset = _zset(session, argv[1])
     if zset is None or count == 0:
         return []

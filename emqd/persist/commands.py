@@ -17,18 +17,18 @@ from emqd.session import Session
 def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
     aof = session.server.aof
     if aof is None:
-        raise errors.AOF_DISABLED
+        raise errors.AOF_DISABLED()
     if aof.rewrite is not None:
-        raise errors.REWRITE_IN_PROGRESS
+        raise errors.REWRITE_IN_PROGRESS()
     if not aof.start_rewrite():
-        raise errors.REWRITE_FAILED
+        raise errors.REWRITE_FAILED()
     return "Background append only file rewriting started"
 
 
 def save(session: Session, argv: list[bytes]) -> Any:
     aof = session.server.aof
     if aof is None:
-        raise errors.AOF_DISABLED
+        raise errors.AOF_DISABLED()
     aof.save()
     return "OK"
 

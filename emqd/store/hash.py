@@ -29,10 +29,10 @@ def incremented(current: bytes | None, by: int) -> int:
     """
     value = 0 if current is None else parse_int(current)
     if value is None:
-        raise HASH_NOT_INTEGER
+        raise HASH_NOT_INTEGER()
     result = value + by
     if result > INT64_MAX or result < INT64_MIN:
-        raise OVERFLOW
+        raise OVERFLOW()
     return result
 
 

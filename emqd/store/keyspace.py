@@ -40,14 +40,14 @@ class Keyspace:
         value = self.data.get(key)
         if value is None or type(value) is dict:
             return value
-        raise WRONGTYPE
+        raise WRONGTYPE()
 
     def zset(self, key: bytes) -> ZSet | None:
         """The sorted set at `key`, None when absent; WRONGTYPE when it is a hash."""
         value = self.data.get(key)
         if value is None or type(value) is ZSet:
             return value
-        raise WRONGTYPE
+        raise WRONGTYPE()
 
     def type_name(self, key: bytes) -> str:
         value = self.data.get(key)

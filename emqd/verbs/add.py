@@ -78,10 +78,10 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
     payload = argv[2]
     if len(payload) > config.max_payload:
-        raise errors.PAYLOAD_TOO_BIG
+        raise errors.PAYLOAD_TOO_BIG()
     opts = parse_args.options(argv, 3, _KEYWORDS)
     if b"DELAY" in opts and b"AT" in opts:
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     raw_group = opts.get(b"GROUP")
     raw_id = opts.get(b"ID")
     raw_priority = opts.get(b"PRIORITY")
@@ -89,11 +89,11 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     if raw_priority is not None:
         priority = parse_int(raw_priority)
         if priority is None or not -1000 <= priority <= 1000:
-            raise errors.PRIORITY_RANGE
+            raise errors.PRIORITY_RANGE()
     raw_max = opts.get(b"MAXATTEMPTS")
     raw_backoff = opts.get(b"BACKOFF")
     if raw_backoff is not None and parse_backoff(raw_backoff) is None:
-        raise errors.INVALID_BACKOFF
+        raise errors.INVALID_BACKOFF()
     return AddArgs(
         keys=keys,
         payload=payload,

@@ -23,35 +23,35 @@ def _is_name(raw: bytes) -> bool:
 def queue_name(raw: bytes) -> bytes:
     """QUEUE: 1..256 bytes without `{` or `}`."""
     if not _is_name(raw):
-        raise errors.INVALID_QUEUE
+        raise errors.INVALID_QUEUE()
     return raw
 
 
 def group_name(raw: bytes) -> bytes:
     """GROUP: the same rule as QUEUE."""
     if not _is_name(raw):
-        raise errors.INVALID_GROUP
+        raise errors.INVALID_GROUP()
     return raw
 
 
 def job_id(raw: bytes) -> bytes:
     """ID: 1..256 bytes."""
     if not raw or len(raw) > NAME_MAX:
-        raise errors.INVALID_ID
+        raise errors.INVALID_ID()
     return raw
 
 
 def positive(raw: bytes, keyword: str) -> int:
     number = parse_int(raw)
     if number is None or number <= 0:
-        raise errors.must_be_positive(keyword)
+        raise errors.must_be_positive(keyword)()
     return number
 
 
 def non_negative(raw: bytes, keyword: str) -> int:
     number = parse_int(raw)
     if number is None or number < 0:
-        raise errors.must_be_non_negative(keyword)
+        raise errors.must_be_non_negative(keyword)()
     return number
 
 
@@ -68,7 +68,7 @@ def options(
     while i < n:
         keyword = argv[i].upper()
         if keyword in found:
-            raise errors.SYNTAX
+            raise errors.SYNTAX()
         if keyword in flags:
             found[keyword] = None
             i += 1
@@ -76,5 +76,5 @@ def options(
             found[keyword] = argv[i + 1]
             i += 2
         else:
-            raise errors.SYNTAX
+            raise errors.SYNTAX()
     return found

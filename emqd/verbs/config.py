@@ -49,7 +49,7 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
     rest = argv[3:]
     if sub == b"GET":
         if len(rest) > 1:
-            raise errors.SYNTAX
+            raise errors.SYNTAX()
         field = None
         if rest:
             field = rest[0].lower()
@@ -57,7 +57,7 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
                 raise errors.unknown_field(rest[0])
         return ConfigArgs(keys, config, True, field=field)
     if sub != b"SET" or not rest or len(rest) % 2:
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     pairs = []
     for i in range(0, len(rest), 2):
         field = rest[i].lower()
@@ -66,7 +66,7 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
         settings.validate(field, rest[i + 1])
         pairs.append((field, rest[i + 1]))
     if len(dict(pairs)) != len(pairs):
-        raise errors.SYNTAX
+        raise errors.SYNTAX()
     return ConfigArgs(keys, config, False, pairs=tuple(pairs))
 
 

@@ -63,11 +63,11 @@ def held(
     row = reads[row_r]
     attempts = None if row is None else row.get(ATTEMPTS)
     if attempts is None:
-        raise errors.STALE_GONE
+        raise errors.STALE_GONE()
     if attempts != token:
-        raise errors.STALE_TOKEN
+        raise errors.STALE_TOKEN()
     if row.get(STATE) != ACTIVE or reads[score_r] is None:
-        raise errors.STALE_NOT_ACTIVE
+        raise errors.STALE_NOT_ACTIVE()
     return row
 
 

@@ -190,7 +190,7 @@ class Ledger:
         if self.rr is None:
             self.rr = incremented(_meta(self.keys, reads).get(RR), 0)
         if self.rr >= INT64_MAX:
-            raise errors.OVERFLOW  # HINCRBY's refusal, before anything is written
+            raise errors.OVERFLOW()  # HINCRBY's refusal, before anything is written
         self.rr += 1
         self.placed[member] = self.rr
 

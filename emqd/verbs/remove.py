@@ -61,7 +61,7 @@ def decide(args: RemoveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
     if row is None:
         return []
     if row.get(job.STATE) == job.ACTIVE or reads[active_r] is not None:
-        raise errors.STATE_ACTIVE
+        raise errors.STATE_ACTIVE()
     ops: list[Op] = [(b"DEL", keys.job(args.id))]
     zset = _set_of(keys, row)
     if zset is not None:

@@ -50,7 +50,7 @@ def decide(args: ReviveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
         return need(row_r, (ZSCORE, keys.dead, args.id))
     row = reads[row_r]
     if row is None or row.get(job.STATE) != job.DEAD:
-        raise errors.STATE_NOT_DEAD
+        raise errors.STATE_NOT_DEAD()
     check = job.entry_check(keys, row)
     if check not in reads:
         return need(check, ahead=lanes.prefetch(keys, row))

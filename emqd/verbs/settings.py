@@ -29,7 +29,7 @@ def _non_negative(raw: bytes) -> int | None:
 
 
 # field -> (reader returning None when invalid, the error CONFIG SET answers)
-FIELDS: dict[bytes, tuple[Callable[[bytes], object], errors.ReplyError]] = {
+FIELDS: dict[bytes, tuple[Callable[[bytes], object], errors.Refusal]] = {
     b"max_attempts": (_positive, errors.must_be_positive("max_attempts")),
     b"backoff": (parse_backoff, errors.INVALID_BACKOFF),
     b"max_stalled": (_positive, errors.must_be_positive("max_stalled")),
@@ -110,7 +110,7 @@ def validate(field: bytes, value: bytes) -> None:
         raise errors.unknown_field(field)
     reader, error = entry
     if reader(value) is None:
-        raise error
+        raise error()
 
 
 def settings_read(config_key: bytes) -> tuple:

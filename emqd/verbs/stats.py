@@ -64,7 +64,7 @@ def _counter(value: bytes | None) -> int:
         return 0
     number = parse_int(value)
     if number is None:
-        raise errors.HASH_NOT_INTEGER
+        raise errors.HASH_NOT_INTEGER()
     return number
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emqd.errors import HASH_NOT_INTEGER, OVERFLOW, ReplyError
+from emqd.errors import HASH_NOT_INTEGER, OVERFLOW, Refusal, ReplyError
 from emqd.store.hash import LISTPACK_ENTRIES, LISTPACK_VALUE, incremented, is_compact
 
 
@@ -19,7 +19,7 @@ from emqd.store.hash import LISTPACK_ENTRIES, LISTPACK_VALUE, incremented, is_co
     ],
 )
 def test_incremented(current: bytes | None, by: int, expected: int | ReplyError) -> None:
-    if isinstance(expected, ReplyError):
+    if isinstance(expected, (ReplyError, Refusal)):
         with pytest.raises(ReplyError) as caught:
             incremented(current, by)
         assert caught.value == expected

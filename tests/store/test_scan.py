@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from emqd.errors import NOT_INTEGER, SYNTAX, ReplyError
+from emqd.errors import NOT_INTEGER, SYNTAX, Refusal, ReplyError
 from emqd.scan import parse_options, walk
 
 
@@ -30,7 +30,7 @@ from emqd.scan import parse_options, walk
 )
 def test_parse_options(argv: list[bytes], expected: tuple | ReplyError) -> None:
     full = [b"HSCAN", b"key", b"0", *argv]
-    if isinstance(expected, ReplyError):
+    if isinstance(expected, (ReplyError, Refusal)):
         with pytest.raises(ReplyError) as caught:
             parse_options(full, 3)
         assert caught.value == expected
