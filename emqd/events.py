@@ -1,0 +1,47 @@
+"""What happened to jobs: each plan's transitions, for the metrics and for Pub/Sub.
+
+A verb's plan carries, beside its ops, the transitions it makes, in plan
+order, as `Event` tuples:
+
+    (name, queue, id, ts, extra)
+
+- `name`: one of the names below;
+- `queue`: the queue name (bytes);
+- `id`: the job id (bytes), `b""` for a queue-wide event (paused, resumed);
+- `ts`: the plan's `now`, wall-clock milliseconds;
+- `extra`: None, or a dict of the event's own fields (str -> bytes | int),
+  in the order they are published: `claimed` has `token` and `wait_ms`
+  (claim time minus `created_ms`), `completed` has `duration_ms` (finish time
+  minus `claimed_ms`), `retry` has `failures` and `due_ms`, `dead` has
+  `error`, `progress` has `value`.
+
+`ServerState.commit` hands a committed plan's events to every listener in
+`ServerState.listeners`, after the plan is applied and handed to the log, so a
+listener sees only what happened (a refused verb has no plan and no events).
+Listeners run on the event loop and must be cheap: the metrics count and
+sample, Pub/Sub formats a message only for a channel someone listens to.
+
+Events are tuples, not objects: the hot verbs make one per job they move, and a
+tuple costs a third of a slotted instance to build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+Event = tuple  # (name: str, queue: bytes, id: bytes, ts: int, extra: dict | None)
+Listener = Callable[[list[Event]], None]
+
+ADDED = "added"
+CLAIMED = "claimed"
+PROGRESS = "progress"
+COMPLETED = "completed"
+RETRY = "retry"
+DEAD = "dead"
+STALLED = "stalled"  # a counted stall sent back to pending (one that dies is `dead`)
+RECOVERED = "recovered"  # back to pending uncounted: a lease exempt by the epoch, a REQUEUE
+REVIVED = "revived"
+PROMOTED = "promoted"
+REMOVED = "removed"
+PAUSED = "paused"
+RESUMED = "resumed"
