@@ -144,7 +144,9 @@ def execute(session: Session, argv: list[bytes]) -> Any:
     row = lookup(argv)
     if type(row) is ReplyError:
         return _reject(session, row, argv)
-    session.last_command = row.name  # type: ignore[union-attr]
+    name = session.last_command = row.name  # type: ignore[union-attr]
+    calls = session.server.command_calls
+    calls[name] = calls.get(name, 0) + 1
     if not session.authenticated and "no_auth" not in row.flags:  # type: ignore[union-attr]
         return _reject(session, errors.NOAUTH(), argv)
     if session.multi is not None and row.name not in _IN_MULTI_DIRECT:  # type: ignore[union-attr]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from emqd import clock
 from emqd.config import Config
+from emqd.events import Listener
 from emqd.plan import Op
 from emqd.store.keyspace import Keyspace
 
@@ -36,6 +37,7 @@ class ServerState:
         self.started_ms = clock.now_ms()
         self.clients: dict[int, Session] = {}
         self.total_commands = 0
+        self.command_calls: dict[str, int] = {}  # full name -> calls (INFO commandstats, /metrics)
         self.total_connections = 0
         self.rejected_connections = 0  # refused at maxclients
         # INFO: section name -> callables adding fields to it (housekeeping adds
@@ -59,6 +61,8 @@ class ServerState:
         # Sees every committed plan's ops after they are applied (housekeeping
         # learns of new due times here); None costs the write path one test.
         self.observe: Callable[[list[Op]], None] | None = None
+        # Called with each committed plan's events (emqd/events.py), in plan order.
+        self.listeners: list[Listener] = []
 
     def commit(self, ops: list[Op]) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""
