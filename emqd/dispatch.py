@@ -81,6 +81,8 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
     finally:
         server.end_batch()
         session.in_exec = False
+        if server.aof is not None:
+            session.log_mark = server.aof.appended
     if any(resp != session.resp for resp in protocols):
         # A HELLO inside switched protocol: like Redis, each reply is in the
         # protocol of its moment, under an array header (the same in both).
@@ -140,16 +142,23 @@ def lookup(argv: list[bytes]) -> Command | ReplyError:
 
 def execute(session: Session, argv: list[bytes]) -> Any:
     """Run one request; the reply value, or a `Block` for a parked client."""
-    session.server.total_commands += 1
+    state = session.server
+    state.total_commands += 1
     row = lookup(argv)
     if type(row) is ReplyError:
         return _reject(session, row, argv)
     name = session.last_command = row.name  # type: ignore[union-attr]
-    calls = session.server.command_calls
+    calls = state.command_calls
     calls[name] = calls.get(name, 0) + 1
     if not session.authenticated and "no_auth" not in row.flags:  # type: ignore[union-attr]
         return _reject(session, errors.NOAUTH(), argv)
-    if session.multi is not None and row.name not in _IN_MULTI_DIRECT:  # type: ignore[union-attr]
+    aof = state.aof
+    if aof is not None and aof.failing is not None and (
+            "write" in row.flags or name == "ping"):  # type: ignore[union-attr]
+        # Redis's rule: while the log cannot be written, refuse what would
+        # change the keyspace (and PING, so that a client notices).
+        return _reject(session, errors.misconf(aof.failing), argv)
+    if session.multi is not None and name not in _IN_MULTI_DIRECT:
         if "no_multi" in row.flags:  # type: ignore[union-attr]
             return _reject(session, errors.NOT_IN_MULTI(), argv)
         session.multi.append(argv)
@@ -172,6 +181,15 @@ def _reject(session: Session, error: ReplyError, argv: list[bytes]) -> ReplyErro
     return error
 
 
+def _commit(session: Session, plan: Plan) -> None:
+    """Apply and log a plan; its client's replies now wait for that record (Server.write)."""
+    state = session.server
+    state.commit(plan)
+    aof = state.aof
+    if aof is not None and plan.ops:
+        session.log_mark = aof.appended
+
+
 def _run(session: Session, row: Command, argv: list[bytes]) -> Any:
     try:
         result = row.handler(session, argv)
@@ -181,11 +199,11 @@ def _run(session: Session, row: Command, argv: list[bytes]) -> Any:
         return error.with_traceback(None)
     kind = type(result)
     if kind is Plan:
-        session.server.commit(result.ops)
+        _commit(session, result)
         return result.reply
     if kind is Block:
         if result.plan is not None:
-            session.server.commit(result.plan.ops)
+            _commit(session, result.plan)
         if session.in_exec:
             return result.timeout_reply
         return result

@@ -194,12 +194,26 @@ INVALID_ID = Refusal("ERR invalid job id")
 INVALID_GROUP = Refusal("ERR invalid group name")
 INVALID_BACKOFF = Refusal("ERR invalid backoff rule")
 PRIORITY_RANGE = Refusal("ERR PRIORITY must be between -1000 and 1000")
+PRIORITY_NOT_INTEGER = Refusal("ERR PRIORITY must be an integer")
+TIMEOUT_RANGE = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
 PAYLOAD_TOO_BIG = Refusal("ERR payload exceeds max-payload")
 AOF_DISABLED = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
 REWRITE_IN_PROGRESS = Refusal("ERR Background append only file rewriting already in progress")
 REWRITE_FAILED = Refusal(
     "ERR Background append only file rewriting could not start; see the log"
 )
+
+
+def invalid_time(keyword: str, command: str) -> ReplyError:
+    """A duration whose deadline (now + it) does not fit in a signed 64-bit millisecond
+    count: Redis's `invalid expire time in 'set' command`, naming the argument."""
+    return ReplyError(f"ERR invalid {keyword} in '{command}' command")
+
+
+def misconf(error: OSError) -> ReplyError:
+    """Redis 7.0's refusal of a write while the append-only file cannot be written."""
+    reason = error.strerror or str(error)
+    return ReplyError(_one_line(b"MISCONF Errors writing to the AOF file: " + reason.encode()))
 
 
 def must_be_positive(keyword: str) -> Refusal:

@@ -1,9 +1,9 @@
 """The server's own clock work (protocol section 6.4): promotion, the stall sweep, retention.
 
 emqd does not wait for clients to drive time. Three jobs run on the event loop,
-each through the same planners as the verbs (`runner.decide_and_plan`, then
+each through the same planners as the verbs (`verb.plan`, then
 `ServerState.commit`, so they are applied and logged like any verb), each
-followed by `ServerState.wake()` so that parked claimers see their result:
+followed by the server's `wake` so that parked claimers see their result:
 
 - promotion: the PROMOTE plan for a queue, at the earliest due time of its
   `scheduled` set (within a few ms: a loop timer, not a poll);
@@ -14,13 +14,16 @@ followed by `ServerState.wake()` so that parked claimers see their result:
   lowered `keep_completed` / `keep_dead`) and once per queue at start.
 
 How it learns of due times without polling: `ServerState.commit` hands every
-committed plan to `observe`, which looks only at ZADD ops on keys ending in
-`}:scheduled` / `}:active` and at writes to `}:config` (a few comparisons per
-op), and keeps, per job, one `Deadlines`: a heap of (time, queue) with the
+committed plan to `learn`. A verb's plan says itself what housekeeping must
+know (`Plan.due`: a lease that runs out, a job scheduled, a queue's settings
+changed), so its ops are not read again; only a plain Redis command's plan
+(a client's own ZADD into `scheduled`) is looked at op by op (`observe`:
+ZADD ops on keys ending in `}:scheduled` / `}:active`, writes to `}:config`).
+Housekeeping keeps, per job, one `Deadlines`: a heap of (time, queue) with the
 earliest known time of each queue, and one loop timer on the heap's top. A
-later ZADD (an EXTEND) never adds an entry; an entry that turns out early (its
-job was extended or removed) costs one empty pass, after which the queue's
-true earliest time is read from the store.
+later deadline (an EXTEND) never adds an entry; an entry that turns out early
+(its job was extended or removed) costs one empty pass, after which the
+queue's true earliest time is read from the store.
 
 Work is done in slices of SLICE jobs, one slice per queue and at most
 QUEUES_PER_TURN queues per loop iteration, so a backlog never stalls the loop.
@@ -44,11 +47,10 @@ from typing import Any
 from emqd import clock
 from emqd.errors import ReplyError
 from emqd.keys import QUEUES, queue_keys
-from emqd.plan import Op, Plan
+from emqd.plan import LEASED, SCHEDULED, Op, Plan
 from emqd.server_state import ServerState
 from emqd.store.zset import ZSet
 from emqd.verbs import args as verb_args
-from emqd.verbs.runner import ZUPTO, decide_and_plan, perform
 
 log = logging.getLogger("emqd")
 
@@ -175,8 +177,10 @@ class Counters:
 
 
 class Housekeeping:
-    def __init__(self, state: ServerState, planners: Planners | None = None) -> None:
+    def __init__(self, state: ServerState, wake: Callable[[], None],
+                 planners: Planners | None = None) -> None:
         self.state = state
+        self.wake = wake  # re-runs the parked requests whose keys a plan wrote
         self.planners = planners or default_planners()
         self.sweep_interval = state.config.stalled_interval  # 0: no stall sweep
         self.counters = Counters()
@@ -189,7 +193,7 @@ class Housekeeping:
     # --- wiring -------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch commits, and look at every known queue once (after the file is loaded)."""
-        self.state.observe = self.observe
+        self.state.housekeeping = self
         self.state.info_fields.setdefault("stats", []).append(self.counters.info)
         now = clock.now_ms()
         for _, queue in self._zset(QUEUES) or ():
@@ -202,13 +206,28 @@ class Housekeeping:
             deadlines.start(loop)
 
     def stop(self) -> None:
-        if self.state.observe == self.observe:
-            self.state.observe = None
+        if self.state.housekeeping is self:
+            self.state.housekeeping = None
         for deadlines in (self.promotion, self.sweep, self.retention):
             deadlines.stop()
 
+    def learn(self, plan: Plan) -> None:
+        """Called by `commit` with every applied plan that has something to say."""
+        due = plan.due
+        if due is None:
+            self.observe(plan.ops)
+            return
+        for what, queue, at in due:
+            if what == LEASED:
+                if self.sweep_interval:
+                    self.sweep.note(queue, at)
+            elif what == SCHEDULED:
+                self.promotion.note(queue, at)
+            else:
+                self.retention.note(queue, clock.now_ms())
+
     def observe(self, ops: list[Op]) -> None:
-        """Called by `commit` with every applied plan: note new due times and config writes.
+        """A plain command's plan: note new due times and config writes from its ops.
 
         This runs on every write, so the common case is kept to a few dict
         lookups: which `Deadlines` a ZADD's key feeds is worked out once per
@@ -279,9 +298,8 @@ class Housekeeping:
     def _trim(self, queue: bytes, now: int) -> None:
         retention = self.planners.retention
         try:
-            result = decide_and_plan(retention, self.state.keyspace,
-                                     retention.slice_args(queue, self.state.config), now,
-                                     self.state.run_id_bytes)
+            result = retention.plan(retention.slice_args(queue, self.state.config),
+                                    self.state.keyspace, now, self.state.run_id_bytes)
         except ReplyError as error:
             self._refused("retention", queue, None, error)
             self.retention.hold(queue, now + RETRY_MS)
@@ -315,7 +333,7 @@ class Housekeeping:
 
     def _plan(self, name: bytes, verb: ModuleType, queue: bytes, limit: int, now: int) -> Any:
         args = verb.parse([name, queue, b"LIMIT", b"%d" % limit], self.state.config)
-        return decide_and_plan(verb, self.state.keyspace, args, now, self.state.run_id_bytes)
+        return verb.plan(args, self.state.keyspace, now, self.state.run_id_bytes)
 
     def _refused_slice(self, name: bytes, verb: ModuleType, queue: bytes, zkey: bytes,
                        now: int, error: ReplyError) -> Any:
@@ -363,8 +381,8 @@ class Housekeeping:
     # --- the store ------------------------------------------------------------------
     def _commit(self, result: Any) -> Any:
         if type(result) is Plan:
-            self.state.commit(result.ops)
-            self.state.wake()
+            self.state.commit(result)
+            self.wake()
             return result.reply
         return result
 
@@ -379,9 +397,8 @@ class Housekeeping:
         return members[0] if members else None
 
     def _due_members(self, zkey: bytes, now: int, limit: int) -> list[bytes]:
-        if self._zset(zkey) is None:
-            return []
-        return [member for member, _ in perform(self.state.keyspace, (ZUPTO, zkey, now, limit))]
+        zset = self._zset(zkey)
+        return [] if zset is None else zset.due(now, limit)
 
     def _note_next(self, deadlines: Deadlines, zkey: bytes, queue: bytes, now: int) -> None:
         zset = self._zset(zkey)

@@ -25,6 +25,7 @@ class QueueKeys:
         "config",
         "metrics_failed",
         "metrics_completed",
+        "metrics",
         "ring",
         "gactive",
         "glimit",
@@ -45,6 +46,7 @@ class QueueKeys:
         self.config = p + b"config"
         self.metrics_failed = p + b"metrics:failed"
         self.metrics_completed = p + b"metrics:completed"
+        self.metrics = p + b"metrics"  # the other counters: failed, retried, stalled, revived
         self.ring = p + b"ring"
         self.gactive = p + b"gactive"
         self.glimit = p + b"glimit"

@@ -179,3 +179,20 @@ def score_arg(score: float) -> int | float:
             return score
         return int(score)
     return score
+
+
+_last_ms: list = [None, b""]  # [ms, its text]: one timestamp's text, shared
+
+
+def ms_text(ms: int) -> bytes:
+    """`b"%d" % ms` for a timestamp, the same bytes object for the same millisecond.
+
+    Every row stores its `created_ms` (and `claimed_ms`, ...) as text; jobs that
+    arrive in the same millisecond then share one object instead of 46 bytes
+    each. Only the last value is remembered, so this is a pure function with a
+    memo of one.
+    """
+    if _last_ms[0] != ms:
+        _last_ms[0] = ms
+        _last_ms[1] = b"%d" % ms
+    return _last_ms[1]  # type: ignore[no-any-return]

@@ -1,4 +1,4 @@
-"""Plans: what a command decided to write, and what it answers.
+"""Plans: what a command decided to write, what it answers, and what it did.
 
 An `Op` is a real Redis command as a tuple, name first, every value resolved
 (`(b"ZADD", key, 17, b"42")`); values are bytes, int or float. The store
@@ -7,24 +7,47 @@ log holds effects, never requests (no `now`, no relative delay, no INCR left
 for a replay to recompute).
 
 A handler returns a plain reply when it only read, a `Plan` when it writes,
-or a `Block` when a blocking command must park its client.
+or a `Block` when a blocking command must park its client. A verb's plan also
+says what happened (`events`, emqd/events.py) and when housekeeping has work
+because of it (`due`), so that nobody has to read its ops again to find out.
+A plan whose ops are the same every time but for some values can name its
+`Shape`, from which its log record is formatted in one step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from emqd.events import Event
+
 Op = tuple  # (b"HSET", key, field, value, ...): bytes | int | float after the name
+
+# Plan.due entries, (what, queue, at_ms), for housekeeping (emqd/housekeeping.py):
+SCHEDULED = 0  # a job waits in `scheduled` until at_ms (promotion)
+LEASED = 1  # a lease runs out at at_ms (the stall sweep)
+CONFIGURED = 2  # the queue's settings changed (retention may have rows to trim); at_ms 0
+Due = tuple  # (SCHEDULED | LEASED | CONFIGURED, queue: bytes, at_ms: int)
 
 
 @dataclass(slots=True)
 class Plan:
-    """Store operations applied atomically, then `reply` sent to the client."""
+    """Store operations applied atomically, then `reply` sent to the client.
 
-    ops: list[Op] = field(default_factory=list)
+    `events`: the transitions the plan makes, in order (verbs only).
+    `due`: what housekeeping must know of it; None for a plain Redis command's
+    plan, whose ops housekeeping looks at itself (a client may ZADD into a
+    queue's `scheduled` by hand); a verb always declares (an empty tuple when
+    it has nothing to say).
+    `shape`: the Shape that built `ops`, when one did (its record is a template).
+    """
+
+    ops: list[Op]
     reply: Any = "OK"
+    events: list[Event] | None = None
+    due: tuple[Due, ...] | None = None
+    shape: Shape | None = None
 
 
 @dataclass(slots=True)
@@ -50,3 +73,61 @@ def removal(command: Op, present: Container[bytes], names: Iterable[bytes]) -> P
     Nothing found, no op (so nothing is logged)."""
     gone = [name for name in dict.fromkeys(names) if name in present]
     return Plan([(*command, *gone)] if gone else [], len(gone))
+
+
+class Slot:
+    """A value of a `Shape` that changes from call to call (always bytes)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class Shape:
+    """Ops that are the same on every call but for some values, declared once.
+
+    `shape.ops(*values)` builds the ops (values in the order the slots first
+    appear), and `shape.body(ops)` formats them as RESP in one `%` (the log's
+    record, without MULTI/EXEC). Both are generated from the declaration, as
+    `collections.namedtuple` generates its class: written by hand they would
+    repeat the declaration twice, and a generic per-argument encoder costs a
+    cycle of the hot verbs 3-4 us (measured: 1.2 us against 4.9 us for CLAIM's
+    three ops).
+    """
+
+    __slots__ = ("name", "template", "ops", "body")
+
+    def __init__(self, name: str, *template: tuple) -> None:
+        self.name = name
+        self.template = template
+        slots: list[str] = []
+        op_sources: list[str] = []
+        fmt: list[bytes] = []
+        pulled: list[str] = []  # the body's arguments: where each slot's value is in `ops`
+        for i, op in enumerate(template):
+            fmt.append(b"*%d\r\n" % len(op))
+            parts = []
+            for j, arg in enumerate(op):
+                if isinstance(arg, Slot):
+                    if arg.name not in slots:
+                        slots.append(arg.name)
+                    parts.append(arg.name)
+                    fmt.append(b"$%d\r\n%b\r\n")
+                    pulled += [f"len(o{i}[{j}])", f"o{i}[{j}]"]
+                else:
+                    parts.append(repr(arg))
+                    fmt.append((b"$%d\r\n" % len(arg) + arg + b"\r\n").replace(b"%", b"%%"))
+            op_sources.append("(" + ", ".join(parts) + ",)")
+        unpack = ", ".join(f"o{i}" for i in range(len(template)))
+        source = (
+            f"def ops({', '.join(slots)}):\n    return [{', '.join(op_sources)}]\n"
+            f"def body(ops):\n    {unpack}, = ops\n    return FMT % ({', '.join(pulled)},)\n"
+        )
+        namespace: dict[str, Any] = {"FMT": b"".join(fmt)}
+        exec(compile(source, f"<shape {name}>", "exec"), namespace)  # noqa: S102
+        self.ops = namespace["ops"]
+        self.body = namespace["body"]
+
+    def __repr__(self) -> str:
+        return f"Shape({self.name!r})"

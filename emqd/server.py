@@ -11,6 +11,7 @@ import logging
 import signal
 import socket
 import sys
+from collections import deque
 
 import uvloop
 
@@ -25,6 +26,7 @@ from emqd.wire.protocol import Connection
 log = logging.getLogger("emqd")
 
 MAX_WAKE_ROUNDS = 1000  # a wake round that keeps writing watched keys is cut off
+RETRY_WRITE_S = 1.0  # while the disk refuses the log, how often it is tried again
 SHUTDOWN_FLUSH_S = 2.0  # how long a shutdown waits for replies to reach their clients
 
 
@@ -37,20 +39,89 @@ class Server:
         self.listeners: list[asyncio.AbstractServer] = []
         self.stopped = asyncio.Event()
         self.state.shutdown_requested = self.request_shutdown
-        self.state.wake = self.wake_parked  # housekeeping and verbs outside a connection
-        self.housekeeping = Housekeeping(self.state)
+        self.housekeeping = Housekeeping(self.state, wake=self.wake_parked)
         self.state.info_fields.setdefault("clients", []).append(
             lambda: {"blocked_clients": len(self.waiters)}
         )
+        # Replies waiting for the log: (connection, data, the log offset they need).
+        self.held: deque[tuple[Connection, bytes, int]] = deque()
+        self._flush_scheduled = False
+        self._retry: asyncio.TimerHandle | None = None
 
-    # --- the write path ---------------------------------------------------------
+    # --- the write path: replies leave once the log holds what they answer -------------
     def write(self, conn: Connection, data: bytes) -> None:
-        """Send a connection's replies, once the records they answer are in the log."""
+        """Send a connection's replies, once the records they answer are in the log.
+
+        A reply waits for the records of its own connection's writes
+        (`Session.log_mark`): under `everysec` and `no` for their write(2), made
+        here; under `always` for the fsync at the end of the loop iteration,
+        which covers every plan of the iteration, and there every reply of the
+        iteration waits for it, reads too, so that none shows a write the file
+        does not hold yet. While the disk refuses the log, a reply that depends
+        on an unwritten record waits for the retry, and so does everything after
+        it on its connection; other connections' reads are served (they may
+        show a write whose reply is still held: docs/PERSISTENCE.md).
+        """
         aof = self.state.aof
-        if aof is not None and aof.busy and aof.hold(conn, data):
-            return  # sent after the fsync (--appendfsync always)
+        if aof is None:
+            self._send(conn, data)
+            return
+        needed = conn.session.log_mark
+        if aof.always and aof.failing is None:
+            needed = aof.appended
+        if needed <= aof.durable and not conn.holding:
+            self._send(conn, data)
+            return
+        if (not aof.always and not conn.holding and aof.failing is None and aof.write()
+                and needed <= aof.durable):
+            self._send(conn, data)
+            return
+        conn.holding += 1
+        self.held.append((conn, data, needed))
+        if conn.session.close_after_reply:  # QUIT: the socket closes right after this write
+            self.flush_log()
+        else:
+            self.schedule_flush()
+
+    def _send(self, conn: Connection, data: bytes) -> None:
         if not conn.closed and conn.transport is not None:
             conn.transport.write(data)
+
+    def schedule_flush(self) -> None:
+        """Flush the log and release what waits for it at the end of this loop iteration."""
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush_log)
+
+    def flush_log(self) -> None:
+        """The end of a loop iteration (Redis's beforeSleep): write and fsync the log, then
+        send the replies it now holds, in order. A refusal of the disk is retried a second
+        later, and again, until the records are in."""
+        self._flush_scheduled = False
+        aof = self.state.aof
+        if aof is None:
+            durable = float("inf")
+        else:
+            aof.flush()
+            durable = aof.durable
+        held = self.held
+        stuck: set[Connection] = set()
+        kept: deque[tuple[Connection, bytes, int]] = deque()
+        while held:
+            conn, data, needed = held.popleft()
+            if needed > durable or conn in stuck:
+                stuck.add(conn)
+                kept.append((conn, data, needed))
+                continue
+            conn.holding -= 1
+            self._send(conn, data)
+        self.held = kept
+        if aof is not None and aof.failing is not None and self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(RETRY_WRITE_S, self._retry_log)
+
+    def _retry_log(self) -> None:
+        self._retry = None
+        self.flush_log()
 
     def wake_parked(self) -> None:
         """Re-run parked requests whose keys were written, longest-parked first."""
@@ -92,11 +163,15 @@ class Server:
 
     async def serve(self) -> None:
         if self.config.appendonly:
-            open_log(self.config, self.state)
+            open_log(self.config, self.state, self.schedule_flush)
         await self.start()
         await self.stopped.wait()
+        self.flush_log()
         if self.state.aof is not None:
-            self.state.aof.close()  # written, fsynced, held replies sent
+            if self.state.aof.close():
+                self.flush_log()  # the replies whose records are now in
+            else:
+                log.error("the log could not be written at shutdown: unacknowledged writes lost")
         for conn in list(self.connections.values()):
             if conn.transport is not None:
                 conn.transport.close()  # sends what is buffered, then closes

@@ -1,9 +1,11 @@
-"""What the whole server shares: config, keyspace, epoch, clients, the log hook.
+"""What the whole server shares: config, keyspace, epoch, clients, and the one write path.
 
 One instance is built by `server.py` and reached through each `Session`; there
-is no module-level mutable server. `commit(ops)` is the single write path:
+is no module-level mutable server. `commit(plan)` is the single write path:
 every plan (verbs, plain Redis writes, housekeeping) is applied to the
-keyspace and handed to the append-only log as one record.
+keyspace, handed to the append-only log as one record, shown to housekeeping
+(its due times) and to the event listeners (metrics, Pub/Sub), in that order,
+by plain calls a reader can follow.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import TYPE_CHECKING
 from emqd import clock
 from emqd.config import Config
 from emqd.events import Listener
-from emqd.plan import Op
+from emqd.plan import Plan
 from emqd.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
+    from emqd.housekeeping import Housekeeping
     from emqd.persist.aof import AppendOnlyFile
     from emqd.session import Session
 
@@ -46,44 +49,39 @@ class ServerState:
         self.info_fields: dict[str, list[Callable[[], dict[str, object]]]] = {}
         self.dirty = 0  # writes since the last save, as Redis's rdb_changes_since_last_save
         self.last_save_s = self.started_ms // 1000
-        # The append-only log's entry point: called with each record's ops
-        # (one plan, or all of an EXEC). None while persistence is off.
-        self.log: Callable[[list[Op]], None] | None = None
         self.aof: AppendOnlyFile | None = None  # the open log (persist/aof.py), when on
-        # Called with a plan's ops before they are applied while a compaction
-        # runs (it keeps the old values of the keys they change).
-        self.before_apply: Callable[[list[Op]], None] | None = None
-        self._batch: list[Op] | None = None  # ops of an EXEC in progress
-        self.shutdown_requested: Callable[[], None] | None = None
-        # Re-runs parked requests whose keys were written; housekeeping calls
-        # it after its plans (connections call it after each batch).
-        self.wake: Callable[[], None] = lambda: None
-        # Sees every committed plan's ops after they are applied (housekeeping
-        # learns of new due times here); None costs the write path one test.
-        self.observe: Callable[[list[Op]], None] | None = None
+        self.housekeeping: Housekeeping | None = None  # the server's clock work, once started
         # Called with each committed plan's events (emqd/events.py), in plan order.
         self.listeners: list[Listener] = []
+        self._batch: list[Plan] | None = None  # plans of an EXEC in progress
+        self.shutdown_requested: Callable[[], None] | None = None
 
-    def commit(self, ops: list[Op]) -> None:
+    def commit(self, plan: Plan) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""
+        ops = plan.ops
         if not ops:
             return
-        if self.before_apply is not None:
-            self.before_apply(ops)
+        aof = self.aof
+        if aof is not None and aof.rewrite is not None:
+            aof.rewrite.capture(ops)  # a compaction keeps the old values of what changes
         self.keyspace.apply(ops)
         self.dirty += len(ops)
-        if self.observe is not None:
-            self.observe(ops)
         if self._batch is not None:
-            self._batch.extend(ops)
-        elif self.log is not None:
-            self.log(ops)
+            self._batch.append(plan)
+        elif aof is not None:
+            aof.append(plan)
+        due = plan.due
+        if (due is None or due) and self.housekeeping is not None:
+            self.housekeeping.learn(plan)
+        if plan.events:
+            for listener in self.listeners:
+                listener(plan.events)
 
     def begin_batch(self) -> None:
         """From here to `end_batch`, commits are logged together (EXEC)."""
         self._batch = []
 
     def end_batch(self) -> None:
-        ops, self._batch = self._batch, None
-        if ops and self.log is not None:
-            self.log(ops)
+        plans, self._batch = self._batch, None
+        if plans and self.aof is not None:
+            self.aof.append_batch(plans)

@@ -34,6 +34,7 @@ class Session:
         "last_ms",
         "last_command",
         "close_after_reply",
+        "log_mark",
     )
 
     def __init__(self, server: ServerState, addr: str = "", laddr: str = "") -> None:
@@ -48,6 +49,7 @@ class Session:
         self.last_ms = 0  # when the last command arrived (CLIENT LIST idle=)
         self.last_command = "NULL"  # its full name (CLIENT LIST cmd=)
         self.close_after_reply = False  # QUIT
+        self.log_mark = 0  # the log's `appended` after this client's last write (Server.write)
         self.reset()
 
     def reset(self) -> None:

@@ -222,3 +222,41 @@ def _walk(buf: bytes, pos: int) -> int | None:
                 return None
         return nxt
     raise ValueError(f"not RESP at {pos}: {buf[pos:pos + 20]!r}")
+
+
+def plain_value(value: object) -> tuple[str, dict]:
+    """A stored value as plain data: ("hash", {field: value}) or ("zset", {member: score})."""
+    from emqd.store import hash as hashes
+    from emqd.store.zset import ZSet
+
+    if isinstance(value, ZSet):
+        return "zset", {member: score for score, member in value}
+    return "hash", hashes.as_dict(value)  # type: ignore[arg-type]
+
+
+class RecordingLog:
+    """Stands in for the append-only file (`ServerState.aof`): keeps what is committed.
+
+    `records` holds each record's ops (one plan, or all of an EXEC); `ops` all of
+    them in order.
+    """
+
+    rewrite = None
+    failing = None
+
+    def __init__(self) -> None:
+        self.records: list[list] = []
+
+    @property
+    def appended(self) -> int:
+        return len(self.records)
+
+    @property
+    def ops(self) -> list:
+        return [op for record in self.records for op in record]
+
+    def append(self, plan: object) -> None:
+        self.records.append(list(plan.ops))  # type: ignore[attr-defined]
+
+    def append_batch(self, plans: list) -> None:
+        self.records.append([op for plan in plans for op in plan.ops])

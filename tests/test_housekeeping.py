@@ -24,86 +24,64 @@ from emqd.housekeeping import SLICE, Deadlines, Housekeeping, Planners
 from emqd.keys import queue_keys
 from emqd.plan import Plan
 from emqd.server_state import ServerState
-from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZHEAD, ZUPTO, need
+from emqd.store import hash as hashes
+from tests.support import RecordingLog
 
 K = queue_keys(b"q")
 
 
-# --- fake planners: parse(argv, config) / decide / plan, as the runner drives them ---
+# --- fake planners: parse(argv, config) / plan(args, view, now, run_id), as the verbs ---
 def _slice_parse(argv: list[bytes], config: Config) -> tuple:
     assert argv[2] == b"LIMIT"
     return queue_keys(argv[1]), int(argv[3])
 
 
-def _promote_decide(args: tuple, reads: dict, now: int, run_id: bytes) -> Any:
+def _due(view: Any, key: bytes, now: int, limit: int) -> list[bytes]:
+    zset = view.zset(key)
+    return [] if zset is None else zset.due(now, limit)
+
+
+def _promote_plan(args: tuple, view: Any, now: int, run_id: bytes) -> Any:
     keys, limit = args
-    due = (ZUPTO, keys.scheduled, now, limit)
-    if due not in reads:
-        return need(due)
-    return [member for member, _ in reads[due]]
-
-
-def _promote_plan(args: tuple, ids: list, now: int, run_id: bytes) -> Any:
-    keys = args[0]
+    ids = _due(view, keys.scheduled, now, limit)
     if not ids:
         return 0
     ops = [(b"ZREM", keys.scheduled, *ids)]
     ops += [(b"ZADD", keys.pending, 0, i) for i in ids]
-    return Plan(ops, len(ids))
+    return Plan(ops, len(ids), None, ())
 
 
-def _sweep_decide(args: tuple, reads: dict, now: int, run_id: bytes) -> Any:
+def _sweep_plan(args: tuple, view: Any, now: int, run_id: bytes) -> Any:
     keys, limit = args
-    due = (ZUPTO, keys.active, now, limit)
-    if due not in reads:
-        return need(due)
-    ids = [member for member, _ in reads[due]]
-    rows = [(HGETALL, keys.job(i)) for i in ids]
-    missing = [read for read in rows if read not in reads]
-    if missing:
-        return need(*missing)
-    for read in rows:
-        if (reads[read] or {}).get(b"stalled") == b"bad":
+    ids = _due(view, keys.active, now, limit)
+    for i in ids:
+        row = view.hash(keys.job(i))
+        if row is not None and hashes.get(row, b"stalled") == b"bad":
             raise errors.HASH_NOT_INTEGER()  # the whole call is refused
-    return ids
-
-
-def _sweep_plan(args: tuple, ids: list, now: int, run_id: bytes) -> Any:
-    keys = args[0]
     if not ids:
         return [[], []]
     ops = [(b"ZREM", keys.active, *ids)] + [(b"ZADD", keys.pending, 0, i) for i in ids]
-    return Plan(ops, [ids, []])
+    return Plan(ops, [ids, []], None, ())
 
 
-def _retention_decide(keys: Any, reads: dict, now: int, run_id: bytes) -> Any:
-    card, keep = (ZCARD, keys.completed), (HGET, keys.config, b"keep_completed")
-    if card not in reads:
-        return need(card, keep)
-    excess = min(reads[card] - int(reads[keep] or b"1000"), SLICE)
+def _retention_plan(keys: Any, view: Any, now: int, run_id: bytes) -> Any:
+    completed = view.zset(keys.completed)
+    config = view.hash(keys.config)
+    keep = None if config is None else hashes.get(config, b"keep_completed")
+    excess = min((0 if completed is None else len(completed)) - int(keep or b"1000"), SLICE)
     if excess <= 0:
-        return []
-    head = (ZHEAD, keys.completed, excess)
-    if head not in reads:
-        return need(head)
-    return [member for member, _ in reads[head]]
-
-
-def _retention_plan(keys: Any, ids: list, now: int, run_id: bytes) -> Any:
-    if not ids:
         return 0
-    return Plan([(b"ZREM", keys.completed, *ids), (b"DEL", *(keys.job(i) for i in ids))], len(ids))
+    ids = completed.head(excess)
+    return Plan([(b"ZREM", keys.completed, *ids), (b"DEL", *(keys.job(i) for i in ids))],
+                len(ids), None, ())
 
 
 def fakes() -> Planners:
     return Planners(
-        promote=SimpleNamespace(parse=_slice_parse, decide=_promote_decide, plan=_promote_plan,
-                                __name__="fake_promote"),
-        stalled=SimpleNamespace(parse=_slice_parse, decide=_sweep_decide, plan=_sweep_plan,
-                                __name__="fake_stalled"),
+        promote=SimpleNamespace(parse=_slice_parse, plan=_promote_plan, __name__="fake_promote"),
+        stalled=SimpleNamespace(parse=_slice_parse, plan=_sweep_plan, __name__="fake_stalled"),
         retention=SimpleNamespace(slice_args=lambda queue, config: queue_keys(queue),
-                                  decide=_retention_decide, plan=_retention_plan,
-                                  __name__="fake_retention"),
+                                  plan=_retention_plan, __name__="fake_retention"),
     )  # type: ignore[arg-type]
 
 
@@ -113,17 +91,21 @@ class Rig:
 
     def __init__(self, stalled_interval: int = 50, preload: list | None = None) -> None:
         self.state = ServerState(Config(stalled_interval=stalled_interval))
-        self.records: list[list] = []
-        self.state.log = self.records.append
+        log = RecordingLog()
+        self.state.aof = log  # type: ignore[assignment]
+        self.records = log.records
         self.wakes = 0
-        self.state.wake = self._wake
         if preload:
             self.state.keyspace.apply(preload)
-        self.hk = Housekeeping(self.state, fakes())
+        self.hk = Housekeeping(self.state, self._wake, fakes())
         self.hk.start(asyncio.get_running_loop())
 
     def _wake(self) -> None:
         self.wakes += 1
+
+    def commit(self, ops: list) -> None:
+        """A plain Redis command's plan (housekeeping reads its ops)."""
+        self.state.commit(Plan(ops))
 
     def zset(self, key: bytes) -> list[bytes]:
         zset = self.state.keyspace.zset(key)
@@ -214,7 +196,7 @@ async def test_a_failing_job_is_logged_and_retried_not_fatal(caplog: Any) -> Non
 async def test_a_scheduled_job_is_promoted_at_its_due_time(rig: Any) -> None:
     r = rig()
     due = clock.now_ms() + 120
-    r.state.commit([(b"ZADD", K.scheduled, due, b"1")])
+    r.commit([(b"ZADD", K.scheduled, due, b"1")])
     await asyncio.sleep(0.02)
     assert r.zset(K.pending) == []  # not before its time
     await until(lambda: r.zset(K.pending) == [b"1"])
@@ -227,7 +209,7 @@ async def test_a_scheduled_job_is_promoted_at_its_due_time(rig: Any) -> None:
 async def test_a_backlog_is_promoted_in_slices_one_plan_each(rig: Any) -> None:
     r = rig()
     now = clock.now_ms()
-    r.state.commit([(b"ZADD", K.scheduled, *[x for i in range(250) for x in (now - 5, b"%d" % i)])])
+    r.commit([(b"ZADD", K.scheduled, *[x for i in range(250) for x in (now - 5, b"%d" % i)])])
     await until(lambda: len(r.zset(K.pending)) == 250)
     plans = [record for record in r.records if record[0][0] == b"ZREM"]
     assert [len(plan[0]) - 2 for plan in plans] == [100, 100, 50]
@@ -237,15 +219,15 @@ async def test_a_backlog_is_promoted_in_slices_one_plan_each(rig: Any) -> None:
 async def test_only_scheduled_zadds_of_emq_queues_are_noticed(rig: Any) -> None:
     r = rig()
     now = clock.now_ms()
-    r.state.commit([(b"ZADD", b"jobs:scheduled", now, b"x"),
+    r.commit([(b"ZADD", b"jobs:scheduled", now, b"x"),
                     (b"ZADD", b"emq:{a{b}:scheduled", now, b"x"),
                     (b"HSET", b"emq:{h}:scheduled", b"f", b"v")])
     assert r.hk.promotion.earliest == {}
-    r.state.commit([(b"ZADD", K.scheduled, now + 10_000, b"1", now + 5000, b"2")])
+    r.commit([(b"ZADD", K.scheduled, now + 10_000, b"1", now + 5000, b"2")])
     assert r.hk.promotion.earliest == {b"q": now + 5000}
-    r.state.commit([(b"ZADD", K.scheduled, b"%d.5" % (now + 3000), b"3")])  # a client's score
+    r.commit([(b"ZADD", K.scheduled, b"%d.5" % (now + 3000), b"3")])  # a client's score
     assert r.hk.promotion.earliest == {b"q": now + 3001}
-    r.state.commit([(b"ZADD", K.scheduled, now + 4000, b"4")])  # later than known: no entry
+    r.commit([(b"ZADD", K.scheduled, now + 4000, b"4")])  # later than known: no entry
     assert r.hk.promotion.heap == [(now + 3001, b"q"), (now + 5000, b"q")]
 
 
@@ -260,7 +242,7 @@ async def test_queues_known_at_start_are_looked_at(rig: Any) -> None:
 async def test_an_expired_lease_is_swept_without_any_client(rig: Any) -> None:
     r = rig(stalled_interval=50)
     deadline = clock.now_ms() + 30
-    r.state.commit([(b"HSET", K.job(b"1"), b"state", b"active"),
+    r.commit([(b"HSET", K.job(b"1"), b"state", b"active"),
                     (b"ZADD", K.active, deadline, b"1")])
     await until(lambda: r.zset(K.pending) == [b"1"])
     assert clock.now_ms() - deadline < 500
@@ -270,8 +252,8 @@ async def test_an_expired_lease_is_swept_without_any_client(rig: Any) -> None:
 async def test_an_extended_lease_is_not_swept_before_its_new_deadline(rig: Any) -> None:
     r = rig(stalled_interval=50)
     now = clock.now_ms()
-    r.state.commit([(b"ZADD", K.active, now + 20, b"1")])
-    r.state.commit([(b"ZADD", K.active, now + 150, b"1")])  # EXTEND
+    r.commit([(b"ZADD", K.active, now + 20, b"1")])
+    r.commit([(b"ZADD", K.active, now + 150, b"1")])  # EXTEND
     await asyncio.sleep(0.08)  # past the first deadline: one empty pass, then the new one
     assert r.zset(K.active) == [b"1"]
     assert r.hk.sweep.earliest == {b"q": now + 150}
@@ -280,7 +262,7 @@ async def test_an_extended_lease_is_not_swept_before_its_new_deadline(rig: Any) 
 
 async def test_stalled_interval_zero_turns_the_sweep_off(rig: Any) -> None:
     r = rig(stalled_interval=0)
-    r.state.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"1")])
+    r.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"1")])
     await asyncio.sleep(0.05)
     assert r.zset(K.active) == [b"1"] and r.hk.sweep.heap == []
 
@@ -290,12 +272,12 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
 ) -> None:
     r = rig(stalled_interval=100)
     now = clock.now_ms()
-    r.state.commit([(b"HSET", K.job(b"bad"), b"stalled", b"bad")])
+    r.commit([(b"HSET", K.job(b"bad"), b"stalled", b"bad")])
     with caplog.at_level(logging.WARNING, logger="emqd"):
-        r.state.commit([(b"ZADD", K.active, now - 30, b"a", now - 20, b"bad", now - 10, b"c")])
+        r.commit([(b"ZADD", K.active, now - 30, b"a", now - 20, b"bad", now - 10, b"c")])
         await until(lambda: r.hk.counters.refused >= 1)
         for i in range(20):  # claims on the same queue do not bring the retry sooner
-            r.state.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"late%d" % i)])
+            r.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"late%d" % i)])
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.05)
     refused = r.hk.counters.refused
@@ -308,7 +290,7 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
     assert "ERR hash value is not an integer" in r.hk.counters.last_refusal
     info = {k: v for extra in r.state.info_fields["stats"] for k, v in extra().items()}
     assert info["housekeeping_refused"] == refused
-    r.state.commit([(b"HDEL", K.job(b"bad"), b"stalled")])  # an operator repairs the row
+    r.commit([(b"HDEL", K.job(b"bad"), b"stalled")])  # an operator repairs the row
     await until(lambda: r.zset(K.active) == [], timeout=1.0)
     assert r.zset(K.pending)[:3] == [b"a", b"bad", b"c"] and len(r.zset(K.pending)) == 23
 
@@ -316,8 +298,8 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
 # --- retention --------------------------------------------------------------------------
 async def test_lowering_a_setting_trims_in_slices(rig: Any) -> None:
     r = rig()
-    r.state.commit([(b"ZADD", K.completed, *[x for i in range(230) for x in (i, b"%d" % i)])])
-    r.state.commit([(b"HSET", K.config, b"keep_completed", b"5")])
+    r.commit([(b"ZADD", K.completed, *[x for i in range(230) for x in (i, b"%d" % i)])])
+    r.commit([(b"HSET", K.config, b"keep_completed", b"5")])
     await until(lambda: len(r.zset(K.completed)) == 5)
     trims = [record for record in r.records if record[0][0] == b"ZREM"]
     assert [len(plan[0]) - 2 for plan in trims] == [100, 100, 25]

@@ -18,10 +18,11 @@ from emqd.command import command
 from emqd.numbers import parse_int
 from emqd.plan import Plan, removal
 from emqd.session import Session
-from emqd.store.hash import incremented, is_compact
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash, incremented
 
 
-def _row(session: Session, key: bytes) -> dict | None:
+def _row(session: Session, key: bytes) -> Hash | None:
     return session.server.keyspace.hash(key)
 
 
@@ -33,8 +34,9 @@ def _check_pairs(argv: list[bytes], name: str) -> None:
 def hset(session: Session, argv: list[bytes]) -> Any:
     """HSET key field value [field value ...] -> the number of fields created."""
     _check_pairs(argv, "hset")
-    row = _row(session, argv[1]) or {}
-    created = len({argv[i] for i in range(2, len(argv), 2) if argv[i] not in row})
+    row = _row(session, argv[1])
+    fields = {argv[i] for i in range(2, len(argv), 2)}
+    created = len(fields) if row is None else sum(not hashes.has(row, f) for f in fields)
     return Plan([(b"HSET", *argv[1:])], created)
 
 
@@ -48,32 +50,34 @@ def hmset(session: Session, argv: list[bytes]) -> Any:
 def hsetnx(session: Session, argv: list[bytes]) -> Any:
     """HSETNX key field value -> 1 when set, 0 when the field existed."""
     row = _row(session, argv[1])
-    if row is not None and argv[2] in row:
+    if row is not None and hashes.has(row, argv[2]):
         return 0
     return Plan([(b"HSET", argv[1], argv[2], argv[3])], 1)
 
 
 def hget(session: Session, argv: list[bytes]) -> Any:
     row = _row(session, argv[1])
-    return None if row is None else row.get(argv[2])
+    return None if row is None else hashes.get(row, argv[2])
 
 
 def hmget(session: Session, argv: list[bytes]) -> Any:
-    row = _row(session, argv[1]) or {}
-    return [row.get(name) for name in argv[2:]]
+    row = _row(session, argv[1])
+    return [None if row is None else hashes.get(row, name) for name in argv[2:]]
 
 
 def hgetall(session: Session, argv: list[bytes]) -> Any:
     """A map under RESP3, a flat field/value array under RESP2."""
-    return dict(_row(session, argv[1]) or {})
+    return hashes.as_dict(_row(session, argv[1]))
 
 
 def hkeys(session: Session, argv: list[bytes]) -> Any:
-    return list(_row(session, argv[1]) or ())
+    row = _row(session, argv[1])
+    return [] if row is None else list(hashes.names(row))
 
 
 def hvals(session: Session, argv: list[bytes]) -> Any:
-    return list((_row(session, argv[1]) or {}).values())
+    row = _row(session, argv[1])
+    return [] if row is None else list(hashes.values(row))
 
 
 def hdel(session: Session, argv: list[bytes]) -> Any:
@@ -81,21 +85,22 @@ def hdel(session: Session, argv: list[bytes]) -> Any:
     row = _row(session, argv[1])
     if row is None:
         return 0
-    return removal((b"HDEL", argv[1]), row, argv[2:])
+    return removal((b"HDEL", argv[1]), hashes.field_set(row), argv[2:])
 
 
 def hexists(session: Session, argv: list[bytes]) -> Any:
     row = _row(session, argv[1])
-    return int(row is not None and argv[2] in row)
+    return int(row is not None and hashes.has(row, argv[2]))
 
 
 def hlen(session: Session, argv: list[bytes]) -> Any:
-    return len(_row(session, argv[1]) or ())
+    row = _row(session, argv[1])
+    return 0 if row is None else hashes.length(row)
 
 
 def hstrlen(session: Session, argv: list[bytes]) -> Any:
-    row = _row(session, argv[1]) or {}
-    return len(row.get(argv[2], b""))
+    row = _row(session, argv[1])
+    return len((None if row is None else hashes.get(row, argv[2])) or b"")
 
 
 def hincrby(session: Session, argv: list[bytes]) -> Any:
@@ -104,7 +109,7 @@ def hincrby(session: Session, argv: list[bytes]) -> Any:
     if by is None:
         raise errors.NOT_INTEGER()
     row = _row(session, argv[1])
-    value = incremented(None if row is None else row.get(argv[2]), by)
+    value = incremented(None if row is None else hashes.get(row, argv[2]), by)
     return Plan([(b"HSET", argv[1], argv[2], b"%d" % value)], value)
 
 
@@ -119,14 +124,14 @@ def hscan(session: Session, argv: list[bytes]) -> Any:
     if row is None:
         return [b"0", []]
     count, pattern = scan.parse_options(argv, 3)
-    if is_compact(row):
-        cursor, names = 0, list(row)
+    if hashes.is_listpack(row):
+        cursor, names = 0, list(hashes.names(row))
     else:
-        cursor, names = scan.walk(row, cursor, count)
+        cursor, names = scan.walk(hashes.names(row), cursor, count)
     items: list[bytes] = []
     for name in names:
         if pattern is None or pattern(name):
-            items += (name, row[name])
+            items += (name, hashes.get(row, name))
     return [b"%d" % cursor, items]
 
 

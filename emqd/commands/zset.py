@@ -468,17 +468,16 @@ def zscan(session: Session, argv: list[bytes]) -> Any:
     if zset is None:
         return [b"0", []]
     count, pattern = scan.parse_options(argv, 3)
-    if zset.compact:
+    if zset.listpack:
         cursor, members = 0, [member for _, member in zset]
         text = format_listpack_score
     else:
-        cursor, members = scan.walk(zset.scores, cursor, count)
+        cursor, members = scan.walk(zset.keys, cursor, count)
         text = format_double
     items: list[bytes] = []
-    scores = zset.scores
     for member in members:
         if pattern is None or pattern(member):
-            items += (member, text(scores[member]))
+            items += (member, text(zset.score(member)))  # type: ignore[arg-type]
     return [b"%d" % cursor, items]
 
 

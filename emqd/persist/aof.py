@@ -1,45 +1,46 @@
-"""The append-only file while the server runs: append, fsync, hold replies, compact.
+"""The append-only file while the server runs: append, write, fsync, compact.
 
 `open_log(config, state)` loads DIR/emqd.aof into the keyspace (cutting a torn
 last record once the load succeeded), then returns the `AppendOnlyFile` that
 `ServerState.commit` hands every plan to, as one record.
 
-Records are buffered and written with one write(2) before any reply leaves:
-`Server.write` asks `hold(conn, data)` whenever `busy` is set, and a callback
-at the end of the loop iteration writes what no reply asked for (housekeeping).
-Then, by `--appendfsync`:
+The log knows no connection. It buffers records (`append`), writes them with
+one write(2) (`write`) and fsyncs (`sync`), and says how far the file holds
+them (`durable`). The layer that owns the sockets (`Server.write`, and its
+end-of-iteration flush, as Redis's beforeSleep) decides when each reply may
+leave: once the record of its plan is written, or under `--appendfsync
+always` fsynced (one fsync for every plan of a loop iteration: group commit).
+With `everysec` a thread fsyncs at most a second behind; with `no` the OS
+decides.
 
-- `always`: replies wait. At the end of the iteration one fsync covers every
-  plan of the iteration (group commit), then the held replies are sent, in
-  order. A connection about to close (QUIT) commits at once instead.
-- `everysec`: a thread fsyncs at most a second behind; the loop never waits.
-- `no`: the OS decides.
-
-A write or fsync that fails ends the process: the plan is applied in memory
-but not in the file, so its reply must never leave.
+A write or fsync that fails (a full disk) does not stop the server: the
+records stay buffered and are written first, byte for byte, when the disk
+takes them again; meanwhile `failing` says why, the dispatcher refuses write
+commands with Redis's `MISCONF` error, the replies that depend on the
+unwritten records wait, and everything else (reads, other clients) goes on.
+The server retries every second and accepts writes again by itself.
 """
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import gc
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from emqd import clock
 from emqd.config import Config
 from emqd.persist.load import load
-from emqd.persist.records import encode_records
+from emqd.persist.records import batch_record, record
 from emqd.persist.rewrite import Rewrite
-from emqd.plan import Op
+from emqd.plan import Plan
 
 if TYPE_CHECKING:
     from emqd.server_state import ServerState
-    from emqd.wire.protocol import Connection
 
 log = logging.getLogger("emqd")
 
@@ -47,8 +48,12 @@ FILENAME = "emqd.aof"
 TEMP_SUFFIX = ".rewrite.tmp"
 
 
-def open_log(config: Config, state: ServerState) -> AppendOnlyFile:
+def open_log(config: Config, state: ServerState,
+             schedule_flush: Callable[[], None]) -> AppendOnlyFile:
     """Load the file into `state.keyspace`, then open it for appending.
+
+    `schedule_flush` is the server's: the log calls it when it holds records to
+    write, and the server flushes at the end of the loop iteration.
 
     Raises `LoadError` (damage: nothing on disk changed) or OSError (among
     them: another emqd holds the directory).
@@ -76,38 +81,50 @@ def open_log(config: Config, state: ServerState) -> AppendOnlyFile:
         log.info("removed an unfinished rewrite (%s)", path + TEMP_SUFFIX)
     except FileNotFoundError:
         pass
-    aof = AppendOnlyFile(path, config.appendfsync, config.aof_rewrite_min_size, state)
+    aof = AppendOnlyFile(path, config.appendfsync, config.aof_rewrite_min_size, state,
+                         schedule_flush)
     aof.dir_lock = dir_lock
     state.aof = aof
-    state.log = aof.log
     state.info_fields.setdefault("persistence", []).append(aof.info)
     return aof
 
 
 class AppendOnlyFile:
-    """The open log. Lives on the event loop; only the everysec thread is elsewhere."""
+    """The open log. Lives on the event loop; only the everysec thread is elsewhere.
+
+    Offsets count the bytes of records since start: `appended` (handed to the
+    log), `written` (in the file: write(2) returned) and `synced` (fsynced). A
+    reply may leave once the log holds its plan: `durable` has reached the
+    `appended` of the moment the reply was made (Server.write).
+    """
 
     def __init__(self, path: str, policy: str, rewrite_min_size: int, state: ServerState,
-                 fsync: Any = os.fsync) -> None:
+                 schedule_flush: Callable[[], None], fsync: Any = os.fsync,
+                 write: Any = os.write) -> None:
         self.path = path
+        self._write = write  # os.write and os.fsync, unless a test injects a failing disk
+        self._schedule_flush = schedule_flush
+        self._flush_asked = False
         self.policy = policy
         self.always = policy == "always"
         self.rewrite_min_size = rewrite_min_size
         self.state = state
         self._fsync = fsync
-        self._loop = asyncio.get_running_loop()
         created = not os.path.exists(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:  # the new name must survive a power cut as the records in it will
             _fsync_dir(os.path.dirname(path) or ".")
         self.size = os.fstat(self.fd).st_size
         self.base_size = self.size  # the size after the last compaction (or the load)
-        self.records: list[list[Op]] = []  # logged, not yet written
-        self.held: list[tuple[Connection, bytes]] = []  # replies waiting for the fsync
-        self.busy = False  # records to write or replies held: Server.write must ask
-        self._scheduled = False
-        self.written = 0  # bytes written since start, and the part of them fsynced
+        self.buffer: list[bytes] = []  # records appended, not yet written
+        self.unwritten = b""  # what a failed write(2) left of them, written first
+        self.appended = 0
+        self.written = 0
         self.synced = 0
+        self.write_error: OSError | None = None  # the last failed write(2), until one succeeds
+        self.fsync_error: OSError | None = None  # the last failed fsync (loop or thread)
+        # Either of the two while it lasts: the dispatcher refuses writes (MISCONF).
+        self.failing: OSError | None = None
         self.rewrite: Rewrite | None = None
         self.rewrites = 0
         self.last_rewrite_ok = True
@@ -121,47 +138,70 @@ class AppendOnlyFile:
             self._thread.start()
 
     # --- the hot path ------------------------------------------------------------
-    def log(self, ops: list[Op]) -> None:
-        """One plan's record; written before any reply of this loop iteration leaves."""
-        self.records.append(ops)
-        self.busy = True
-        if not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self.end_of_iteration)
+    def append(self, plan: Plan) -> None:
+        """One plan's record, to be written before any reply that depends on it leaves."""
+        data = record(plan)
+        self.buffer.append(data)
+        self.appended += len(data)
+        if not self._flush_asked:
+            self._flush_asked = True
+            self._schedule_flush()
 
-    def hold(self, conn: Connection, data: bytes) -> bool:
-        """Called by Server.write while `busy`: True when the reply is held for the fsync."""
-        if not self.always:
-            self.write_records()
-            self.busy = False
+    def append_batch(self, plans: list[Plan]) -> None:
+        """Several plans as one record (an EXEC)."""
+        data = batch_record(plans)
+        if data:
+            self.buffer.append(data)
+            self.appended += len(data)
+            if not self._flush_asked:
+                self._flush_asked = True
+                self._schedule_flush()
+
+    @property
+    def durable(self) -> int:
+        """How far a reply may rely on: written, or under `always` fsynced."""
+        return self.synced if self.always else self.written
+
+    def _errors(self, write: OSError | None, fsync: OSError | None) -> None:
+        self.write_error, self.fsync_error = write, fsync
+        self.failing = write or fsync
+
+    def write(self) -> bool:
+        """write(2) everything appended; False (and `write_error`) if the disk refused.
+
+        What was not written stays buffered and is written first next time, so
+        the file never misses or repeats a byte; the plans it holds are applied
+        in memory, and their replies wait (Server.write) until it is in.
+        """
+        if self.buffer:
+            self.unwritten += b"".join(self.buffer)
+            self.buffer.clear()
+        data = self.unwritten
+        if not data:
+            return True
+        done = 0
+        try:
+            done = _write_all(self._write, self.fd, data)
+        except OSError as exc:
+            done = exc.written if isinstance(exc, _PartialWrite) else 0
+            self._wrote(data[:done])
+            self.unwritten = data[done:]
+            if self.write_error is None:
+                log.error("cannot write %s: %s; refusing writes until it can", self.path,
+                          exc.__cause__ or exc)
+            cause = exc.__cause__ if isinstance(exc, _PartialWrite) else exc
+            self._errors(cause, self.fsync_error)  # type: ignore[arg-type]
             return False
-        if conn.session.close_after_reply:  # QUIT: the socket closes right after this write
-            self.end_of_iteration()
-            return False
-        self.held.append((conn, data))
+        self.unwritten = b""
+        self._wrote(data)
+        if self.write_error is not None:
+            log.warning("%s is written again; accepting writes", self.path)
+            self._errors(None, self.fsync_error)
         return True
 
-    def end_of_iteration(self) -> None:
-        """Write what is buffered; under `always`, fsync once, then send the held replies."""
-        self._scheduled = False
-        self.write_records()
-        if self.always and self.synced != self.written:
-            self.sync()
-        held, self.held = self.held, []
-        self.busy = False
-        for conn, data in held:
-            if not conn.closed and conn.transport is not None:
-                conn.transport.write(data)
-
-    def write_records(self) -> None:
-        if not self.records:
+    def _wrote(self, data: bytes) -> None:
+        if not data:
             return
-        data = encode_records(self.records)
-        self.records.clear()
-        try:
-            _write_all(self.fd, data)
-        except OSError as exc:
-            _fatal(f"cannot write {self.path}: {exc}")
         self.size += len(data)
         self.written += len(data)
         if self.rewrite is not None:
@@ -169,14 +209,29 @@ class AppendOnlyFile:
         elif self.size > self.rewrite_min_size and self.size > 2 * self.base_size:
             self.start_rewrite()
 
-    def sync(self) -> None:
-        """fsync everything written so far (on the loop)."""
+    def sync(self) -> bool:
+        """fsync everything written so far (on the loop); False if the disk refused."""
         target = self.written
+        if self.synced == target:
+            return True
         try:
             self._fsync(self.fd)
         except OSError as exc:
-            _fatal(f"cannot fsync {self.path}: {exc}")
+            if self.fsync_error is None:
+                log.error("cannot fsync %s: %s; refusing writes until it can", self.path, exc)
+            self._errors(self.write_error, exc)
+            return False
         self.synced = max(self.synced, target)
+        if self.fsync_error is not None:
+            self._errors(self.write_error, None)
+        return True
+
+    def flush(self) -> bool:
+        """Write what is buffered and, under `always`, fsync it: True when all of it is in."""
+        self._flush_asked = False
+        if not self.write():
+            return False
+        return self.sync() if self.always else True
 
     def _everysec(self) -> None:
         while not self._stop.wait(1.0):
@@ -188,39 +243,42 @@ class AppendOnlyFile:
             try:
                 self._fsync(fd)
                 self.synced = max(self.synced, target)
+                if self.fsync_error is not None:
+                    self._errors(self.write_error, None)
             except OSError as exc:
                 log.error("background fsync of %s failed: %s", self.path, exc)
+                self._errors(self.write_error, exc)
             finally:
                 os.close(fd)
 
     # --- SAVE, shutdown --------------------------------------------------------
-    def save(self) -> None:
-        """Everything applied so far is on disk when this returns (SAVE)."""
-        self.end_of_iteration()
-        if self.synced != self.written:
-            self.sync()
+    def save(self) -> bool:
+        """Everything applied so far is on disk when this returns True (SAVE)."""
+        if not (self.write() and self.sync()):
+            return False
         self.state.last_save_s = clock.now_ms() // 1000
         self.state.dirty = 0
+        return True
 
-    def close(self) -> None:
-        """Shutdown: write, fsync, send the held replies; a rewrite in progress is dropped."""
+    def close(self) -> bool:
+        """Shutdown: write and fsync (False if the disk refused); a rewrite is dropped."""
         if self.rewrite is not None:
             self.rewrite.cancel()
             self._rewrite_done(False)
-        self.save()
+        saved = self.save()
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         os.close(self.fd)
         if self.dir_lock is not None:
             os.close(self.dir_lock)
-        self.state.log = None
         self.state.aof = None
+        return saved
 
     # --- compaction ----------------------------------------------------------------
     def start_rewrite(self) -> bool:
         """Start a background compaction (none may be running); False when it cannot start."""
-        self.write_records()  # what is logged so far belongs to the snapshot
+        self.write()  # what is logged so far belongs to the snapshot
         try:
             self.rewrite = Rewrite(self.state.keyspace, self.path + TEMP_SUFFIX, self._swap,
                                    self.rewrite_failed)
@@ -228,7 +286,6 @@ class AppendOnlyFile:
             log.error("cannot start an AOF rewrite: %s", exc)
             self._rewrite_done(False)
             return False
-        self.state.before_apply = self.rewrite.capture
         log.info("AOF rewrite started (%d keys)", len(self.state.keyspace))
         return True
 
@@ -236,7 +293,9 @@ class AppendOnlyFile:
         """The snapshot is on disk: append the records since, fsync, rename, switch."""
         if rewrite is not self.rewrite:
             return
-        self.write_records()
+        if not self.write():
+            rewrite.fail(self.write_error or OSError("write failed"))  # calls rewrite_failed
+            return
         try:
             rewrite.write_records()
             self._fsync(rewrite.fd)
@@ -257,7 +316,6 @@ class AppendOnlyFile:
     def _rewrite_done(self, ok: bool) -> None:
         rewrite = self.rewrite
         self.rewrite = None
-        self.state.before_apply = None
         self.last_rewrite_ok = ok
         if not ok:
             self.base_size = self.size  # the next automatic try waits for the file to double again
@@ -284,7 +342,7 @@ class AppendOnlyFile:
                 int(time.monotonic() - rewrite.started) if rewrite is not None else -1,
             "aof_last_bgrewrite_status": "ok" if self.last_rewrite_ok else "err",
             "aof_rewrites": self.rewrites,
-            "aof_last_write_status": "ok",
+            "aof_last_write_status": "err" if self.failing is not None else "ok",
             "aof_current_size": self.size,
             "aof_base_size": self.base_size,
             "aof_pending_rewrite": 0,
@@ -308,11 +366,25 @@ def _lock_dir(path: str) -> int | None:
     return fd
 
 
-def _write_all(fd: int, data: bytes) -> None:
+class _PartialWrite(OSError):
+    """write(2) failed after `written` bytes of the data went in (the cause is the error)."""
+
+    def __init__(self, written: int) -> None:
+        super().__init__(f"only {written} bytes written")
+        self.written = written
+
+
+def _write_all(write: Any, fd: int, data: bytes) -> int:
     view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    done = 0
+    while done < len(data):
+        try:
+            done += write(fd, view[done:])
+        except OSError as exc:
+            if not done:
+                raise
+            raise _PartialWrite(done) from exc
+    return done
 
 
 def _fsync_dir(path: str) -> None:
@@ -324,10 +396,3 @@ def _fsync_dir(path: str) -> None:
         log.warning("fsync of directory %s failed: %s", path, exc)
     finally:
         os.close(fd)
-
-
-def _fatal(message: str) -> None:
-    """The file no longer holds what memory holds: stop before any reply claims otherwise."""
-    log.critical("%s; exiting so that no unlogged write is acknowledged", message)
-    logging.shutdown()
-    os._exit(1)

@@ -1,7 +1,9 @@
 """Plans as RESP commands: what the append-only file holds.
 
 A record is one plan: a single command, or `MULTI`, its commands, `EXEC` when
-the plan has more than one op, so Redis and emqd replay it atomically. Values
+the plan has more than one op, so Redis and emqd replay it atomically. A plan
+built from a `Shape` (emqd/plan.py) is formatted by its template in one step;
+any other op by `append_command`. Values
 are written so that they read back exactly: ints as decimals, floats as
 `repr` (the shortest text that round-trips, which Redis's strtod parses, and
 `inf` / `-inf`).
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from emqd.plan import Op
+from emqd.plan import Op, Plan
 
 _MULTI = b"*1\r\n$5\r\nMULTI\r\n"
 _EXEC = b"*1\r\n$4\r\nEXEC\r\n"
@@ -51,20 +53,42 @@ def append_command(args: Iterable[bytes | int | float], out: list[bytes]) -> Non
             append(b"$%d\r\n%b\r\n" % (size, arg))
 
 
-def append_record(ops: list[Op], out: list[bytes]) -> None:
-    """Append one plan's record to `out` (wrapped in MULTI/EXEC when it has several ops)."""
-    if len(ops) == 1:
-        append_command(ops[0], out)
+def _body(plan: Plan, out: list[bytes]) -> None:
+    """A plan's commands, without MULTI/EXEC: its Shape's template when it has one."""
+    shape = plan.shape
+    if shape is not None:
+        out.append(shape.body(plan.ops))
         return
-    out.append(_MULTI)
-    for op in ops:
+    for op in plan.ops:
         append_command(op, out)
+
+
+def record(plan: Plan) -> bytes:
+    """One plan's record: its command, or MULTI, its commands, EXEC."""
+    out: list[bytes] = []
+    if len(plan.ops) > 1:
+        out.append(_MULTI)
+        _body(plan, out)
+        out.append(_EXEC)
+    else:
+        _body(plan, out)
+    return b"".join(out)
+
+
+def batch_record(plans: Iterable[Plan]) -> bytes:
+    """Several plans (an EXEC's) as one record; b"" when they hold no op."""
+    plans = [plan for plan in plans if plan.ops]
+    if not plans:
+        return b""
+    if len(plans) == 1:
+        return record(plans[0])
+    out = [_MULTI]
+    for plan in plans:
+        _body(plan, out)
     out.append(_EXEC)
+    return b"".join(out)
 
 
 def encode_records(records: Iterable[list[Op]]) -> bytes:
-    """Several plans' records as one string, ready for one write(2)."""
-    out: list[bytes] = []
-    for ops in records:
-        append_record(ops, out)
-    return b"".join(out)
+    """Plans given as their ops (tests, tools), each as its record, in one string."""
+    return b"".join(record(Plan(ops)) for ops in records)

@@ -23,12 +23,14 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 
 from emqd.persist.records import append_command
 from emqd.plan import Op
+from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
+from emqd.store.zset import ZSet
 
 log = logging.getLogger("emqd")
 
@@ -209,12 +211,38 @@ class Rewrite:
             os.close(self.fd)
 
 
-def _items(value: dict | object, copy: bool) -> tuple[bool, dict]:
-    """(is_zset, field -> value or member -> score) of a stored value."""
-    if type(value) is dict:
-        return False, dict(value) if copy else value
-    scores = value.scores  # type: ignore[attr-defined]
-    return True, dict(scores) if copy else scores
+def _items(value: object, copy: bool) -> tuple[bool, Mapping]:
+    """(is_zset, field -> value or member -> score) of a stored value.
+
+    A small hash is an immutable Row: its pairs never change under the
+    snapshot. A BigHash or a ZSet is changed in place by later plans, so
+    `copy` takes a copy of it before that happens.
+    """
+    if type(value) is ZSet:
+        scores = _Scores(value)
+        return True, dict(scores) if copy else scores
+    if type(value) is tuple:
+        return False, hashes.as_dict(value)  # type: ignore[arg-type]
+    return False, dict(value) if copy else value  # type: ignore[call-overload]
+
+
+class _Scores(Mapping):
+    """A live sorted set seen as member -> score, without copying it."""
+
+    def __init__(self, zset: ZSet) -> None:
+        self.zset = zset
+
+    def __getitem__(self, member: bytes) -> float:
+        score = self.zset.score(member)
+        if score is None:
+            raise KeyError(member)
+        return score
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.zset.keys)
+
+    def __len__(self) -> int:
+        return len(self.zset)
 
 
 def _append_value(key: bytes, is_zset: bool, items: list, out: list[bytes]) -> None:

@@ -1,25 +1,249 @@
-"""The hash type: a dict of bytes to bytes, in insertion order.
+"""The hash type: a compact row for small hashes, a dict for big ones.
 
-Redis keeps a small hash (at most 512 fields, fields and values at most 64
-bytes) as a listpack, which lists fields in insertion order; a Python dict
-keeps that same order, so HGETALL on a small hash answers byte for byte what
-Redis answers. A bigger hash Redis keeps as a hashtable, whose order the
-protocol (section 7) lets emqd differ from. This module holds the rules that
-are about hash values rather than keys: reading a stored value as Redis's
-HINCRBY does, and whether Redis would list a hash as a listpack.
+A job row has a handful of fields, and a queue holds millions of rows that
+share the same few field names in the same order. Held as a dict, each row
+would cost CPython's smallest table (184-224 bytes) before its values. So a
+small hash is a `Row`: a tuple `(schema, value, value, ...)` whose `Schema`
+(the field names in order, and where each one sits) is shared by every row
+with the same fields: a 3-field row costs 72 bytes. Rows are immutable, so a
+planner that reads one cannot change the store by mistake; a write builds the
+new row. A hash that passes COMPACT_MAX fields becomes a `BigHash` (a dict),
+which costs less than a schema of its own once fields no longer repeat.
+
+Field order is insertion order in both forms, as in Redis's listpack (an
+updated field keeps its place; HDEL closes the gap), so HGETALL of a small
+hash answers what Redis answers, byte for byte.
+
+Redis's own encoding of the same hash (what OBJECT ENCODING answers, and what
+decides whether HSCAN returns everything in one call) is tracked exactly: a
+hash is `listpack` until it has more than `hash-max-listpack-entries` fields or
+a field or value longer than `hash-max-listpack-value` bytes, then `hashtable`
+for good, as Redis never converts back. That flag lives in the schema (a row's
+schema says `listpack` or not) and in `BigHash.listpack`; it is independent of
+emqd's own compact/dict choice.
 """
 
 from __future__ import annotations
 
-from emqd.errors import HASH_NOT_INTEGER, OVERFLOW
+from collections.abc import Container, Iterable, Iterator
+
+from operator import itemgetter
+
+from emqd import errors
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 
-Hash = dict  # dict[bytes, bytes]
+COMPACT_MAX = 32  # fields held in a Row; more make a BigHash
+SCHEMAS_MAX = 65_536  # shared schemas remembered; past it new ones are not shared
+TRANSITIONS_MAX = 64  # cached HSET shapes per schema
 
-LISTPACK_ENTRIES = 512  # Redis 7.0's hash-max-listpack-entries default (zsets: 128)
-LISTPACK_VALUE = 64  # Redis's hash-max-listpack-value default
+
+class Limits:
+    """Redis's encoding thresholds (CONFIG SET changes them at run time)."""
+
+    __slots__ = ("hash_entries", "hash_value", "zset_entries", "zset_value")
+
+    def __init__(self) -> None:
+        self.hash_entries = 512  # hash-max-listpack-entries
+        self.hash_value = 64  # hash-max-listpack-value
+        self.zset_entries = 128  # zset-max-listpack-entries
+        self.zset_value = 64  # zset-max-listpack-value
 
 
+class Schema:
+    """The field names of a row, in order; shared by every row with the same fields.
+
+    `slot[field]` is the field's index in the row tuple (1-based: slot 0 holds
+    the schema). `listpack` is Redis's encoding of rows of this schema. What an
+    HSET of some field names makes of it is cached (`after`), so a verb's HSET
+    costs one dict lookup.
+    """
+
+    __slots__ = ("fields", "slot", "listpack", "_after")
+
+    def __init__(self, fields: tuple[bytes, ...], listpack: bool) -> None:
+        self.fields = fields
+        self.slot = {name: i + 1 for i, name in enumerate(fields)}
+        self.listpack = listpack
+        self._after: dict[tuple[bytes, ...], Transition] = {}
+
+    def after(self, names: tuple[bytes, ...]) -> Transition:
+        """What writing `names` (new ones appended) makes of this schema."""
+        hit = self._after.get(names)
+        if hit is None:
+            hit = Transition(self, names)
+            if len(self._after) < TRANSITIONS_MAX:
+                self._after[names] = hit
+        return hit
+
+
+class Transition:
+    """An HSET of some names on one schema: the schema after it, both ways, and the slots.
+
+    Both encodings of the result are kept because which one applies depends on
+    the values written and on the limits of the moment (CONFIG SET changes them).
+    The new row is assembled in C: `assemble` is an itemgetter that picks each
+    slot of the new tuple from `(*old row, *values written, new schema)`, the
+    last value of a name written twice winning, as HSET's does.
+    """
+
+    __slots__ = ("listpack", "hashtable", "widest", "count", "assemble")
+
+    def __init__(self, schema: Schema, names: tuple[bytes, ...]) -> None:
+        fields = list(schema.fields)
+        source = list(range(len(fields) + 1))  # new slot -> index in (*row, *values, schema)
+        slot = dict(schema.slot)
+        for i, name in enumerate(names):
+            where = slot.get(name)
+            if where is None:
+                fields.append(name)
+                where = slot[name] = len(fields)
+                source.append(0)
+            source[where] = len(schema.fields) + 1 + i
+        source[0] = len(schema.fields) + 1 + len(names)  # the new schema, given last
+        self.listpack = schema_of(tuple(fields), True)
+        self.hashtable = schema_of(tuple(fields), False)
+        self.widest = max(map(len, names), default=0)
+        self.count = len(fields)
+        self.assemble = itemgetter(*source)
+
+    def target(self, values: tuple[bytes, ...], limits: Limits) -> Schema:
+        """The new schema of a listpack row: still `listpack` only if Redis would keep it."""
+        limit = limits.hash_value
+        if self.count > limits.hash_entries or self.widest > limit:
+            return self.hashtable
+        for value in values:
+            if len(value) > limit:
+                return self.hashtable
+        return self.listpack
+
+
+_schemas: dict[tuple[tuple[bytes, ...], bool], Schema] = {}
+
+
+def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
+    """The shared schema of these fields (a new unshared one once SCHEMAS_MAX are known)."""
+    schema = _schemas.get((fields, listpack))
+    if schema is None:
+        schema = Schema(fields, listpack)
+        if len(_schemas) < SCHEMAS_MAX:
+            _schemas[(fields, listpack)] = schema
+    return schema
+
+
+_EMPTY = schema_of((), True)
+_EMPTY_ROW = (_EMPTY,)
+
+Row = tuple  # (Schema, value, ...): see the module docstring
+
+
+class BigHash(dict):  # type: ignore[type-arg]
+    """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it."""
+
+    __slots__ = ("listpack",)
+
+
+Hash = Row | BigHash
+
+
+# --- reads ---------------------------------------------------------------------------------
+def get(row: Hash, name: bytes) -> bytes | None:
+    """The value of field `name`, None when absent."""
+    if type(row) is tuple:
+        where = row[0].slot.get(name)
+        return None if where is None else row[where]  # type: ignore[no-any-return]
+    return row.get(name)  # type: ignore[union-attr]
+
+
+def has(row: Hash, name: bytes) -> bool:
+    if type(row) is tuple:
+        return name in row[0].slot
+    return name in row
+
+
+def field_set(row: Hash) -> Container[bytes]:
+    """Something `field in` answers for (the fields, never the values)."""
+    return row[0].slot if type(row) is tuple else row  # type: ignore[no-any-return]
+
+
+def length(row: Hash) -> int:
+    return len(row) - 1 if type(row) is tuple else len(row)
+
+
+def names(row: Hash) -> Iterable[bytes]:
+    """The field names, in order."""
+    return row[0].fields if type(row) is tuple else row.keys()  # type: ignore[union-attr]
+
+
+def values(row: Hash) -> Iterable[bytes]:
+    return row[1:] if type(row) is tuple else row.values()  # type: ignore[union-attr]
+
+
+def items(row: Hash) -> Iterator[tuple[bytes, bytes]]:
+    """(field, value) pairs, in order."""
+    if type(row) is tuple:
+        return zip(row[0].fields, row[1:], strict=True)
+    return iter(row.items())  # type: ignore[union-attr]
+
+
+def as_dict(row: Hash | None) -> dict[bytes, bytes]:
+    """A plain dict copy (replies, tests): later writes do not change it."""
+    if row is None:
+        return {}
+    return dict(items(row))
+
+
+def is_listpack(row: Hash) -> bool:
+    """True while Redis would hold this hash as a listpack (OBJECT ENCODING, HSCAN)."""
+    return row[0].listpack if type(row) is tuple else row.listpack  # type: ignore[union-attr, no-any-return]
+
+
+# --- writes (keyspace.apply only): each returns the new value -----------------------------
+def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...],
+            limits: Limits) -> Hash:
+    """`row` after HSET of `names[i] = values[i]` (a missing row is empty)."""
+    if row is None:
+        row = _EMPTY_ROW
+    if type(row) is tuple:
+        old = row[0]
+        transition = old._after.get(names) or old.after(names)
+        schema = transition.target(values, limits) if old.listpack else transition.hashtable
+        if transition.count > COMPACT_MAX:
+            return written(_to_big(row, schema.listpack), names, values, limits)
+        return transition.assemble((*row, *values, schema))  # type: ignore[no-any-return]
+    big = row  # a BigHash: written in place
+    for name, value in zip(names, values, strict=True):
+        big[name] = value
+        if big.listpack and (len(name) > limits.hash_value or len(value) > limits.hash_value):
+            big.listpack = False
+    if big.listpack and len(big) > limits.hash_entries:
+        big.listpack = False
+    return big
+
+
+def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
+    """`row` after HDEL of `names` (absent ones ignored); None once it is empty."""
+    if type(row) is tuple:
+        gone = set(names)
+        schema = row[0]
+        kept = [i for i, name in enumerate(schema.fields) if name not in gone]
+        if len(kept) == len(schema.fields):
+            return row
+        if not kept:
+            return None
+        fields = tuple(schema.fields[i] for i in kept)
+        return (schema_of(fields, schema.listpack), *(row[i + 1] for i in kept))
+    for name in names:
+        row.pop(name, None)  # type: ignore[union-attr]
+    return row if row else None
+
+
+def _to_big(row: Row, listpack: bool) -> BigHash:
+    big = BigHash(zip(row[0].fields, row[1:], strict=True))
+    big.listpack = listpack
+    return big
+
+
+# --- HINCRBY's reading of a stored value ----------------------------------------------------
 def incremented(current: bytes | None, by: int) -> int:
     """The value HINCRBY would store, or the ReplyError it would answer.
 
@@ -29,23 +253,8 @@ def incremented(current: bytes | None, by: int) -> int:
     """
     value = 0 if current is None else parse_int(current)
     if value is None:
-        raise HASH_NOT_INTEGER()
+        raise errors.HASH_NOT_INTEGER()
     result = value + by
     if result > INT64_MAX or result < INT64_MIN:
-        raise OVERFLOW()
+        raise errors.OVERFLOW()
     return result
-
-
-def is_compact(row: dict) -> bool:
-    """True when `row` fits a listpack: Redis lists it whole, in insertion order (HSCAN).
-
-    Redis never turns a hashtable back into a listpack, so a hash that once
-    outgrew the limits and shrank is a hashtable there and compact here; the
-    protocol lets the order of such a hash differ, and emqd's is insertion order.
-    """
-    if len(row) > LISTPACK_ENTRIES:
-        return False
-    for name, value in row.items():
-        if len(name) > LISTPACK_VALUE or len(value) > LISTPACK_VALUE:
-            return False
-    return True

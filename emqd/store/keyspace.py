@@ -2,8 +2,9 @@
 
 This is the one place that knows keys and types: it raises WRONGTYPE, creates
 a key on its first write and deletes a key that became empty, so no command
-repeats those rules. Reads go through `hash()` / `zset()`; writes only through
-`apply()`, which runs a plan's ops in one synchronous pass.
+repeats those rules. Reads go through `hash()` / `zset()` (the `View` that
+planners see); writes only through `apply()`, which runs a plan's ops in one
+synchronous pass.
 
 `apply` trusts its ops: a command validates everything (types, integers,
 scores) before it returns a plan, so applying can never fail halfway. The ops
@@ -14,18 +15,31 @@ without flags, ZREM, FLUSHALL), which is also what the append-only file logs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
-from emqd.errors import WRONGTYPE
+from emqd import errors
 from emqd.plan import Op
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash, Limits
 from emqd.store.zset import ZSet
 
-Value = dict | ZSet
+Value = Hash | ZSet
+
+
+class View(Protocol):
+    """What a planner may do with the store: read. (The Keyspace is one; tests fake it.)"""
+
+    def hash(self, key: bytes) -> Hash | None: ...
+
+    def zset(self, key: bytes) -> ZSet | None: ...
+
+    def type_name(self, key: bytes) -> str: ...
 
 
 class Keyspace:
     """Every key's value, plus the set of watched keys written since last asked."""
 
-    __slots__ = ("data", "watched", "ready")
+    __slots__ = ("data", "watched", "ready", "limits")
 
     def __init__(self) -> None:
         self.data: dict[bytes, Value] = {}
@@ -33,27 +47,28 @@ class Keyspace:
         # ones among them that a write touched since `take_ready()`.
         self.watched: dict[bytes, int] = {}
         self.ready: set[bytes] = set()
+        self.limits = Limits()  # Redis's listpack thresholds (CONFIG SET)
 
     # --- reads ---------------------------------------------------------------
-    def hash(self, key: bytes) -> dict | None:
+    def hash(self, key: bytes) -> Hash | None:
         """The hash at `key`, None when absent; WRONGTYPE when it is a sorted set."""
         value = self.data.get(key)
-        if value is None or type(value) is dict:
-            return value
-        raise WRONGTYPE()
+        if value is None or type(value) is not ZSet:
+            return value  # type: ignore[return-value]
+        raise errors.WRONGTYPE()
 
     def zset(self, key: bytes) -> ZSet | None:
         """The sorted set at `key`, None when absent; WRONGTYPE when it is a hash."""
         value = self.data.get(key)
         if value is None or type(value) is ZSet:
             return value
-        raise WRONGTYPE()
+        raise errors.WRONGTYPE()
 
     def type_name(self, key: bytes) -> str:
         value = self.data.get(key)
         if value is None:
             return "none"
-        return "hash" if type(value) is dict else "zset"
+        return "zset" if type(value) is ZSet else "hash"
 
     def __len__(self) -> int:
         return len(self.data)
@@ -64,10 +79,9 @@ class Keyspace:
     # --- writes --------------------------------------------------------------
     def apply(self, ops: Iterable[Op]) -> None:
         """Run `ops` in order. Never raises for a plan built by a command."""
-        data = self.data
         watched = self.watched
         for op in ops:
-            _APPLY[op[0]](data, op)
+            _APPLY[op[0]](self, op)
             if watched and len(op) > 1 and op[1] in watched:
                 self.ready.add(op[1])
 
@@ -77,65 +91,74 @@ class Keyspace:
         return ready
 
 
-def _hset(data: dict, op: Op) -> None:
+def _hset(space: Keyspace, op: Op) -> None:
+    data = space.data
     key = op[1]
-    row = data.get(key)
-    if row is None:
-        row = data[key] = {}
-    for i in range(2, len(op), 2):
-        row[op[i]] = op[i + 1]
+    # tuple() of a tuple is the tuple itself; the loader's ops are lists
+    data[key] = hashes.written(data.get(key), tuple(op[2::2]), tuple(op[3::2]), space.limits)  # type: ignore[arg-type]
 
 
-def _hdel(data: dict, op: Op) -> None:
+def _hdel(space: Keyspace, op: Op) -> None:
+    data = space.data
     key = op[1]
     row = data.get(key)
     if row is None:
         return
-    for name in op[2:]:
-        row.pop(name, None)
-    if not row:
+    left = hashes.removed(row, op[2:])  # type: ignore[arg-type]
+    if left is None:
         del data[key]
+    else:
+        data[key] = left
 
 
-def _hincrby(data: dict, op: Op) -> None:
+def _hincrby(space: Keyspace, op: Op) -> None:
     _, key, name, by = op
-    row = data.get(key)
-    if row is None:
-        row = data[key] = {}
-    current = row.get(name)
-    row[name] = b"%d" % ((int(current) if current is not None else 0) + int(by))
+    row = space.data.get(key)
+    current = None if row is None else hashes.get(row, name)  # type: ignore[arg-type]
+    value = b"%d" % ((int(current) if current is not None else 0) + int(by))
+    space.data[key] = hashes.written(row, (name,), (value,), space.limits)  # type: ignore[arg-type]
 
 
-def _del(data: dict, op: Op) -> None:
+def _del(space: Keyspace, op: Op) -> None:
+    data = space.data
     for key in op[1:]:
         data.pop(key, None)
 
 
-def _zadd(data: dict, op: Op) -> None:
+def _zadd(space: Keyspace, op: Op) -> None:
+    data = space.data
     key = op[1]
     zset = data.get(key)
+    limits = space.limits
     if zset is None:
         zset = data[key] = ZSet()
+        # Redis picks a new set's encoding from the whole ZADD (its size and
+        # longest member) before adding: a set born too big for a listpack
+        # keeps -0 scores from its first member on.
+        members = op[3::2]
+        if len(members) > limits.zset_entries or max(map(len, members)) > limits.zset_value:
+            zset.listpack = False
     for i in range(2, len(op), 2):
-        zset.add(op[i + 1], float(op[i]))
+        zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
 
 
-def _zrem(data: dict, op: Op) -> None:
+def _zrem(space: Keyspace, op: Op) -> None:
+    data = space.data
     key = op[1]
     zset = data.get(key)
     if zset is None:
         return
     for member in op[2:]:
-        zset.remove(member)
+        zset.remove(member)  # type: ignore[union-attr]
     if not zset:
         del data[key]
 
 
-def _flushall(data: dict, op: Op) -> None:
-    data.clear()
+def _flushall(space: Keyspace, op: Op) -> None:
+    space.data.clear()
 
 
-_APPLY: dict[bytes, Callable[[dict, Op], None]] = {
+_APPLY: dict[bytes, Callable[[Keyspace, Op], None]] = {
     b"HSET": _hset,
     b"HDEL": _hdel,
     b"HINCRBY": _hincrby,
@@ -144,3 +167,4 @@ _APPLY: dict[bytes, Callable[[dict, Op], None]] = {
     b"ZREM": _zrem,
     b"FLUSHALL": _flushall,
 }
+

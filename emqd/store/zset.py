@@ -1,16 +1,26 @@
 """The sorted-set type: members with float scores, ordered by (score, member).
 
-Two structures, as Redis's skiplist encoding keeps them: a dict for
-member -> score in O(1), and a SortedList of (score, member) pairs for rank and
-range queries in O(log n). Ties on score order members as bytes, which is
-Redis's order (memcmp) and ZPOPMIN's. This type knows nothing of keys, types or
-clients; `store/keyspace.py` does.
+Each member is kept as one *packed key*: 9 bytes that sort as its score sorts,
+then the member itself. Because bytes compare as memcmp, the packed keys of a
+set sort exactly in Redis's order (score, then member bytes, which is also
+ZPOPMIN's order), so one SortedList of packed keys gives ranks and ranges in
+O(log n), and a dict maps each member to its packed key for O(1) lookups. The
+score lives once, inside the key: no float object, no (score, member) tuple per
+member, which is what made a pending job cost more than it does in Redis.
 
-`compact` mirrors Redis's listpack encoding, the form Redis keeps a small set
-in (at most 128 members of at most 64 bytes; once outgrown, never again). It
-changes two visible things, so emqd keeps the flag to answer as Redis does: a
-listpack stores a score as text and writes -0 as `0` (a skiplist keeps -0),
-and ZSCAN returns a listpack's whole content in one call, in order.
+The 9-byte prefix: `\\x01` and the IEEE-754 double big-endian for a score >= 0
+(whose bit patterns already sort as the numbers do), `\\x00` and the same bytes
+inverted for a negative one (which then sort the other way round, as needed).
+0 and -0 are equal scores, so both pack as +0; a skiplist-encoded set
+remembers which members hold -0 (`negative_zeros`) to answer them as Redis
+does. This type knows nothing of keys, types or clients; `store/keyspace.py`
+does.
+
+`listpack` mirrors Redis's encoding of the set (OBJECT ENCODING; at most
+`zset-max-listpack-entries` members of at most `zset-max-listpack-value`
+bytes, and once outgrown never again). It changes two visible things, so emqd
+keeps the flag to answer as Redis does: a listpack stores a score as text and
+writes -0 as `0`, and ZSCAN returns a listpack's whole content in one call.
 
 Score ranges are spans of ranks, `[start, stop)`, so a command can page
 through them (LIMIT, REV) with one `islice`. Lexicographic ranges follow
@@ -22,84 +32,156 @@ defines; with mixed scores a scan that answers what Redis's listpack answers.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
-LISTPACK_ENTRIES = 128  # Redis's zset-max-listpack-entries default
-LISTPACK_VALUE = 64  # Redis's zset-max-listpack-value default
+from emqd.store.hash import Limits
+
+PREFIX = 9  # bytes of a packed key before the member
+_DOUBLE = struct.Struct(">d")
+_POSITIVE = b"\x01"
+_NEGATIVE = b"\x00"
+_INVERT = bytes(255 - i for i in range(256))
+_DEFAULT_LIMITS = Limits()
+
+
+def pack(score: float, member: bytes) -> bytes:
+    """The key that sorts as (score, member) sorts; -0 packs as 0, NaN is never given."""
+    if score > 0:
+        return _POSITIVE + _DOUBLE.pack(score) + member
+    if score == 0:
+        return _POSITIVE + _DOUBLE.pack(0.0) + member
+    return _NEGATIVE + _DOUBLE.pack(score).translate(_INVERT) + member
+
+
+def score_of(key: bytes) -> float:
+    """The score a packed key holds (-0 comes back as 0)."""
+    if key[0]:
+        return _DOUBLE.unpack_from(key, 1)[0]  # type: ignore[no-any-return]
+    return _DOUBLE.unpack(key[1:PREFIX].translate(_INVERT))[0]  # type: ignore[no-any-return]
+
+
+def _bound(score: float) -> bytes:
+    """The packed key of `score` with the empty member: below every member of that score."""
+    return pack(score, b"")
 
 
 class ZSet:
-    """A sorted set. Contract: `scores` and `order` always hold the same pairs."""
+    """A sorted set. Contract: `keys` and `order` always hold the same packed keys."""
 
-    __slots__ = ("scores", "order", "compact")
+    __slots__ = ("keys", "order", "listpack", "negative_zeros")
 
     def __init__(self) -> None:
-        self.scores: dict[bytes, float] = {}
-        self.order: SortedList = SortedList()
-        self.compact = True  # Redis would still hold this set as a listpack
+        self.keys: dict[bytes, bytes] = {}  # member -> packed key
+        self.order: SortedList = SortedList()  # the packed keys, sorted
+        self.listpack = True  # Redis would still hold this set as a listpack
+        self.negative_zeros: set[bytes] | None = None  # members scored -0 (skiplist only)
 
     def __len__(self) -> int:
-        return len(self.scores)
+        return len(self.keys)
 
     def __contains__(self, member: bytes) -> bool:
-        return member in self.scores
+        return member in self.keys
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
-        return iter(self.order)
+        return self.pairs(self.order)
+
+    def pairs(self, keys: Iterator[bytes] | SortedList) -> Iterator[tuple[float, bytes]]:
+        """(score, member) of each packed key, as the commands see them."""
+        negative_zeros = self.negative_zeros
+        for key in keys:
+            score = score_of(key)
+            member = key[PREFIX:]
+            if negative_zeros and member in negative_zeros:
+                score = -0.0
+            yield score, member
 
     def score(self, member: bytes) -> float | None:
-        return self.scores.get(member)
+        key = self.keys.get(member)
+        if key is None:
+            return None
+        if self.negative_zeros and member in self.negative_zeros:
+            return -0.0
+        return score_of(key)
 
-    def add(self, member: bytes, score: float) -> bool:
+    def add(self, member: bytes, score: float, limits: Limits = _DEFAULT_LIMITS) -> bool:
         """Set `member`'s score (not NaN). True when the member is new.
 
         An equal score (0 and -0 are equal) leaves the member as it is, as
-        Redis does. A compact set stores -0 as 0.
+        Redis does. A listpack-encoded set stores -0 as 0.
         """
-        old = self.scores.get(member)
+        keys = self.keys
+        new = pack(score, member)
+        old = keys.get(member)
         if old is not None:
-            if old == score:
+            if old == new:
                 return False
-            if score == 0 and self.compact:
-                score = 0.0
-            self.order.remove((old, member))
-            self.scores[member] = score
-            self.order.add((score, member))
-            return False
-        if self.compact:
-            if len(self.scores) >= LISTPACK_ENTRIES or len(member) > LISTPACK_VALUE:
-                self.compact = False
-            elif score == 0:
-                score = 0.0
-        self.scores[member] = score
-        self.order.add((score, member))
-        return True
+            self.order.remove(old)
+        elif self.listpack and (len(keys) >= limits.zset_entries
+                                or len(member) > limits.zset_value):
+            self.listpack = False
+        keys[member] = new
+        self.order.add(new)
+        if score == 0 and not self.listpack:
+            self._note_zero(member, math.copysign(1.0, score) < 0)
+        elif self.negative_zeros:
+            self.negative_zeros.discard(member)
+        return old is None
+
+    def _note_zero(self, member: bytes, negative: bool) -> None:
+        if negative:
+            if self.negative_zeros is None:
+                self.negative_zeros = set()
+            self.negative_zeros.add(member)
+        elif self.negative_zeros:
+            self.negative_zeros.discard(member)
 
     def remove(self, member: bytes) -> bool:
         """Remove `member`. True when it was there."""
-        old = self.scores.pop(member, None)
-        if old is None:
+        key = self.keys.pop(member, None)
+        if key is None:
             return False
-        self.order.remove((old, member))
+        self.order.remove(key)
+        if self.negative_zeros:
+            self.negative_zeros.discard(member)
         return True
 
     def first(self) -> tuple[float, bytes] | None:
         """The (score, member) pair ZPOPMIN would take, without taking it."""
-        return self.order[0] if self.scores else None
+        if not self.keys:
+            return None
+        return next(self.pairs(iter((self.order[0],))))
+
+    def first_member(self) -> bytes | None:
+        """The member ZPOPMIN would take (CLAIM's read: no score to decode)."""
+        return self.order[0][PREFIX:] if self.keys else None
+
+    def members(self) -> Iterator[bytes]:
+        """Every member in order, lazily (a walk that may stop early costs what it visits)."""
+        return (key[PREFIX:] for key in self.order)
+
+    def head(self, count: int) -> list[bytes]:
+        """The `count` lowest members, in order."""
+        return [key[PREFIX:] for key in self.order.islice(0, count)]
+
+    def due(self, max_score: float, count: int) -> list[bytes]:
+        """At most `count` members with score <= max_score, in order (due times, deadlines)."""
+        stop = min(self.end_of(max_score), count)
+        return [key[PREFIX:] for key in self.order.islice(0, stop)]
 
     def rank(self, member: bytes) -> int | None:
         """`member`'s 0-based rank in ascending order, None when absent."""
-        score = self.scores.get(member)
-        if score is None:
+        key = self.keys.get(member)
+        if key is None:
             return None
-        return self.order.index((score, member))
+        return self.order.index(key)  # type: ignore[no-any-return]
 
     def walk(self, start: int, stop: int, reverse: bool = False) -> Iterator[tuple[float, bytes]]:
         """Pairs of ranks `[start, stop)`, ascending, or descending when `reverse`."""
-        return self.order.islice(start, stop, reverse=reverse)
+        return self.pairs(self.order.islice(start, stop, reverse=reverse))
 
     # --- score ranges --------------------------------------------------------
     def start_of(self, score: float, exclusive: bool = False) -> int:
@@ -107,16 +189,16 @@ class ZSet:
         if exclusive:
             if math.isinf(score) and score > 0:
                 return len(self.order)
-            return self.order.bisect_left((math.nextafter(score, math.inf), b""))
-        return self.order.bisect_left((score, b""))
+            return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  # type: ignore[no-any-return]
+        return self.order.bisect_left(_bound(score))  # type: ignore[no-any-return]
 
     def end_of(self, score: float, exclusive: bool = False) -> int:
         """One past the rank of the last pair whose score is <= score (< score when exclusive)."""
         if exclusive:
-            return self.order.bisect_left((score, b""))
+            return self.order.bisect_left(_bound(score))  # type: ignore[no-any-return]
         if math.isinf(score) and score > 0:
             return len(self.order)
-        return self.order.bisect_left((math.nextafter(score, math.inf), b""))
+        return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  # type: ignore[no-any-return]
 
     def score_span(
         self, low: float, high: float, low_exclusive: bool = False, high_exclusive: bool = False
@@ -131,32 +213,37 @@ class ZSet:
     ) -> Iterator[tuple[float, bytes]]:
         """Pairs with low <= score <= high (bounds exclusive as asked), in order."""
         start, stop = self.score_span(low, high, low_exclusive, high_exclusive)
-        return self.order.islice(start, stop)
+        return self.walk(start, stop)
 
     # --- lexicographic ranges ------------------------------------------------
+    def _one_score(self) -> bool:
+        order = self.order
+        return order[0][:PREFIX] == order[-1][:PREFIX]
+
     def lex_first(self, lex: LexRange) -> int | None:
         """The rank ZRANGEBYLEX starts at: the first member >= min, if it is <= max."""
         order = self.order
         if not self._may_hold(lex):
             return None
-        if order[0][0] == order[-1][0]:  # one score: the members are sorted, bisect
-            first = _bisect_min(order, order[0][0], lex)
+        if self._one_score():  # the members are sorted: bisect
+            first = _bisect_min(order, order[0][:PREFIX], lex)
         else:
             # _may_hold saw the last member >= min, so there is one
-            first = next(i for i, (_, member) in enumerate(order) if lex.gte_min(member))
-        return first if first < len(order) and lex.lte_max(order[first][1]) else None
+            first = next(i for i, key in enumerate(order) if lex.gte_min(key[PREFIX:]))
+        return first if first < len(order) and lex.lte_max(order[first][PREFIX:]) else None
 
     def lex_last(self, lex: LexRange) -> int | None:
         """The rank ZREVRANGEBYLEX starts at: the last member <= max, if it is >= min."""
         order = self.order
         if not self._may_hold(lex):
             return None
-        if order[0][0] == order[-1][0]:
-            last = _bisect_max(order, order[0][0], lex) - 1
+        if self._one_score():
+            last = _bisect_max(order, order[0][:PREFIX], lex) - 1
         else:
             top = len(order) - 1
-            last = next(top - i for i, (_, m) in enumerate(reversed(order)) if lex.lte_max(m))
-        return last if last >= 0 and lex.gte_min(order[last][1]) else None
+            last = next(top - i for i, key in enumerate(reversed(order))
+                        if lex.lte_max(key[PREFIX:]))
+        return last if last >= 0 and lex.gte_min(order[last][PREFIX:]) else None
 
     def lex_count(self, lex: LexRange) -> int:
         """ZLEXCOUNT: members from `lex_first` on while they are <= max."""
@@ -164,11 +251,11 @@ class ZSet:
         if first is None:
             return 0
         order = self.order
-        if order[0][0] == order[-1][0]:
-            return max(0, _bisect_max(order, order[0][0], lex) - first)
+        if self._one_score():
+            return max(0, _bisect_max(order, order[0][:PREFIX], lex) - first)
         count = 0
-        for _, member in order.islice(first):
-            if not lex.lte_max(member):
+        for key in order.islice(first):
+            if not lex.lte_max(key[PREFIX:]):
                 break
             count += 1
         return count
@@ -176,9 +263,8 @@ class ZSet:
     def _may_hold(self, lex: LexRange) -> bool:
         """Redis's zzlIsInLexRange: a non-empty range that overlaps [first, last] member."""
         order = self.order
-        return bool(order) and not lex.empty() and lex.gte_min(order[-1][1]) and lex.lte_max(
-            order[0][1]
-        )
+        return bool(order) and not lex.empty() and lex.gte_min(order[-1][PREFIX:]) and \
+            lex.lte_max(order[0][PREFIX:])
 
 
 # Sentinels for `-` and `+` in a lexicographic range: below and above every member.
@@ -220,21 +306,21 @@ class LexRange:
         return cmp < 0 if self.max_exclusive else cmp <= 0
 
 
-def _bisect_min(order: SortedList, score: float, lex: LexRange) -> int:
+def _bisect_min(order: SortedList, prefix: bytes, lex: LexRange) -> int:
+    """Where members >= lex.min start, in a set whose keys all begin with `prefix`."""
     if lex.min is MINUS_INF:
         return 0
     if lex.min is PLUS_INF:
         return len(order)
-    if lex.min_exclusive:
-        return order.bisect_right((score, lex.min))
-    return order.bisect_left((score, lex.min))
+    bound = prefix + lex.min  # type: ignore[operator]
+    return order.bisect_right(bound) if lex.min_exclusive else order.bisect_left(bound)  # type: ignore[no-any-return]
 
 
-def _bisect_max(order: SortedList, score: float, lex: LexRange) -> int:
+def _bisect_max(order: SortedList, prefix: bytes, lex: LexRange) -> int:
+    """One past where members <= lex.max end, in a set whose keys all begin with `prefix`."""
     if lex.max is PLUS_INF:
         return len(order)
     if lex.max is MINUS_INF:
         return 0
-    if lex.max_exclusive:
-        return order.bisect_left((score, lex.max))
-    return order.bisect_right((score, lex.max))
+    bound = prefix + lex.max  # type: ignore[operator]
+    return order.bisect_left(bound) if lex.max_exclusive else order.bisect_right(bound)  # type: ignore[no-any-return]

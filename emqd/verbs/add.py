@@ -7,40 +7,56 @@ enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
 its due time. The row holds `state`, `payload`, `created_ms` and only the
 options given (`group` among them). `seq` is `meta.seq + 1`; without ID
 the id is that number, skipping numbers whose row a client already created.
+`meta.added` counts the jobs added (the metric `emqd_jobs_added_total`).
 
 Returns: the id (bulk string). With ID of an existing row nothing is written
 and the id is returned (idempotent enqueue).
 
 Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
-`ERR PRIORITY must be between -1000 and 1000`; `ERR MAXATTEMPTS must be a
+`ERR PRIORITY must be an integer`, `ERR PRIORITY must be between -1000 and
+1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY does not fit
+in 64 bits; `ERR MAXATTEMPTS must be a
 positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
 with AT or a bad option; `ERR invalid group name`; a corrupt `meta.seq`
-answers HINCRBY's text (a corrupt lane counter the same). Every refusal writes nothing.
+(or `meta.added`) answers HINCRBY's text (a corrupt lane counter the same). Every refusal writes nothing.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
-from emqd import errors
+from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
-from emqd.numbers import parse_int
-from emqd.plan import Plan
+from emqd.numbers import INT64_MAX, ms_text, parse_int
+from emqd.plan import SCHEDULED, Plan, Shape, Slot
+from emqd.store import hash as hashes
 from emqd.store.hash import incremented
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
 from emqd.verbs.backoff import parse_backoff
 from emqd.verbs.job import PRIORITY_BAND
-from emqd.verbs.runner import HGET, TYPE, ZCARD, ZSCORE, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
+NAME = "emq.add"
+SEQ = b"seq"
+ADDED = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
+
+# A job with no options into a queue that exists and has no lanes: nearly every ADD.
+PLAIN = Shape(
+    "add",
+    (b"HSET", Slot("row"), b"state", b"pending", b"payload", Slot("payload"),
+     b"created_ms", Slot("now")),
+    (b"ZADD", Slot("pending"), Slot("seq"), Slot("id")),
+    (b"HSET", Slot("meta"), SEQ, Slot("seq"), ADDED, Slot("added")),
+)
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
+@dataclass(slots=True)
 class AddArgs:
     keys: QueueKeys
     payload: bytes
@@ -54,31 +70,13 @@ class AddArgs:
     config: Config
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
-class Added:
-    """The verdict: a new job `id` with sequence number `seq`; `new_queue` if first.
-
-    `due` is its due time when it waits in `scheduled` (None: it waits now);
-    `lane_ops` the lane bookkeeping of a job entering its lane.
-    """
-
-    id: bytes
-    seq: int
-    new_queue: bool
-    due: int | None
-    lane_ops: list
-
-
-@dataclass(slots=True)  # not frozen: see runner.Need
-class Exists:
-    id: bytes
-
-
 def parse(argv: list[bytes], config: Config) -> AddArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
     payload = argv[2]
     if len(payload) > config.max_payload:
         raise errors.PAYLOAD_TOO_BIG()
+    if len(argv) == 3:
+        return AddArgs(keys, payload, None, None, None, None, None, None, None, config)
     opts = parse_args.options(argv, 3, _KEYWORDS)
     if b"DELAY" in opts and b"AT" in opts:
         raise errors.SYNTAX()
@@ -88,18 +86,22 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     priority = None
     if raw_priority is not None:
         priority = parse_int(raw_priority)
-        if priority is None or not -1000 <= priority <= 1000:
+        if priority is None:
+            raise errors.PRIORITY_NOT_INTEGER()
+        if not -1000 <= priority <= 1000:
             raise errors.PRIORITY_RANGE()
     raw_max = opts.get(b"MAXATTEMPTS")
     raw_backoff = opts.get(b"BACKOFF")
     if raw_backoff is not None and parse_backoff(raw_backoff) is None:
         raise errors.INVALID_BACKOFF()
+    raw_delay = opts.get(b"DELAY")
+    raw_at = opts.get(b"AT")
     return AddArgs(
         keys=keys,
         payload=payload,
         id=None if raw_id is None else parse_args.job_id(raw_id),
-        delay=None if b"DELAY" not in opts else parse_args.non_negative(opts[b"DELAY"], "DELAY"),  # type: ignore[arg-type]
-        at=None if b"AT" not in opts else parse_args.non_negative(opts[b"AT"], "AT"),  # type: ignore[arg-type]
+        delay=None if raw_delay is None else parse_args.non_negative(raw_delay, "DELAY"),
+        at=None if raw_at is None else parse_args.non_negative(raw_at, "AT"),
         priority=priority,
         max_attempts=None if raw_max is None else parse_args.positive(raw_max, "MAXATTEMPTS"),
         backoff=raw_backoff,
@@ -108,73 +110,48 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     )
 
 
-def decide(args: AddArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    keys = args.keys
-    seq_read = (HGET, keys.meta, b"seq")
-    queue_read = (ZSCORE, QUEUES, keys.queue)
-    if seq_read not in reads:
-        # The set the plan ZADDs to is read too: one holding a hash refuses with
-        # WRONGTYPE here, instead of failing the plan halfway in `apply`; and the
-        # ring's size, what a flat job's lane settle asks first.
-        return need(seq_read, queue_read, (ZCARD, _target(args, now_ms)), (ZCARD, keys.ring),
-                    ahead=lanes.prefetch_group(keys, args.group))
-    seq = incremented(reads[seq_read], 1)  # a corrupt seq refuses with HINCRBY's text
-    if args.id is not None:
-        exists_read = (TYPE, keys.job(args.id))
-        if exists_read not in reads:
-            return need(exists_read)
-        if reads[exists_read] != "none":
-            return Exists(args.id)
-        return _added(args, args.id, seq, reads, now_ms)
-    while True:  # the first sequence number whose row no client has created
-        candidate = (TYPE, keys.job(b"%d" % seq))
-        if candidate not in reads:
-            return need(candidate)
-        if reads[candidate] == "none":
-            return _added(args, b"%d" % seq, seq, reads, now_ms)
-        seq = incremented(b"%d" % seq, 1)
-
-
 def _due(args: AddArgs, now_ms: int) -> int | None:
     """The due time when it is in the future (the job is scheduled), else None."""
-    due = now_ms + args.delay if args.delay is not None else args.at
+    if args.delay is not None:
+        if now_ms + args.delay > INT64_MAX:
+            raise errors.invalid_time("DELAY", NAME)
+        due: int | None = now_ms + args.delay
+    else:
+        due = args.at
     return due if due is not None and due > now_ms else None
 
 
-def _target(args: AddArgs, now_ms: int) -> bytes:
-    if _due(args, now_ms) is not None:
-        return args.keys.scheduled
-    return lanes.waiting_key(args.keys, args.group)
-
-
-def _added(args: AddArgs, job_id: bytes, seq: int, reads: Reads, now_ms: int) -> Any:
-    due = _due(args, now_ms)
-    new_queue = reads[(ZSCORE, QUEUES, args.keys.queue)] is None
-    if due is not None:
-        return Added(job_id, seq, new_queue, due, [])
-    ledger = lanes.Ledger(args.keys, args.config)
-    ledger.enter(args.group)
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
-    return Added(job_id, seq, new_queue, None, lane_ops)  # type: ignore[arg-type]
-
-
-def plan(args: AddArgs, verdict: Added | Exists, now_ms: int, run_id: bytes) -> Plan:
-    if type(verdict) is Exists:
-        return Plan([], verdict.id)
+def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    scheduled = verdict.due is not None
-    row = [
-        b"HSET",
-        keys.job(verdict.id),
-        b"state",
-        b"scheduled" if scheduled else b"pending",
-        b"payload",
-        args.payload,
-        b"created_ms",
-        b"%d" % now_ms,
-    ]
+    due = _due(args, now_ms)
+    # The sets the plan ZADDs to are read for their type first: one holding a
+    # hash refuses with WRONGTYPE here, instead of failing the plan halfway.
+    meta = view.hash(keys.meta)
+    queues = view.zset(QUEUES)
+    view.zset(keys.scheduled if due is not None else lanes.waiting_key(keys, args.group))
+    ring = view.zset(keys.ring)
+    seq = incremented(None if meta is None else hashes.get(meta, SEQ), 1)
+    added = incremented(None if meta is None else hashes.get(meta, ADDED), 1)
+    if args.id is not None:
+        job_id = args.id
+        if view.type_name(keys.job(job_id)) != "none":
+            return Plan([], job_id, None, ())  # idempotent: the job exists
+    else:
+        job_id = b"%d" % seq
+        while view.type_name(keys.job(job_id)) != "none":  # a client made that row
+            seq = incremented(job_id, 1)
+            job_id = b"%d" % seq
+    now = ms_text(now_ms)
+    seq_text = job_id if args.id is None else b"%d" % seq
+    new_queue = queues is None or keys.queue not in queues
+    event = (events.ADDED, keys.queue, job_id, now_ms, None if due is None else {"due_ms": due})
+    if (due is None and ring is None and not new_queue and args.priority is None
+            and args.max_attempts is None and args.backoff is None and args.group is None):
+        ops = PLAIN.ops(keys.job(job_id), args.payload, now, keys.pending, seq_text, job_id,
+                        keys.meta, b"%d" % added)
+        return Plan(ops, job_id, [event], (), PLAIN)
+    row: list = [b"HSET", keys.job(job_id), b"state", b"scheduled" if due is not None else
+                 b"pending", b"payload", args.payload, b"created_ms", now]
     if args.priority is not None:
         row += [b"priority", b"%d" % args.priority]
     if args.max_attempts is not None:
@@ -184,18 +161,22 @@ def plan(args: AddArgs, verdict: Added | Exists, now_ms: int, run_id: bytes) -> 
     if args.group is not None:
         row += [lanes.GROUP, args.group]
     ops: list[tuple] = [tuple(row)]
-    if scheduled:
-        ops.append((b"ZADD", keys.scheduled, verdict.due, verdict.id))
+    if due is not None:
+        ops.append((b"ZADD", keys.scheduled, due, job_id))
+        lane_ops = []
     else:
-        score = (args.priority or 0) * PRIORITY_BAND + verdict.seq
-        ops.append((b"ZADD", lanes.waiting_key(keys, args.group), score, verdict.id))
-    ops.append((b"HSET", keys.meta, b"seq", b"%d" % verdict.seq))
-    ops += verdict.lane_ops
-    if verdict.new_queue:
+        score = (args.priority or 0) * PRIORITY_BAND + seq
+        ops.append((b"ZADD", lanes.waiting_key(keys, args.group), score, job_id))
+        ledger = lanes.Ledger(view, keys, args.config)
+        ledger.enter(args.group)
+        lane_ops = lanes.settle(ledger)
+    ops.append((b"HSET", keys.meta, SEQ, seq_text, ADDED, b"%d" % added))
+    ops += lane_ops
+    if new_queue:
         ops.append((b"ZADD", QUEUES, now_ms, keys.queue))
-    return Plan(ops, verdict.id)
+    return Plan(ops, job_id, [event], () if due is None else ((SCHEDULED, keys.queue, due),))
 
 
 COMMANDS = [
-    verb_command("emq.add", -3, "write denyoom fast", sys.modules[__name__], summary="Create a job")
+    verb_command(NAME, -3, "write denyoom fast", sys.modules[__name__], summary="Create a job")
 ]

@@ -20,33 +20,50 @@ Returns: without COUNT, `[id, token, payload, failures]` or nil (`*-1`);
 with COUNT, an array of such arrays (empty when none).
 
 Errors: `ERR LEASE_MS must be a positive integer` (COUNT the same), `ERR BLOCK
-must be a non-negative integer`, `ERR syntax error`, `ERR invalid queue name`;
-WRONGTYPE when a key, or the row of a member met, holds the other type.
-Every refusal writes nothing.
+must be a non-negative integer`, `ERR invalid LEASE_MS in 'emq.claim' command`
+when now + LEASE_MS does not fit in 64 bits (`ERR timeout is out of range`
+for BLOCK the same), `ERR syntax error`, `ERR invalid queue name`; WRONGTYPE
+when a key, or the row of a member met, holds the other type. Every refusal
+writes nothing.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from emqd import errors, events
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Block, Op, Plan
+from emqd.numbers import INT64_MAX, parse_int
+from emqd.plan import LEASED, Block, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
-from emqd.store.hash import incremented
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash, incremented
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
-from emqd.verbs.runner import HGET, ZCARD, ZHEAD, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"COUNT", b"BLOCK"})
+NAME = "emq.claim"
+
+# One flat job claimed, nothing skipped: the plan of nearly every CLAIM.
+ONE = Shape(
+    "claim one",
+    (b"ZREM", Slot("pending"), Slot("id")),
+    (b"HSET", Slot("row"), job.ATTEMPTS, Slot("token"), job.STATE, job.ACTIVE,
+     job.LEASE_EPOCH, Slot("run_id"), job.CLAIMED_MS, Slot("now")),
+    (b"ZADD", Slot("active"), Slot("deadline"), Slot("id")),
+)
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
+@dataclass(slots=True)
 class ClaimArgs:
     keys: QueueKeys
     lease_ms: int
@@ -55,17 +72,11 @@ class ClaimArgs:
     config: Config
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
-class Claimed:
-    """The verdict: the jobs handed out (reply rows) and every op of the call."""
-
-    jobs: list[list]
-    ops: list[Op]
-
-
 def parse(argv: list[bytes], config: Config) -> ClaimArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
     lease_ms = parse_args.positive(argv[2], "LEASE_MS")
+    if len(argv) == 3:
+        return ClaimArgs(keys, lease_ms, None, None, config)
     opts = parse_args.options(argv, 3, _KEYWORDS)
     count = opts.get(b"COUNT")
     block = opts.get(b"BLOCK")
@@ -78,132 +89,142 @@ def parse(argv: list[bytes], config: Config) -> ClaimArgs:
     )
 
 
-def decide(args: ClaimArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     keys = args.keys
+    deadline = now_ms + args.lease_ms
+    if deadline > INT64_MAX:
+        raise errors.invalid_time("LEASE_MS", NAME)
+    if args.block is not None and now_ms + args.block > INT64_MAX:
+        raise errors.TIMEOUT_RANGE()
+    # Every key the plan may write is read first, for its type: a hash at
+    # `active` must refuse the claim now rather than break the plan halfway.
+    meta = view.hash(keys.meta)
+    view.zset(keys.active)
+    pending = view.zset(keys.pending)
+    ring = view.zset(keys.ring)  # absent: no servable lane
+    if meta is not None and is_paused(hashes.get(meta, PAUSED)):
+        return _answer(args, [], [])
     want = args.count or 1
-    paused_read = (HGET, keys.meta, PAUSED)
-    ring_read = (ZHEAD, keys.ring, lanes.ring_head_depth(want))  # empty: no servable lane
-    if paused_read not in reads:
-        # ZCARD active is read only for its type: the plan ZADDs there, and a hash
-        # at that key must refuse the claim now rather than break the plan halfway.
-        return need(paused_read, (ZCARD, keys.active), (ZHEAD, keys.pending, want), ring_read)
-    if is_paused(reads[paused_read]):
-        return Claimed([], [])
-    if reads[ring_read]:
-        return _round_robin(args, want, reads, now_ms, run_id)
-    depth = want
-    while True:  # read deeper until n jobs are found or pending runs out
-        head_read = (ZHEAD, keys.pending, depth)
-        if head_read not in reads:
-            return need(head_read)
-        head = reads[head_read]
-        missing = [r for m, _ in head if (r := job.row_read(keys, m)) not in reads]
-        if missing:
-            return need(*missing)
-        taken, jobs, corrupt = _walk(keys, head, want, reads)
-        if len(jobs) == want or len(head) < depth:
-            break
-        depth = max(2 * depth, depth + want - len(jobs))
-    removed: list[Op] = [(b"ZREM", keys.pending, *taken)] if taken else []
-    return _verdict(args, removed, jobs, corrupt, reads, now_ms, run_id)
+    if ring is not None:
+        served = lanes.serve(view, keys, want, args.config, judge)
+        removed: list[Op] = [(b"ZREM", key, *members) for key, members in served.taken.items()]
+        return _verdict(args, view, removed, served.jobs, served.corrupt, now_ms, run_id,
+                        lanes.settle(served.ledger))
+    members: Iterator[bytes] = iter(()) if pending is None else pending.members()
+    taken, jobs, corrupt = _walk(view, keys, members, want)
+    if len(jobs) == 1 and len(taken) == 1:
+        return _one(args, jobs[0], now_ms, deadline, run_id)
+    removed = [(b"ZREM", keys.pending, *taken)] if taken else []
+    return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id)
 
 
-def _round_robin(args: ClaimArgs, want: int, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    """The flat queue and the lanes served in turn (lanes.serve); the ring kept exact."""
-    served = lanes.serve(args.keys, want, reads, args.config, judge)
-    if type(served) is Need:
-        return served
-    lane_ops = lanes.settle(served.ledger, reads)  # type: ignore[union-attr]
-    if type(lane_ops) is Need:
-        return lane_ops
-    removed: list[Op] = [(b"ZREM", key, *members)
-                         for key, members in served.taken.items()]  # type: ignore[union-attr]
-    return _verdict(args, removed, served.jobs, served.corrupt, reads, now_ms,  # type: ignore[union-attr]
-                    run_id, lane_ops)  # type: ignore[arg-type]
-
-
-def _walk(keys: QueueKeys, head: list, want: int, reads: Reads) -> tuple[list, list, list]:
+def _walk(view: View, keys: QueueKeys, members: Iterator[bytes],
+          want: int) -> tuple[list[bytes], list[tuple[bytes, Hash, int]], list[tuple[bytes, bytes]]]:
     """Members taken off pending, the claimable (id, row, token), the corrupt (id, text)."""
     taken: list[bytes] = []
-    jobs: list[tuple[bytes, dict, int]] = []
+    jobs: list[tuple[bytes, Hash, int]] = []
     corrupt: list[tuple[bytes, bytes]] = []
-    for member, _ in head:
-        if len(jobs) == want:
-            break
+    for member in members:
         taken.append(member)
-        row = reads[job.row_read(keys, member)]
+        row = view.hash(keys.job(member))
         if row is None:
             continue  # a ghost: removed from pending, listed nowhere
         token = judge(row)
         if type(token) is bytes:
             corrupt.append((member, token))
             continue
-        jobs.append((member, row, token))
+        jobs.append((member, row, token))  # type: ignore[arg-type]
+        if len(jobs) == want:
+            break
     return taken, jobs, corrupt
 
 
-def judge(row: dict) -> int | bytes:
+def judge(row: Hash) -> int | bytes:
     """A waiting row's token (next `attempts`), or the HINCRBY text that dead-letters it.
 
     The one rule for every member CLAIM meets, flat or in a lane (lanes.serve).
     """
     try:
-        token = incremented(row.get(job.ATTEMPTS), 1)
-        incremented(row.get(job.FAILURES), 0)  # CLAIM replies with it as an integer
+        token = incremented(hashes.get(row, job.ATTEMPTS), 1)
+        incremented(hashes.get(row, job.FAILURES), 0)  # CLAIM replies with it as an integer
     except ReplyError as error:
         return error.message
     return token
 
 
-def _verdict(args: ClaimArgs, removed: list[Op], jobs: list, corrupt: list, reads: Reads,
+def _claimed(keys: QueueKeys, job_id: bytes, row: Hash, token: bytes, now: int) -> tuple:
+    """The reply row of one job and its `claimed` event."""
+    failures = hashes.get(row, job.FAILURES)
+    created = parse_int(hashes.get(row, job.CREATED_MS) or b"")
+    extra = {"token": token, "wait_ms": now - created if created is not None else 0}
+    return ([job_id, token, hashes.get(row, job.PAYLOAD), int(failures or 0)],
+            (events.CLAIMED, keys.queue, job_id, now, extra))
+
+
+def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: int,
+         run_id: bytes) -> Any:
+    """The fast path: one flat job, nothing skipped, from a template."""
+    keys = args.keys
+    job_id, row, number = found
+    token = b"%d" % number
+    reply, event = _claimed(keys, job_id, row, token, now)
+    ops = ONE.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
+                  keys.active, b"%d" % deadline)
+    return Plan(ops, reply if args.count is None else [reply], [event],
+                ((LEASED, keys.queue, deadline),), ONE)
+
+
+def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list, corrupt: list,
              now: int, run_id: bytes, lane_ops: list[Op] | None = None) -> Any:
     keys = args.keys
     ops = list(removed)
     replies = []
+    happened = []
     deadline = now + args.lease_ms
     zadd: list = [b"ZADD", keys.active]
-    for job_id, row, token in jobs:
-        attempts = b"%d" % token
-        ops.append((b"HSET", keys.job(job_id), job.ATTEMPTS, attempts, job.STATE, job.ACTIVE,
-                    job.LEASE_EPOCH, run_id, b"claimed_ms", b"%d" % now))
+    for job_id, row, number in jobs:
+        token = b"%d" % number
+        ops.append((b"HSET", keys.job(job_id), job.ATTEMPTS, token, job.STATE, job.ACTIVE,
+                    job.LEASE_EPOCH, run_id, job.CLAIMED_MS, b"%d" % now))
         zadd += [deadline, job_id]
-        failures = row.get(job.FAILURES)
-        replies.append([job_id, attempts, row.get(b"payload"), int(failures or 0)])
+        reply, event = _claimed(keys, job_id, row, token, now)
+        replies.append(reply)
+        happened.append(event)
     if jobs:
         ops.append(tuple(zadd))
     if corrupt:
-        settings = queue_settings.from_reads(keys.config, reads, args.config)
-        if settings is None:
-            return need(queue_settings.settings_read(keys.config))
-        tail = job.finish_ops(keys, job.DEAD, [m for m, _ in corrupt], now, settings.keep_dead,
-                              reads)
-        if type(tail) is Need:
-            return tail
-        ops += [job.dead_row_op(keys, m, now, job.LAST_ERROR, text) for m, text in corrupt]
-        ops += tail  # type: ignore[arg-type]
+        settings = queue_settings.of_queue(view, keys, args.config)
+        tail = job.finish_ops(view, keys, job.DEAD, [m for m, _ in corrupt], now,
+                              settings.keep_dead)
+        for member, text in corrupt:
+            ops.append(job.dead_row_op(keys, member, now, job.LAST_ERROR, text))
+            happened.append((events.DEAD, keys.queue, member, now, {"error": text}))
+        ops += tail
     if lane_ops:
         ops += lane_ops
-    return Claimed(replies, ops)
+    return _answer(args, replies, ops, happened, deadline if jobs else None)
 
 
-def plan(args: ClaimArgs, verdict: Claimed, now_ms: int, run_id: bytes) -> Any:
-    jobs = verdict.jobs
+def _answer(args: ClaimArgs, jobs: list, ops: list[Op], happened: list | None = None,
+            deadline: int | None = None) -> Any:
+    """The reply (or the park), with the plan of what was claimed and skipped."""
+    keys = args.keys
     if args.count is None:
         reply: Any = jobs[0] if jobs else NULL_ARRAY
     else:
         reply = jobs
+    due = () if deadline is None else ((LEASED, keys.queue, deadline),)
     if jobs or args.block is None:
-        return Plan(verdict.ops, reply)
-    keys = args.keys
+        return Plan(ops, reply, happened, due)
     return Block(
         (keys.pending, keys.ring, keys.meta),
         args.block,
         reply,
-        Plan(verdict.ops, None) if verdict.ops else None,
+        Plan(ops, None, happened, due) if ops else None,
     )
 
 
 COMMANDS = [
-    verb_command("emq.claim", -3, "write blocking", sys.modules[__name__],
+    verb_command(NAME, -3, "write blocking", sys.modules[__name__],
                  summary="Lease jobs from the front of a queue")
 ]

@@ -18,20 +18,44 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.numbers import parse_int
+from emqd.plan import Plan, Shape, Slot
+from emqd.store import hash as hashes
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"RESULT"})
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
+def _shape(name: str, result: bool, trim: bool) -> Shape:
+    """A flat job's COMPLETE, with or without RESULT, with or without one row trimmed."""
+    row: tuple = (b"HSET", Slot("row"), job.STATE, job.COMPLETED, job.FINISHED_MS, Slot("now"))
+    if result:
+        row += (b"result", Slot("result"))
+    ops: list[tuple] = [
+        (b"ZREM", Slot("active"), Slot("id")),
+        row,
+        (b"ZADD", Slot("completed"), Slot("now"), Slot("id")),
+        (b"HINCRBY", Slot("metric"), b"count", b"1"),
+    ]
+    if trim:
+        ops += [(b"ZREM", Slot("completed"), Slot("victim")), (b"DEL", Slot("victim_row"))]
+    return Shape(name, *ops)
+
+
+# (result given, one row trimmed) -> the shape: the plans of nearly every COMPLETE.
+SHAPES = {(result, trim): _shape(f"complete result={result} trim={trim}", result, trim)
+          for result in (False, True) for trim in (False, True)}
+
+
+@dataclass(slots=True)
 class CompleteArgs:
     keys: QueueKeys
     id: bytes
@@ -40,56 +64,41 @@ class CompleteArgs:
     config: Config
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
-class Completed:
-    """The verdict: leaving `active`, and the finishing ops (set entry, metric, trim, lane)."""
-
-    leave: list[Op]
-    tail: list[Op]
-
-
 def parse(argv: list[bytes], config: Config) -> CompleteArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
-    opts = parse_args.options(argv, 4, _KEYWORDS)
-    return CompleteArgs(keys, parse_args.job_id(argv[2]), argv[3], opts.get(b"RESULT"), config)
+    result = None
+    if len(argv) > 4:
+        result = parse_args.options(argv, 4, _KEYWORDS).get(b"RESULT")
+    return CompleteArgs(keys, parse_args.job_id(argv[2]), argv[3], result, config)
 
 
-def decide(args: CompleteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    # Every round re-runs this function from the top: a COMPLETE that passes
-    # the guard needs the settings and the finishing reads too, so they are
-    # asked for with the guard's reads (2 rounds instead of 6).
-    ahead = (queue_settings.settings_read(keys.config), *job.finish_reads(keys, job.COMPLETED))
-    row = job.held(keys, args.id, args.token, reads, ahead)
-    if type(row) is Need:
-        return row
-    settings = queue_settings.from_reads(keys.config, reads, args.config)
-    if settings is None:
-        return need(queue_settings.settings_read(keys.config))
-    tail = job.finish_ops(keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed, reads)
-    if type(tail) is Need:
-        return lanes.also(tail, keys, row)  # type: ignore[arg-type]
-    ledger = lanes.Ledger(keys, args.config)
-    leave = job.leave_active_ops(keys, args.id, row, ledger)  # type: ignore[arg-type]
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
-    return Completed(leave, [*tail, *lane_ops])  # type: ignore[misc]
-
-
-def plan(args: CompleteArgs, verdict: Completed, now_ms: int, run_id: bytes) -> Plan:
-    keys = args.keys
-    fields: list = [job.STATE, job.COMPLETED, job.FINISHED_MS, b"%d" % now_ms]
+    row = job.held(view, keys, args.id, args.token)
+    settings = queue_settings.of_queue(view, keys, args.config)
+    tail = job.finish_ops(view, keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed)
+    ledger = lanes.Ledger(view, keys, args.config)
+    leave = job.leave_active_ops(keys, args.id, row, ledger)
+    lane_ops = lanes.settle(ledger)
+    claimed = parse_int(hashes.get(row, job.CLAIMED_MS) or b"")
+    event = (events.COMPLETED, keys.queue, args.id, now_ms,
+             {"duration_ms": now_ms - claimed if claimed is not None else 0})
+    now = b"%d" % now_ms
+    trim = len(tail) == 4 and len(tail[2]) == 3  # exactly one oldest row trimmed
+    if not lane_ops and (len(tail) == 2 or trim):
+        shape = SHAPES[(args.result is not None, trim)]
+        values = [keys.active, args.id, keys.job(args.id), now]
+        if args.result is not None:
+            values.append(args.result)
+        values += [keys.completed, keys.metrics_completed]
+        if trim:
+            values += [tail[2][2], tail[3][1]]
+        return Plan(shape.ops(*values), "OK", [event], (), shape)
+    fields: list = [job.STATE, job.COMPLETED, job.FINISHED_MS, now]
     if args.result is not None:
         fields += [b"result", args.result]
-    return Plan(
-        [
-            *verdict.leave,
-            (b"HSET", keys.job(args.id), *fields),
-            *verdict.tail,
-        ],
-        "OK",
-    )
+    ops = [*leave, (b"HSET", keys.job(args.id), *fields), *tail, *lane_ops]
+    return Plan(ops, "OK", [event], ())
 
 
 COMMANDS = [

@@ -28,10 +28,11 @@ from typing import Any
 from emqd import errors
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Plan
+from emqd.plan import CONFIGURED, Plan
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes, settings
-from emqd.verbs.runner import HGETALL, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,27 +71,17 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
     return ConfigArgs(keys, config, False, pairs=tuple(pairs))
 
 
-def decide(args: ConfigArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    read = (HGETALL, args.keys.config)
-    if read not in reads:
-        return need(read)  # also refuses SET with WRONGTYPE before anything is written
-    if not args.get:
-        ops = [(b"HSET", args.keys.config, *(x for pair in args.pairs for x in pair))]
-        limit = dict(args.pairs).get(b"lane_limit")
-        if limit is not None:
-            lane_ops = lanes.retune(args.keys, args.defaults, int(limit), reads)
-            if type(lane_ops) is Need:
-                return lane_ops
-            ops += lane_ops  # type: ignore[arg-type]
-        return ops
-    values = settings.effective_raw(reads[read], args.defaults)
-    return values if args.field is None else values[args.field]
-
-
-def plan(args: ConfigArgs, verdict: Any, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ConfigArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+    keys = args.keys
+    row = view.hash(keys.config)  # also refuses SET with WRONGTYPE before anything is written
     if args.get:
-        return verdict
-    return Plan(verdict, "OK")
+        values = settings.effective_raw(row, args.defaults)
+        return values if args.field is None else values[args.field]
+    ops = [(b"HSET", keys.config, *(x for pair in args.pairs for x in pair))]
+    limit = dict(args.pairs).get(b"lane_limit")
+    if limit is not None:
+        ops += lanes.retune(view, keys, args.defaults, int(limit))
+    return Plan(ops, "OK", None, ((CONFIGURED, keys.queue, 0),))
 
 
 COMMANDS = [

@@ -7,22 +7,18 @@ process; CLAIM and EXTEND stamp it on a row as `lease_epoch`.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from emqd.config import Config
-from emqd.verbs.runner import Reads, verb_command
+from emqd.store.keyspace import View
+from emqd.verbs.runner import verb_command
 
 
 def parse(argv: list[bytes], config: Config) -> None:
     return None
 
 
-def decide(args: None, reads: Reads, now_ms: int, run_id: bytes) -> bytes:
+def plan(args: None, view: View, now_ms: int, run_id: bytes) -> bytes:
     return run_id
-
-
-def plan(args: None, verdict: bytes, now_ms: int, run_id: bytes) -> Any:
-    return verdict
 
 
 COMMANDS = [

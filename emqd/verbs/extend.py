@@ -8,24 +8,29 @@ Plan: `ZADD active (now + LEASE_MS) id`, `HSET lease_epoch run_id`.
 Returns: the new deadline (integer, ms).
 
 Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; `ERR
-LEASE_MS must be a positive integer`; WRONGTYPE. Every refusal writes nothing.
+LEASE_MS must be a positive integer`; `ERR invalid LEASE_MS in 'emq.extend'
+command` when now + LEASE_MS does not fit in 64 bits; WRONGTYPE. Every refusal writes nothing.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import errors
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Plan
+from emqd.numbers import INT64_MAX
+from emqd.plan import LEASED, Plan
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job
-from emqd.verbs.runner import Need, Reads, verb_command
+from emqd.verbs.runner import verb_command
+
+NAME = "emq.extend"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ExtendArgs:
     keys: QueueKeys
     id: bytes
@@ -39,25 +44,24 @@ def parse(argv: list[bytes], config: Config) -> ExtendArgs:
     return ExtendArgs(keys, job_id, argv[3], parse_args.positive(argv[4], "LEASE_MS"))
 
 
-def decide(args: ExtendArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    row = job.held(args.keys, args.id, args.token, reads)
-    if type(row) is Need:
-        return row
-    return now_ms + args.lease_ms
-
-
-def plan(args: ExtendArgs, deadline: int, now_ms: int, run_id: bytes) -> Plan:
+def plan(args: ExtendArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
+    job.held(view, keys, args.id, args.token)
+    deadline = now_ms + args.lease_ms
+    if deadline > INT64_MAX:
+        raise errors.invalid_time("LEASE_MS", NAME)
     return Plan(
         [
             (b"ZADD", keys.active, deadline, args.id),
             (b"HSET", keys.job(args.id), job.LEASE_EPOCH, run_id),
         ],
         deadline,
+        None,
+        ((LEASED, keys.queue, deadline),),
     )
 
 
 COMMANDS = [
-    verb_command("emq.extend", 5, "write fast", sys.modules[__name__],
+    verb_command(NAME, 5, "write fast", sys.modules[__name__],
                  summary="Push a claimed job's lease deadline")
 ]

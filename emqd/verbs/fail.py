@@ -13,7 +13,8 @@ again (token 2) still has its whole retry budget.
   `ZADD scheduled (now + delay) id`; delay is BACKOFF if given, else the
   row's `backoff` rule, else the queue's, for failure number f.
 
-Both give a lane job's slot back (lanes.py). `last_error` is ERROR, or
+Both give a lane job's slot back (lanes.py), and count in `p.."metrics"`:
+`failed` always, `retried` for a retry. `last_error` is ERROR, or
 empty without it. `attempts` and `stalled` are
 never written.
 
@@ -21,7 +22,8 @@ Returns: `["dead", f]` or `["scheduled", f]` (verdict bulk string, integer).
 
 Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; HINCRBY's
 text for a corrupt `failures` (or `metrics:failed` count); `ERR MAXATTEMPTS
-must be a positive integer`; `ERR BACKOFF must be a non-negative integer`;
+must be a positive integer`; `ERR BACKOFF must be a non-negative integer`; `ERR invalid BACKOFF in
+'emq.fail' command` when the retry's due time does not fit in 64 bits;
 `ERR syntax error`; a corrupt row setting (`max_attempts`, `backoff`) or
 queue setting; WRONGTYPE. Every refusal writes nothing.
 """
@@ -30,21 +32,25 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
-from emqd.store.hash import incremented
+from emqd.numbers import INT64_MAX
+from emqd.plan import SCHEDULED, Plan
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash, incremented
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import ZCARD, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
+NAME = "emq.fail"
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
+@dataclass(slots=True)
 class FailArgs:
     keys: QueueKeys
     id: bytes
@@ -55,19 +61,15 @@ class FailArgs:
     config: Config
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
+@dataclass(slots=True)
 class Dead:
     failures: int
-    leave: list[Op]  # ZREM active
-    tail: list[Op]  # ZADD dead, the metric, the trim, the lane slot
 
 
-@dataclass(slots=True)  # not frozen: see runner.Need
+@dataclass(slots=True)
 class Retry:
     failures: int
-    leave: list[Op]  # ZREM active
     due: int
-    lane_ops: list[Op]  # the lane slot
 
 
 def parse(argv: list[bytes], config: Config) -> FailArgs:
@@ -87,52 +89,53 @@ def parse(argv: list[bytes], config: Config) -> FailArgs:
     )
 
 
-def decide(args: FailArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    keys = args.keys
-    row = job.held(keys, args.id, args.token, reads)
-    if type(row) is Need:
-        return row
-    failures = incremented(row.get(job.FAILURES), 1)  # type: ignore[union-attr]
-    settings = queue_settings.from_reads(keys.config, reads, args.config)
-    if settings is None:
-        return need(queue_settings.settings_read(keys.config), (ZCARD, keys.scheduled),
-                    ahead=lanes.prefetch(keys, row))  # type: ignore[arg-type]
-    cap = args.max_attempts or job.max_attempts(row) or settings.max_attempts  # type: ignore[arg-type]
-    ledger = lanes.Ledger(keys, args.config)
-    leave = job.leave_active_ops(keys, args.id, row, ledger)  # type: ignore[arg-type]
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
+def decide(args: FailArgs, row: Hash, failures: int, settings: queue_settings.Settings,
+           now_ms: int) -> Dead | Retry:
+    """The seed's decide_fail after the guard and `f = next(failures)`: the cap on f."""
+    cap = args.max_attempts or job.max_attempts(row) or settings.max_attempts
     if failures >= cap:
-        tail = job.finish_ops(keys, job.DEAD, [args.id], now_ms, settings.keep_dead, reads)
-        if type(tail) is Need:
-            return tail
-        return Dead(failures, leave, [*tail, *lane_ops])  # type: ignore[misc]
+        return Dead(failures)
     if args.backoff is not None:
         delay = args.backoff
     else:
-        rule = job.backoff(row) or settings.backoff  # type: ignore[arg-type]
+        rule = job.backoff(row) or settings.backoff
         delay = rule.delay(failures)
-    return Retry(failures, leave, now_ms + delay, lane_ops)  # type: ignore[arg-type]
+    if now_ms + delay > INT64_MAX:
+        raise errors.invalid_time("BACKOFF", NAME)
+    return Retry(failures, now_ms + delay)
 
 
-def plan(args: FailArgs, verdict: Dead | Retry, now_ms: int, run_id: bytes) -> Plan:
+def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    leave = verdict.leave
+    row = job.held(view, keys, args.id, args.token)
+    failures = incremented(hashes.get(row, job.FAILURES), 1)  # corrupt: HINCRBY's text
+    view.zset(keys.scheduled)  # its type, before a retry ZADDs there
+    settings = queue_settings.of_queue(view, keys, args.config)
+    verdict = decide(args, row, failures, settings, now_ms)
+    ledger = lanes.Ledger(view, keys, args.config)
+    leave = job.leave_active_ops(keys, args.id, row, ledger)
+    lane_ops = lanes.settle(ledger)
     written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
     if type(verdict) is Dead:
-        ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *verdict.tail]
-        return Plan(ops, [job.DEAD, verdict.failures])
+        tail = job.finish_ops(view, keys, job.DEAD, [args.id], now_ms, settings.keep_dead)
+        ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *tail, *lane_ops,
+               job.count_op(view, keys, b"failed")]
+        event = (events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})
+        return Plan(ops, [job.DEAD, verdict.failures], [event], ())
+    due = verdict.due  # type: ignore[union-attr]
     ops = [
         *leave,
         (b"HSET", keys.job(args.id), *written, job.STATE, job.SCHEDULED),
-        (b"ZADD", keys.scheduled, verdict.due, args.id),  # type: ignore[union-attr]
-        *verdict.lane_ops,  # type: ignore[union-attr]
+        (b"ZADD", keys.scheduled, due, args.id),
+        *lane_ops,
+        job.count_op(view, keys, b"failed", b"retried"),
     ]
-    return Plan(ops, [job.SCHEDULED, verdict.failures])
+    event = (events.RETRY, keys.queue, args.id, now_ms,
+             {"failures": verdict.failures, "due_ms": due})
+    return Plan(ops, [job.SCHEDULED, verdict.failures], [event], ((SCHEDULED, keys.queue, due),))
 
 
 COMMANDS = [
-    verb_command("emq.fail", -4, "write fast", sys.modules[__name__],
+    verb_command(NAME, -4, "write fast", sys.modules[__name__],
                  summary="Report a failed job: retry later or dead-letter")
 ]

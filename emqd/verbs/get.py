@@ -17,8 +17,10 @@ from typing import Any
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.reply import NULL_ARRAY
+from emqd.store import hash as hashes
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs.runner import HGETALL, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,17 +33,9 @@ def parse(argv: list[bytes], config: Config) -> GetArgs:
     return GetArgs(keys.job(parse_args.job_id(argv[2])))
 
 
-def decide(args: GetArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    read = (HGETALL, args.row_key)
-    if read not in reads:
-        return need(read)
-    row = reads[read]
-    # A copy: inside EXEC the reply is encoded after later commands have run.
-    return NULL_ARRAY if row is None else dict(row)
-
-
-def plan(args: GetArgs, verdict: Any, now_ms: int, run_id: bytes) -> Any:
-    return verdict
+def plan(args: GetArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+    row = view.hash(args.row_key)
+    return NULL_ARRAY if row is None else hashes.as_dict(row)
 
 
 COMMANDS = [

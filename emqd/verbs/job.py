@@ -4,12 +4,12 @@
 Lanes (protocol section 8) change two answers here: `entry_key` (a lane job
 enters its lane, not `pending`), and the bookkeeping that goes with entering
 and leaving `active`: `enter_ops` and `leave_active_ops` note each move on
-the plan's `lanes.Ledger`, and the verb adds `lanes.settle(ledger, reads)`
-(the slot back, the ring, the counters) to its plan. Every verb asks these
-helpers instead of naming `pending` or `active` itself.
+the plan's `lanes.Ledger`, and the verb adds `lanes.settle(ledger)` (the slot
+back, the ring, the counters) to its plan. Every verb asks these helpers
+instead of naming `pending` or `active` itself.
 
-The helpers that need store values take the runner's `reads` and return a
-`Need` when a read is missing, like `decide` does.
+Like the planners, the helpers only read the store (through the `View`) and
+return ops; a refusal raises before anything is written.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from emqd import errors
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
 from emqd.plan import Op
-from emqd.store.hash import incremented
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash, incremented
+from emqd.store.keyspace import View
 from emqd.verbs import lanes, retention
 from emqd.verbs.backoff import Backoff, parse_backoff
-from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZSCORE, Need, Reads, need
 
 PRIORITY_BAND = 1 << 40  # score = priority * 2^40 + seq (protocol section 3)
 
@@ -31,7 +32,10 @@ STALLED = b"stalled"
 STATE = b"state"
 LEASE_EPOCH = b"lease_epoch"
 LAST_ERROR = b"last_error"
+CREATED_MS = b"created_ms"
+CLAIMED_MS = b"claimed_ms"
 FINISHED_MS = b"finished_ms"
+PAYLOAD = b"payload"
 
 PENDING = b"pending"
 ACTIVE = b"active"
@@ -40,40 +44,48 @@ DEAD = b"dead"
 COMPLETED = b"completed"
 
 
-def row_read(keys: QueueKeys, job_id: bytes) -> tuple:
-    return (HGETALL, keys.job(job_id))
+def field(row: Hash, name: bytes) -> bytes | None:
+    """One field of a row (the store's compact rows are read through here)."""
+    return hashes.get(row, name)
+
+
+def zcard(view: View, key: bytes) -> int:
+    """The size of the sorted set at `key` (0 when absent); WRONGTYPE on a hash."""
+    zset = view.zset(key)
+    return 0 if zset is None else len(zset)
+
+
+def hget(view: View, key: bytes, name: bytes) -> bytes | None:
+    """One field of the hash at `key`; WRONGTYPE on a sorted set."""
+    row = view.hash(key)
+    return None if row is None else hashes.get(row, name)
 
 
 # --- the holder's guard (COMPLETE, FAIL, REQUEUE, EXTEND) -----------------------------
-def held(
-    keys: QueueKeys, job_id: bytes, token: bytes, reads: Reads, ahead: tuple = ()
-) -> Need | dict:
+def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     """The row of the job `token` holds, or raises EMQSTALE (the seed's decide_fail order).
 
     No `attempts` (no row, or never claimed) -> `job gone`; `attempts` differs
     from the token, as bytes -> `token mismatch`; the token matches but the job
     is not held (state not `active`, or not in `active`) -> `job not active`.
-    A row key holding a sorted set answers WRONGTYPE (the read raises it).
-    `ahead`: the caller's next reads, asked for in the same round (runner.py).
+    A row key holding a sorted set, or `active` holding a hash, answers
+    WRONGTYPE first: both are read before anything is judged.
     """
-    row_r = row_read(keys, job_id)
-    score_r = (ZSCORE, keys.active, job_id)
-    if row_r not in reads:
-        return need(row_r, score_r, ahead=ahead)
-    row = reads[row_r]
-    attempts = None if row is None else row.get(ATTEMPTS)
+    row = view.hash(keys.job(job_id))
+    active = view.zset(keys.active)
+    attempts = None if row is None else hashes.get(row, ATTEMPTS)
     if attempts is None:
         raise errors.STALE_GONE()
     if attempts != token:
         raise errors.STALE_TOKEN()
-    if row.get(STATE) != ACTIVE or reads[score_r] is None:
+    if hashes.get(row, STATE) != ACTIVE or active is None or job_id not in active:  # type: ignore[arg-type]
         raise errors.STALE_NOT_ACTIVE()
-    return row
+    return row  # type: ignore[return-value]
 
 
 # --- the row's own settings, validated (rule 1: a plan cannot fail halfway) ----------
-def priority(row: dict) -> int:
-    raw = row.get(b"priority")
+def priority(row: Hash) -> int:
+    raw = hashes.get(row, b"priority")
     if raw is None:
         return 0
     value = parse_int(raw)
@@ -82,8 +94,8 @@ def priority(row: dict) -> int:
     return value
 
 
-def max_attempts(row: dict) -> int | None:
-    raw = row.get(b"max_attempts")
+def max_attempts(row: Hash) -> int | None:
+    raw = hashes.get(row, b"max_attempts")
     if raw is None:
         return None
     value = parse_int(raw)
@@ -92,8 +104,8 @@ def max_attempts(row: dict) -> int | None:
     return value
 
 
-def backoff(row: dict) -> Backoff | None:
-    raw = row.get(b"backoff")
+def backoff(row: Hash) -> Backoff | None:
+    raw = hashes.get(row, b"backoff")
     if raw is None:
         return None
     rule = parse_backoff(raw)
@@ -103,27 +115,27 @@ def backoff(row: dict) -> Backoff | None:
 
 
 # --- where a job enters ----------------------------------------------------------------
-def entry_key(keys: QueueKeys, row: dict) -> bytes:
+def entry_key(keys: QueueKeys, row: Hash) -> bytes:
     """The set a waiting job sits in: `pending`, or a lane job's lane."""
     return lanes.waiting_key(keys, lanes.group_of(row))
 
 
-def entry_check(keys: QueueKeys, row: dict) -> tuple:
-    """The read that makes sure the entry set is a sorted set before a plan ZADDs to it."""
-    return (ZCARD, entry_key(keys, row))
+def check_entry(view: View, keys: QueueKeys, row: Hash) -> None:
+    """Make sure the entry set is a sorted set (WRONGTYPE now) before a plan ZADDs to it."""
+    view.zset(entry_key(keys, row))
 
 
-def first_entry_score(row: dict, seq: int) -> int:
+def first_entry_score(row: Hash, seq: int) -> int:
     """ADD, or PROMOTE of a job never claimed: the back of its priority band."""
     return priority(row) * PRIORITY_BAND + seq
 
 
-def reentry_score(row: dict) -> int:
+def reentry_score(row: Hash) -> int:
     """REQUEUE, stall recovery, PROMOTE of a job claimed before, REVIVE: the front."""
     return priority(row) * PRIORITY_BAND
 
 
-def enter_ops(keys: QueueKeys, job_id: bytes, row: dict, score: int, *fields: bytes,
+def enter_ops(keys: QueueKeys, job_id: bytes, row: Hash, score: int, *fields: bytes,
               ledger: lanes.Ledger) -> list[Op]:
     """`state pending` (with `fields` written first) and the ZADD to its entry set.
 
@@ -136,7 +148,7 @@ def enter_ops(keys: QueueKeys, job_id: bytes, row: dict, score: int, *fields: by
     ]
 
 
-def leave_active_ops(keys: QueueKeys, job_id: bytes, row: dict | None,
+def leave_active_ops(keys: QueueKeys, job_id: bytes, row: Hash | None,
                      ledger: lanes.Ledger) -> list[Op]:
     """A job leaves `active`; a lane job's slot given back is noted on `ledger`."""
     ledger.leave_active(lanes.group_of(row))
@@ -144,43 +156,38 @@ def leave_active_ops(keys: QueueKeys, job_id: bytes, row: dict | None,
 
 
 # --- finishing: the set entry, the metric, the retention trim --------------------------
-def finish_ops(
-    keys: QueueKeys, kind: bytes, ids: list[bytes], now: int, keep: int, reads: Reads
-) -> Need | list[Op]:
+def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: int,
+               keep: int) -> list[Op]:
     """`ZADD completed|dead now id...`, the metric's `count` + len(ids), and the trim.
 
     The rows' own fields (`state`, `finished_ms`, ...) are the caller's: they
     differ per verb. The metric's stored `count` is validated here so that its
     HINCRBY cannot fail in `apply`.
     """
-    metric = _metric(keys, kind)
-    count_read = (HGET, metric, b"count")
-    if count_read not in reads:
-        return need(count_read)
-    incremented(reads[count_read], len(ids))
+    metric = metric_key(keys, kind)
+    incremented(hget(view, metric, b"count"), len(ids))
     added = [(now, job_id) for job_id in ids]
-    trim = retention.trim_ops(keys, kind.decode(), keep, reads, added)
-    if type(trim) is Need:
-        return trim
+    trim = retention.trim_ops(view, keys, kind.decode(), keep, added)
     zadd: list = [b"ZADD", retention.set_key(keys, kind.decode())]
     for job_id in ids:
         zadd += [now, job_id]
-    return [tuple(zadd), (b"HINCRBY", metric, b"count", len(ids)), *trim]  # type: ignore[misc]
+    return [tuple(zadd), (b"HINCRBY", metric, b"count", len(ids)), *trim]
 
 
-def finish_reads(keys: QueueKeys, kind: bytes) -> tuple:
-    """The reads `finish_ops` will ask for, for a verb to ask for ahead of their turn.
+def count_op(view: View, keys: QueueKeys, *names: bytes, by: int = 1) -> Op:
+    """`HSET metrics name n ...`: each counter of `p.."metrics"` `by` higher, as values.
 
-    With the metric and the set's size goes the oldest member: a queue at its
-    keep_completed / keep_dead bound (the steady state) trims one row for each
-    job it finishes, so that is the read the trim then needs.
+    The log holds effects, so the new values are written; a stored value that
+    HINCRBY would refuse refuses the verb, as every counter does.
     """
-    name = kind.decode()
-    return ((HGET, _metric(keys, kind), b"count"), retention.card_read(keys, name),
-            retention.oldest_read(keys, name, 1))
+    row = view.hash(keys.metrics)
+    fields: list[bytes] = []
+    for name in names:
+        fields += [name, b"%d" % incremented(None if row is None else hashes.get(row, name), by)]
+    return (b"HSET", keys.metrics, *fields)
 
 
-def _metric(keys: QueueKeys, kind: bytes) -> bytes:
+def metric_key(keys: QueueKeys, kind: bytes) -> bytes:
     return keys.metrics_completed if kind == COMPLETED else keys.metrics_failed
 
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.plan import Plan
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
-from emqd.verbs.runner import Need, Reads, verb_command
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(slots=True)
@@ -42,17 +42,12 @@ def parse(argv: list[bytes], config: Config) -> LaneLimitArgs:
     return LaneLimitArgs(keys, group, parse_args.non_negative(argv[3], "n"), config)
 
 
-def decide(args: LaneLimitArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    ledger = lanes.Ledger(args.keys, args.config)
+def plan(args: LaneLimitArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+    ledger = lanes.Ledger(view, args.keys, args.config)
     ledger.set_limit(args.group, args.limit)
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
-    return [(b"HSET", args.keys.glimit, args.group, b"%d" % args.limit), *lane_ops]
-
-
-def plan(args: LaneLimitArgs, ops: list[Op], now_ms: int, run_id: bytes) -> Plan:
-    return Plan(ops, "OK")
+    lane_ops = lanes.settle(ledger)
+    return Plan([(b"HSET", args.keys.glimit, args.group, b"%d" % args.limit), *lane_ops], "OK",
+                None, ())
 
 
 COMMANDS = [

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
+from emqd.store import hash as hashes
 from emqd.store.hash import incremented
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
-from emqd.verbs.runner import HGETALL, ZCARD, ZHEAD, Reads, need, verb_command
+from emqd.verbs.job import zcard
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(slots=True)
@@ -37,27 +39,15 @@ def parse(argv: list[bytes], config: Config) -> LanesArgs:
     return LanesArgs(queue_keys(parse_args.queue_name(argv[1])))
 
 
-def decide(args: LanesArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: LanesArgs, view: View, now_ms: int, run_id: bytes) -> dict[bytes, list[int]]:
     keys = args.keys
-    active_read = (HGETALL, keys.gactive)
-    ring_size_read = (ZCARD, keys.ring)
-    if active_read not in reads:
-        return need(active_read, ring_size_read)
-    ring_read = (ZHEAD, keys.ring, reads[ring_size_read])
-    if ring_read not in reads:
-        return need(ring_read)
-    active = reads[active_read] or {}
-    groups = sorted({*active, *(m for m, _ in reads[ring_read] if m != lanes.FLAT)})
-    sizes = [(ZCARD, keys.lane(group)) for group in groups]
-    missing = [read for read in sizes if read not in reads]
-    if missing:
-        return need(*missing)
-    return {group: [reads[size], incremented(active.get(group), 0)]
-            for group, size in zip(groups, sizes, strict=True)}
-
-
-def plan(args: LanesArgs, verdict: dict, now_ms: int, run_id: bytes) -> dict:
-    return verdict
+    gactive = view.hash(keys.gactive)
+    ring = view.zset(keys.ring)
+    active = {} if gactive is None else hashes.as_dict(gactive)
+    ringed = () if ring is None else ring.members()
+    groups = sorted({*active, *(m for m in ringed if m != lanes.FLAT)})
+    return {group: [zcard(view, keys.lane(group)), incremented(active.get(group), 0)]
+            for group in groups}
 
 
 COMMANDS = [

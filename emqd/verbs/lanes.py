@@ -26,17 +26,17 @@ A job added with `GROUP g` waits in its lane `p.."lane:"..g` (scored like
 How a verb uses this module: it notes what its plan does to waiting and
 active jobs on a `Ledger` (`enter`, `leave_waiting`, `leave_active`, or
 CLAIM's `serve`), then asks `settle(ledger)` for the ops that keep all of the
-above exact, in the same plan. Like `decide`, `settle` and `serve` return a
-`Need` when a read is missing; they read nothing themselves and write
-nothing, and every stored value they depend on (`gactive`, `glimit`, `rr`,
-`lanes_pending`) is validated before the plan is built, so that applying it
-cannot fail halfway. A flat job costs nothing here unless the queue has a
-ring (`settle` then reads the ring's size and stops).
+above exact, in the same plan. The ledger reads the store (through the
+planner's `View`) only when an answer needs it, and writes nothing; every
+stored value the ops depend on (`gactive`, `glimit`, `rr`, `lanes_pending`)
+is validated before the plan is built, so that applying it cannot fail
+halfway. A flat job costs nothing here unless the queue has a ring (`settle`
+then looks at the ring's size and stops).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from emqd import errors
@@ -44,21 +44,22 @@ from emqd.config import Config
 from emqd.keys import QueueKeys
 from emqd.numbers import INT64_MAX, parse_int
 from emqd.plan import Op
-from emqd.store.hash import incremented
-from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZHEAD, ZSCORE, Need, Reads, need
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash, incremented
+from emqd.store.keyspace import View
 
 GROUP = b"group"  # the row field naming a job's lane
 FLAT = b""  # the flat queue's member in the ring
 RR = b"rr"  # meta field: the ring's turn counter
 LANES_PENDING = b"lanes_pending"  # meta field: jobs waiting in all lanes together
+LANE_LIMIT = b"lane_limit"  # the queue setting (settings.py) lanes read on their own
 
 
-def group_of(row: dict | None) -> bytes | None:
+def group_of(row: Hash | None) -> bytes | None:
     """The lane a row belongs to, or None for a flat job."""
     if row is None:
         return None
-    return row.get(GROUP) or None
+    return hashes.get(row, GROUP) or None
 
 
 def waiting_key(keys: QueueKeys, group: bytes | None) -> bytes:
@@ -66,20 +67,20 @@ def waiting_key(keys: QueueKeys, group: bytes | None) -> bytes:
     return keys.pending if group is None else keys.lane(group)
 
 
-def lane_reads(keys: QueueKeys, group: bytes) -> tuple[tuple, ...]:
-    """What `settle` and `serve` must see of one lane."""
-    return (
-        (ZCARD, keys.lane(group)),
-        (HGET, keys.gactive, group),
-        (HGET, keys.glimit, group),
-        (ZSCORE, keys.ring, group),
-    )
-
-
 def parse_limit(raw: bytes) -> int | None:
     """A lane limit as stored: a non-negative integer, else None."""
     value = parse_int(raw)
     return value if value is not None and value >= 0 else None
+
+
+def _zcard(view: View, key: bytes) -> int:
+    zset = view.zset(key)
+    return 0 if zset is None else len(zset)
+
+
+def _hget(view: View, key: bytes, name: bytes) -> bytes | None:
+    row = view.hash(key)
+    return None if row is None else hashes.get(row, name)
 
 
 class Ledger:
@@ -89,13 +90,15 @@ class Ledger:
     each lane; `active` counts lane jobs entering and leaving `active`;
     `placed` holds the ring members CLAIM has already moved (score) or taken
     out (None). Groups are kept in the order they were first touched, so the
-    ring order of lanes entering together follows the plan.
+    ring order of lanes entering together follows the plan. The store is read
+    through `view` when an answer needs it.
     """
 
-    __slots__ = ("keys", "config", "flat", "waiting", "active", "placed", "known", "rr",
+    __slots__ = ("view", "keys", "config", "flat", "waiting", "active", "placed", "known", "rr",
                  "limits", "queue_limit")
 
-    def __init__(self, keys: QueueKeys, config: Config) -> None:
+    def __init__(self, view: View, keys: QueueKeys, config: Config) -> None:
+        self.view = view
         self.keys = keys
         self.config = config
         self.flat = 0
@@ -105,7 +108,7 @@ class Ledger:
         self.known: dict[bytes, bool] = {}  # ring membership before the plan, where known
         self.rr: int | None = None
         self.limits: dict[bytes, int] = {}  # each lane's limit once known, or set by the plan
-        self.queue_limit: int | None = None  # the queue's lane_limit this plan sets (CONFIG)
+        self.queue_limit: int | None = None  # the queue's lane_limit (CONFIG SET sets it)
 
     # --- what the verbs note --------------------------------------------------------
     def enter(self, group: bytes | None) -> None:
@@ -141,23 +144,23 @@ class Ledger:
         if group is not None:
             self.active[group] += 1
 
-    # --- the lanes' state after what was noted (the reads must be present) -------
-    def size(self, group: bytes, reads: Reads) -> int:
-        return reads[(ZCARD, self.keys.lane(group))] + self.waiting.get(group, 0)
+    # --- the lanes' state after what was noted ----------------------------------------
+    def size(self, group: bytes) -> int:
+        return _zcard(self.view, self.keys.lane(group)) + self.waiting.get(group, 0)
 
-    def running(self, group: bytes, reads: Reads) -> int:
+    def running(self, group: bytes) -> int:
         """gactive after the plan; a stored value HINCRBY would refuse refuses the verb."""
-        stored = reads[(HGET, self.keys.gactive, group)]
+        stored = _hget(self.view, self.keys.gactive, group)
         return max(incremented(stored, self.active.get(group, 0)), 0)
 
-    def limit(self, group: bytes, reads: Reads) -> int:
+    def limit(self, group: bytes) -> int:
         value = self.limits.get(group)
         if value is not None:
             return value
-        raw = reads[(HGET, self.keys.glimit, group)]
+        raw = _hget(self.view, self.keys.glimit, group)
         if raw is None:
             if self.queue_limit is None:
-                self.queue_limit = _queue_limit(self.keys, self.config, reads)
+                self.queue_limit = _queue_limit(self.view, self.keys, self.config)
             value = self.queue_limit
         else:
             value = parse_limit(raw)
@@ -166,29 +169,30 @@ class Ledger:
         self.limits[group] = value
         return value
 
-    def servable(self, group: bytes, reads: Reads) -> bool:
-        if self.size(group, reads) <= 0:
+    def servable(self, group: bytes) -> bool:
+        if self.size(group) <= 0:
             return False
-        limit = self.limit(group, reads)
-        return limit == 0 or self.running(group, reads) < limit
+        limit = self.limit(group)
+        return limit == 0 or self.running(group) < limit
 
-    def was_in(self, member: bytes, reads: Reads) -> bool:
+    def was_in(self, member: bytes) -> bool:
         """Whether `member` was in the ring before the plan."""
         known = self.known.get(member)
         if known is not None:
             return known
-        return reads[(ZSCORE, self.keys.ring, member)] is not None
+        ring = self.view.zset(self.keys.ring)
+        return ring is not None and member in ring
 
-    def in_ring(self, member: bytes, reads: Reads) -> bool:
+    def in_ring(self, member: bytes) -> bool:
         """Whether `member` is in the ring after the moves placed so far."""
         if member in self.placed:
             return self.placed[member] is not None
-        return self.was_in(member, reads)
+        return self.was_in(member)
 
-    def to_back(self, member: bytes, reads: Reads) -> None:
+    def to_back(self, member: bytes) -> None:
         """Place `member` at the back of the ring: score `rr + 1`."""
         if self.rr is None:
-            self.rr = incremented(_meta(self.keys, reads).get(RR), 0)
+            self.rr = incremented(_hget(self.view, self.keys.meta, RR), 0)
         if self.rr >= INT64_MAX:
             raise errors.OVERFLOW()  # HINCRBY's refusal, before anything is written
         self.rr += 1
@@ -198,98 +202,81 @@ class Ledger:
         self.placed[member] = None
 
 
-def retune(keys: QueueKeys, config: Config, queue_limit: int, reads: Reads) -> Need | list[Op]:
+def retune(view: View, keys: QueueKeys, config: Config, queue_limit: int) -> list[Op]:
     """The ring ops for a new queue `lane_limit` (EMQ.CONFIG SET), in the same plan.
 
     Only a lane with active jobs can change from servable to full or back (a lane
     with none has a free slot under any limit), so the lanes visited are the
     fields of `gactive`: O(lanes with active jobs), never all lanes.
     """
-    active_read = (HGETALL, keys.gactive)
-    if active_read not in reads:
-        return need(active_read)
-    ledger = Ledger(keys, config)
+    ledger = Ledger(view, keys, config)
     ledger.queue_limit = queue_limit
-    for group in reads[active_read] or ():
+    gactive = view.hash(keys.gactive)
+    for group in () if gactive is None else hashes.names(gactive):
         ledger.waiting.setdefault(group, 0)  # touched: settle looks at it again
-    return settle(ledger, reads)
+    return settle(ledger)
 
 
-def _queue_limit(keys: QueueKeys, config: Config, reads: Reads) -> int:
+def _queue_limit(view: View, keys: QueueKeys, config: Config) -> int:
     """The queue's `lane_limit` setting (only that field is read: it is all lanes need)."""
-    raw = (reads[queue_settings.settings_read(keys.config)] or {}).get(b"lane_limit")
+    raw = _hget(view, keys.config, LANE_LIMIT)
     if raw is None:
         return config.lane_limit
     value = parse_limit(raw)
     if value is None:
-        raise errors.corrupt_setting(b"lane_limit")
+        raise errors.corrupt_setting(LANE_LIMIT)
     return value
 
 
-def _meta(keys: QueueKeys, reads: Reads) -> dict:
-    return reads[(HGETALL, keys.meta)] or {}
-
-
-def _core_reads(keys: QueueKeys) -> tuple[tuple, ...]:
-    """What settling any lane move reads besides the lanes themselves."""
-    return ((ZCARD, keys.ring), (HGETALL, keys.meta), queue_settings.settings_read(keys.config))
-
-
-def _flat_reads(keys: QueueKeys) -> tuple[tuple, ...]:
-    """What settling the flat member reads, when a move can change it (see `_settle_flat`)."""
-    return ((ZSCORE, keys.ring, FLAT), (ZCARD, keys.pending))
-
-
-def _base_reads(keys: QueueKeys) -> tuple[tuple, ...]:
-    return (*_core_reads(keys), *_flat_reads(keys))
-
-
-def prefetch(keys: QueueKeys, row: dict | None) -> tuple[tuple, ...]:
-    """The reads `settle` will ask for when `row`'s job moves: a verb that knows the row
-    early names them as `ahead` of its own next reads (runner.py), saving the runner a
-    round. () for a flat job."""
-    return prefetch_group(keys, group_of(row))
-
-
-def prefetch_rows(keys: QueueKeys, rows: list) -> tuple[tuple, ...]:
-    """`prefetch` for several rows (a sweep, a promotion), each lane once."""
-    groups = {group for row in rows if (group := group_of(row)) is not None}
-    if not groups:
-        return ()
-    return (*_core_reads(keys), *(read for group in groups for read in lane_reads(keys, group)))
-
-
-def also(step: Need, keys: QueueKeys, row: dict | None) -> Need:
-    """`step` with `prefetch(row)` read ahead."""
-    early = prefetch(keys, row)
-    return Need(step.reads, step.ahead + early) if early else step
-
-
-def prefetch_group(keys: QueueKeys, group: bytes | None) -> tuple[tuple, ...]:
-    """`prefetch` for a job of `group` (None: flat, nothing to read)."""
-    if group is None:
-        return ()
-    return (*_core_reads(keys), *lane_reads(keys, group))
-
-
-def settle(ledger: Ledger, reads: Reads) -> Need | list[Op]:
+def settle(ledger: Ledger) -> list[Op]:
     """The ops that keep gactive, the ring, `rr` and `lanes_pending` exact after the plan."""
-    keys = ledger.keys
+    view, keys = ledger.view, ledger.keys
     if not ledger.waiting and not ledger.placed:
-        if not ledger.flat:
-            return []
-        card_read = (ZCARD, keys.ring)
-        if card_read not in reads:
-            return need(card_read)
-        if not reads[card_read]:
+        if not ledger.flat or not _zcard(view, keys.ring):
             return []  # no servable lane: no ring, and pending is served directly
-    try:  # the reads are usually all there (asked ahead): look first, list them if not
-        return _settled(ledger, reads)
-    except KeyError:
-        missing = [read for read in _settle_reads(ledger) if read not in reads]
-        if not missing:
-            raise
-        return need(*missing)
+    ops: list[Op] = []
+    set_active: list = []
+    drop_active: list[bytes] = []
+    entered = left = 0
+    for group in _groups(ledger):
+        was_in = ledger.was_in(group)
+        if group in ledger.placed:
+            now_in = ledger.placed[group] is not None
+        else:
+            now_in = ledger.servable(group)
+            if now_in != was_in:
+                if now_in:
+                    ledger.to_back(group)
+                else:
+                    ledger.take_out(group)
+        if now_in != was_in:
+            entered += now_in
+            left += was_in
+        if ledger.active.get(group):
+            running = ledger.running(group)
+            if running:
+                set_active += [group, b"%d" % running]
+            elif _hget(view, keys.gactive, group) is not None:
+                drop_active.append(group)
+    _settle_flat(ledger, entered, left)
+    if set_active:
+        ops.append((b"HSET", keys.gactive, *set_active))
+    if drop_active:
+        ops.append((b"HDEL", keys.gactive, *drop_active))
+    if ledger.placed:
+        ops += _ring_ops(ledger)
+    meta_fields: list = []
+    meta = view.hash(keys.meta)
+    if ledger.rr is not None:
+        incremented(None if meta is None else hashes.get(meta, RR), 0)  # to_back read it too
+        meta_fields += [RR, b"%d" % ledger.rr]
+    waiting = sum(ledger.waiting.values())
+    if waiting:
+        stored = None if meta is None else hashes.get(meta, LANES_PENDING)
+        meta_fields += [LANES_PENDING, b"%d" % incremented(stored, waiting)]
+    if meta_fields:
+        ops.append((b"HSET", keys.meta, *meta_fields))
+    return ops
 
 
 def _groups(ledger: Ledger) -> list[bytes]:
@@ -298,85 +285,32 @@ def _groups(ledger: Ledger) -> list[bytes]:
     return list(dict.fromkeys([*ledger.waiting, *(m for m in ledger.placed if m != FLAT)]))
 
 
-def _settle_reads(ledger: Ledger) -> list[tuple]:
-    keys = ledger.keys
-    wanted = list(_base_reads(keys))
-    for group in _groups(ledger):
-        wanted += lane_reads(keys, group)[: 3 if group in ledger.known else 4]
-    return wanted
-
-
-def _settled(ledger: Ledger, reads: Reads) -> list[Op]:
-    """`settle` with every read present (a missing one raises KeyError)."""
-    keys = ledger.keys
-    ops: list[Op] = []
-    set_active: list = []
-    drop_active: list[bytes] = []
-    entered = left = 0
-    for group in _groups(ledger):
-        was_in = ledger.was_in(group, reads)
-        if group in ledger.placed:
-            now_in = ledger.placed[group] is not None
-        else:
-            now_in = ledger.servable(group, reads)
-            if now_in != was_in:
-                if now_in:
-                    ledger.to_back(group, reads)
-                else:
-                    ledger.take_out(group)
-        if now_in != was_in:
-            entered += now_in
-            left += was_in
-        if ledger.active.get(group):
-            running = ledger.running(group, reads)
-            if running:
-                set_active += [group, b"%d" % running]
-            elif reads[(HGET, keys.gactive, group)] is not None:
-                drop_active.append(group)
-    _settle_flat(ledger, reads, entered, left)
-    if set_active:
-        ops.append((b"HSET", keys.gactive, *set_active))
-    if drop_active:
-        ops.append((b"HDEL", keys.gactive, *drop_active))
-    if ledger.placed:
-        ops += _ring_ops(ledger, reads)
-    meta_fields: list = []
-    meta = _meta(keys, reads)
-    if ledger.rr is not None:
-        incremented(meta.get(RR), 0)  # a corrupt rr refuses (to_back read it the same way)
-        meta_fields += [RR, b"%d" % ledger.rr]
-    waiting = sum(ledger.waiting.values())
-    if waiting:
-        meta_fields += [LANES_PENDING, b"%d" % incremented(meta.get(LANES_PENDING), waiting)]
-    if meta_fields:
-        ops.append((b"HSET", keys.meta, *meta_fields))
-    return ops
-
-
-def _settle_flat(ledger: Ledger, reads: Reads, entered: int, left: int) -> None:
+def _settle_flat(ledger: Ledger, entered: int, left: int) -> None:
     """Place the flat member: in the ring when pending is not empty and a lane is in it.
 
-    Reads only what can change the answer: when pending's size is unchanged and
-    lanes stay in the ring whatever the flat member's own state (at least one
-    of the ring's other members is a lane that stays), it stays as it is.
+    Looks only at what can change the answer: when pending's size is unchanged
+    and lanes stay in the ring whatever the flat member's own state (at least
+    one of the ring's other members is a lane that stays), it stays as it is.
     """
-    keys = ledger.keys
-    ring_size = reads[(ZCARD, keys.ring)]
-    if (ring_size - 1 + entered - left > 0 and not ledger.flat
+    view, keys = ledger.view, ledger.keys
+    ring_size = _zcard(view, keys.ring)
+    if (ring_size and ring_size - 1 + entered - left > 0 and not ledger.flat
             and FLAT not in ledger.placed):
         return  # a lane stays in the ring and pending is unchanged: already right
-    lanes_after = ring_size - ledger.was_in(FLAT, reads) + entered - left if ring_size else entered
-    wanted = lanes_after > 0 and reads[(ZCARD, keys.pending)] + ledger.flat > 0
-    if wanted != ledger.in_ring(FLAT, reads):
+    # (with no ring before the plan the flat member was out of it whatever pending
+    # held, so lanes entering now must be followed by it: no shortcut)
+    lanes_after = ring_size - ledger.was_in(FLAT) + entered - left if ring_size else entered
+    wanted = lanes_after > 0 and _zcard(view, keys.pending) + ledger.flat > 0
+    if wanted != ledger.in_ring(FLAT):
         if wanted:
-            ledger.to_back(FLAT, reads)
+            ledger.to_back(FLAT)
         else:
             ledger.take_out(FLAT)
 
 
-def _ring_ops(ledger: Ledger, reads: Reads) -> list[Op]:
+def _ring_ops(ledger: Ledger) -> list[Op]:
     ring = ledger.keys.ring
-    out = [m for m, score in ledger.placed.items() if score is None and ledger.was_in(m, reads)]
+    out = [m for m, score in ledger.placed.items() if score is None and ledger.was_in(m)]
     into: list = []
     for member, score in ledger.placed.items():
         if score is not None:
@@ -400,105 +334,50 @@ class Served:
     """
 
     taken: dict[bytes, list[bytes]]
-    jobs: list[tuple[bytes, dict, int]]
+    jobs: list[tuple[bytes, Hash, int]]
     corrupt: list[tuple[bytes, bytes]]
     ledger: Ledger
 
 
-def _deepest(reads: Reads, key: bytes, start: int) -> tuple[int, list] | None:
-    """The deepest (ZHEAD key d) read present, d = start * 2^k; None if there is none.
-
-    Every head read of one call starts at the same depth and doubles, so the
-    reads present form an unbroken ladder from `start`.
-    """
-    depth = start
-    found = None
-    while (ZHEAD, key, depth) in reads:
-        found = (depth, reads[(ZHEAD, key, depth)])
-        depth *= 2
-    return found
-
-
-def _pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def ring_head_depth(want: int) -> int:
-    """How much of the ring's head CLAIM reads first (it asks with its first reads)."""
-    return 1 if want == 1 else _pow2(want)
+Judge = Callable[[Hash], "int | bytes"]  # CLAIM's rule for a row: its token, or why it dies
 
 
 class _Source:
     """One ring member's waiting set, walked from the front (ghosts and corrupt rows skipped)."""
 
-    __slots__ = ("group", "key", "depth", "cursor")
+    __slots__ = ("group", "key", "members")
 
-    def __init__(self, keys: QueueKeys, member: bytes, depth: int) -> None:
+    def __init__(self, view: View, keys: QueueKeys, member: bytes) -> None:
         self.group = member or None
         self.key = waiting_key(keys, self.group)
-        self.depth = depth  # the first head read's depth (see `_prefetch`)
-        self.cursor = 0
+        zset = view.zset(self.key)
+        self.members: Iterator[bytes] = iter(()) if zset is None else zset.members()
 
 
-Judge = Callable[[dict], "int | bytes"]  # CLAIM's rule for a row: its token, or why it dies
-
-
-def serve(keys: QueueKeys, want: int, reads: Reads, config: Config,
-          judge: Judge) -> Need | Served:
+def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge) -> Served:
     """Go round the ring job by job until `want` jobs are found or nothing is servable.
 
     Each turn takes the ring's lowest-score member, takes its front job, and
     moves the member to the back (`rr + 1`) or out of the ring when it became
     empty or full. A member that turns out empty or full when its turn comes
-    (a plain write from a client) is taken out and skipped. Picking a member
-    reads the ring's head only: O(log n) whatever the number of lanes. `judge`
-    is CLAIM's own rule for each row met (claim.judge).
+    (a plain write from a client) is taken out and skipped. The ring and each
+    lane are walked from their front, lazily: picking a member costs O(log n)
+    whatever the number of lanes. `judge` is CLAIM's own rule for each row met
+    (claim.judge).
     """
-    found = _deepest(reads, keys.ring, ring_head_depth(want))
-    if found is None:
-        return need((ZHEAD, keys.ring, ring_head_depth(want)))
-    ring_depth, ring_head = found
-    first = [member for member, _ in ring_head]
-    depth = _pow2(-(-want // max(len(first), 1)))  # jobs a member is likely to give
-    if (HGETALL, keys.meta) not in reads or _front_row_missing(keys, first[0], depth, reads):
-        return need(*_prefetch(keys, first, depth, reads))  # the next batch, in one round
-    try:  # the reads are usually all there: look first, list what is missing if not
-        step = _turns(keys, want, reads, config, judge, first, ring_depth, depth)
-    except KeyError:
-        missing = _prefetch(keys, first, depth, reads)
-        if not missing:
-            raise
-        return need(*missing)
-    if type(step) is Need:  # a row or a deeper head: ask for the others with it
-        return Need(step.reads, tuple(_prefetch(keys, first, depth, reads)))
-    return step
-
-
-def _front_row_missing(keys: QueueKeys, member: bytes, depth: int, reads: Reads) -> bool:
-    """Whether the first member's front row is still unread (`_prefetch`'s second batch)."""
-    head = reads.get((ZHEAD, waiting_key(keys, member or None), depth))
-    return bool(head) and (HGETALL, keys.job(head[0][0])) not in reads
-
-
-def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, judge: Judge,
-           first: list[bytes], ring_depth: int, depth: int) -> Need | Served:
-    """`serve`'s turns; a missing lane or base read raises KeyError."""
-    ledger = Ledger(keys, config)
-    for member in first:
-        ledger.known[member] = True
-    ring_size = reads[(ZCARD, keys.ring)]
+    ledger = Ledger(view, keys, config)
+    ring = view.zset(keys.ring)
+    first: Iterator[bytes] = iter(()) if ring is None else ring.members()
     sources: dict[bytes, _Source] = {}
-    turns: list[bytes] = []  # members moved to the back, in order: served after `first`
+    turns: list[bytes] = []  # members moved to the back, in order: served after the first pass
     taken: dict[bytes, list[bytes]] = {}
-    jobs: list[tuple[bytes, dict, int]] = []
+    jobs: list[tuple[bytes, Hash, int]] = []
     corrupt: list[tuple[bytes, bytes]] = []
-    index = back = 0
+    back = 0
     while len(jobs) < want:
-        if index < len(first):
-            member = first[index]
-            index += 1
-        elif len(first) == ring_depth and ring_depth < ring_size:
-            return need((ZHEAD, keys.ring, ring_depth * 2))
+        member = next(first, None)
+        if member is not None:
+            ledger.known[member] = True
         elif back < len(turns):
             member = turns[back]
             back += 1
@@ -506,73 +385,36 @@ def _turns(keys: QueueKeys, want: int, reads: Reads, config: Config, judge: Judg
             break
         source = sources.get(member)
         if source is None:
-            source = sources[member] = _Source(keys, member, depth)
-        if source.group is not None:
-            if not ledger.servable(source.group, reads):
-                ledger.take_out(member)
-                continue
-        found = _next_job(keys, source, reads, ledger, judge, taken, corrupt)
-        if type(found) is Need:
-            return found
+            source = sources[member] = _Source(view, keys, member)
+        if source.group is not None and not ledger.servable(source.group):
+            ledger.take_out(member)
+            continue
+        found = _next_job(view, keys, source, ledger, judge, taken, corrupt)
         if found is None:
             ledger.take_out(member)
             continue
-        jobs.append(found)  # type: ignore[arg-type]
+        jobs.append(found)
         ledger.claimed(source.group)
-        if _still_servable(source, ledger, reads):
-            ledger.to_back(member, reads)
+        if _still_servable(source, ledger):
+            ledger.to_back(member)
             turns.append(member)
         else:
             ledger.take_out(member)
     return Served(taken, jobs, corrupt, ledger)
 
 
-def _prefetch(keys: QueueKeys, first: list[bytes], depth: int, reads: Reads) -> list[tuple]:
-    """The reads most turns will need, asked for at once (fewer rounds of the runner).
-
-    A member's ring score is not read: it came from the ring's head.
-    """
-    wanted: list[tuple] = list(_base_reads(keys) if FLAT in first else _core_reads(keys))
-    for member in first:
-        group = member or None
-        if group is not None:
-            wanted += lane_reads(keys, group)[:3]
-        wanted.append((ZHEAD, waiting_key(keys, group), depth))
-    missing = [read for read in wanted if read not in reads]
-    if missing:
-        return missing
-    rows = []
-    for member in first:
-        head = reads[(ZHEAD, waiting_key(keys, member or None), depth)]
-        rows += [(HGETALL, keys.job(job_id)) for job_id, _ in head]
-    return [read for read in rows if read not in reads]
-
-
-def _still_servable(source: _Source, ledger: Ledger, reads: Reads) -> bool:
+def _still_servable(source: _Source, ledger: Ledger) -> bool:
     if source.group is None:
-        return reads[(ZCARD, ledger.keys.pending)] + ledger.flat > 0
-    return ledger.servable(source.group, reads)
+        return _zcard(ledger.view, ledger.keys.pending) + ledger.flat > 0
+    return ledger.servable(source.group)
 
 
-def _next_job(keys: QueueKeys, source: _Source, reads: Reads, ledger: Ledger, judge: Judge,
-              taken: dict[bytes, list[bytes]], corrupt: list) -> Need | tuple | None:
+def _next_job(view: View, keys: QueueKeys, source: _Source, ledger: Ledger, judge: Judge,
+              taken: dict[bytes, list[bytes]], corrupt: list) -> tuple | None:
     """The source's next claimable job (id, row, token), None when it ran out."""
-    while True:
-        found = _deepest(reads, source.key, source.depth)
-        if found is None:
-            return need((ZHEAD, source.key, source.depth))
-        depth, head = found
-        if source.cursor >= len(head):
-            if len(head) < depth:
-                return None
-            return need((ZHEAD, source.key, depth * 2))
-        job_id = head[source.cursor][0]
-        row_read = (HGETALL, keys.job(job_id))
-        if row_read not in reads:
-            return need(row_read)
-        source.cursor += 1
+    for job_id in source.members:
         taken.setdefault(source.key, []).append(job_id)
-        row = reads[row_read]
+        row = view.hash(keys.job(job_id))
         if row is None:
             ledger.leave_waiting(source.group)  # a ghost: removed, listed nowhere
             continue
@@ -582,3 +424,4 @@ def _next_job(keys: QueueKeys, source: _Source, reads: Reads, ledger: Ledger, ju
             corrupt.append((job_id, token))
             continue
         return (job_id, row, token)
+    return None

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import events
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.plan import Plan
+from emqd.store import hash as hashes
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs.runner import HGET, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 PAUSED = b"paused"  # the field of `p.."meta"`; the queue is paused when it holds `1`
 
@@ -30,22 +32,25 @@ def is_paused(value: bytes | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class PauseArgs:
+    queue: bytes
     meta: bytes
 
 
 def parse(argv: list[bytes], config: Config) -> PauseArgs:
-    return PauseArgs(queue_keys(parse_args.queue_name(argv[1])).meta)
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    return PauseArgs(keys.queue, keys.meta)
 
 
-def decide(args: PauseArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    read = (HGET, args.meta, PAUSED)
-    if read not in reads:
-        return need(read)
-    return is_paused(reads[read])
+def paused_value(view: View, args: PauseArgs) -> bytes | None:
+    meta = view.hash(args.meta)
+    return None if meta is None else hashes.get(meta, PAUSED)
 
 
-def plan(args: PauseArgs, already: bool, now_ms: int, run_id: bytes) -> Plan:
-    return Plan([] if already else [(b"HSET", args.meta, PAUSED, b"1")], "OK")
+def plan(args: PauseArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+    if is_paused(paused_value(view, args)):
+        return Plan([], "OK", None, ())
+    return Plan([(b"HSET", args.meta, PAUSED, b"1")], "OK",
+                [(events.PAUSED, args.queue, b"", now_ms, None)], ())
 
 
 COMMANDS = [

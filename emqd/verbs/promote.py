@@ -1,36 +1,41 @@
-"""EMQ.PROMOTE QUEUE [LIMIT n]
+"""EMQ.PROMOTE QUEUE [LIMIT n] | EMQ.PROMOTE QUEUE ID id
 
 Scheduled jobs whose due time is <= now (the first LIMIT, default 1000, in
 due order) enter pending (a lane job: its lane, with the lane bookkeeping of
-lanes.py) with `state pending`. A job never claimed (no
-`attempts`: a delayed ADD) enters for the first time, at the back of its
+lanes.py) with `state pending`. With `ID id`, that one scheduled job does,
+now, whatever its due time (the dashboard's "run it now"). A job never claimed
+(no `attempts`: a delayed ADD) enters for the first time, at the back of its
 band with a new sequence number (`priority * 2^40 + seq`, `meta.seq`
 written back); a job claimed before (a FAIL's retry) re-enters at the front
 of its band (`priority * 2^40`). A member whose row is gone (a ghost) is
 removed from `scheduled` and not counted. Charges no counter. Housekeeping
 runs this same planner at each queue's earliest due time.
 
-Returns: how many jobs entered pending (integer).
+Returns: how many jobs entered pending (integer); with ID, 1, or 0 when the
+job is not in `scheduled`.
 
-Errors: `ERR LIMIT must be a positive integer`; HINCRBY's text for a corrupt
-`meta.seq`; a corrupt `priority`; WRONGTYPE. Every refusal writes nothing.
+Errors: `ERR LIMIT must be a positive integer`; `ERR syntax error` for LIMIT
+with ID; `ERR invalid job id`; HINCRBY's text for a corrupt `meta.seq`; a
+corrupt `priority`; WRONGTYPE. Every refusal writes nothing.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.store import hash as hashes
 from emqd.store.hash import incremented
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
-from emqd.verbs.runner import HGET, ZUPTO, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"LIMIT"})
+_KEYWORDS = frozenset({b"LIMIT", b"ID"})
 DEFAULT_LIMIT = 1000
 
 
@@ -38,65 +43,53 @@ DEFAULT_LIMIT = 1000
 class PromoteArgs:
     keys: QueueKeys
     limit: int
+    id: bytes | None  # ID: this one scheduled job, due or not
     config: Config
-
-
-@dataclass(frozen=True, slots=True)
-class Promoted:
-    ops: list[Op]
-    count: int
 
 
 def parse(argv: list[bytes], config: Config) -> PromoteArgs:
     keys = queue_keys(parse_args.queue_name(argv[1]))
-    raw_limit = parse_args.options(argv, 2, _KEYWORDS).get(b"LIMIT")
+    opts = parse_args.options(argv, 2, _KEYWORDS)
+    raw_limit, raw_id = opts.get(b"LIMIT"), opts.get(b"ID")
+    if raw_limit is not None and raw_id is not None:
+        raise errors.SYNTAX()
     limit = DEFAULT_LIMIT if raw_limit is None else parse_args.positive(raw_limit, "LIMIT")
-    return PromoteArgs(keys, limit, config)
+    return PromoteArgs(keys, limit, None if raw_id is None else parse_args.job_id(raw_id), config)
 
 
-def decide(args: PromoteArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    due_read = (ZUPTO, keys.scheduled, now_ms, args.limit)
-    seq_read = (HGET, keys.meta, b"seq")
-    if due_read not in reads:
-        return need(due_read, seq_read)
-    due = reads[due_read]
-    if not due:
-        return Promoted([], 0)
-    missing = [r for m, _ in due if (r := job.row_read(keys, m)) not in reads]
-    if missing:
-        return need(*missing)
-    members = [m for m, _ in due]
+    scheduled = view.zset(keys.scheduled)
+    meta = view.hash(keys.meta)
+    if scheduled is None:
+        members: list[bytes] = []
+    elif args.id is None:
+        members = scheduled.due(now_ms, args.limit)
+    else:
+        members = [args.id] if args.id in scheduled else []
+    if not members:
+        return Plan([], 0, None, ())
+    rows = [view.hash(keys.job(member)) for member in members]
     ops: list[Op] = [(b"ZREM", keys.scheduled, *members)]
-    seq_raw = reads[seq_read]
+    seq_raw = None if meta is None else hashes.get(meta, b"seq")
     seq = None
-    entries = []
-    ledger = lanes.Ledger(keys, args.config)
-    for member in members:
-        row = reads[job.row_read(keys, member)]
+    happened = []
+    ledger = lanes.Ledger(view, keys, args.config)
+    for member, row in zip(members, rows, strict=True):
         if row is None:
             continue  # a ghost: removed from scheduled, not counted
-        if job.ATTEMPTS in row:
+        if hashes.has(row, job.ATTEMPTS):
             score = job.reentry_score(row)
         else:
             seq = incremented(seq_raw if seq is None else b"%d" % seq, 1)
             score = job.first_entry_score(row, seq)
+        job.check_entry(view, keys, row)
         ops += job.enter_ops(keys, member, row, score, ledger=ledger)
-        entries.append(job.entry_check(keys, row))
-    missing = [r for r in entries if r not in reads]
-    if missing:  # the lanes' reads ahead: settle needs them next
-        rows = [reads[job.row_read(keys, m)] for m in members]
-        return need(*missing, ahead=lanes.prefetch_rows(keys, rows))
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
+        happened.append((events.PROMOTED, keys.queue, member, now_ms, None))
+    ops += lanes.settle(ledger)
     if seq is not None:
         ops.append((b"HSET", keys.meta, b"seq", b"%d" % seq))
-    return Promoted(ops + lane_ops, len(entries))  # type: ignore[operator]
-
-
-def plan(args: PromoteArgs, verdict: Promoted, now_ms: int, run_id: bytes) -> Plan:
-    return Plan(verdict.ops, verdict.count)
+    return Plan(ops, len(happened), happened, ())
 
 
 COMMANDS = [

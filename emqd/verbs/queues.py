@@ -8,29 +8,20 @@ Reads only; `WRONGTYPE` when `emq:queues` is a hash.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from emqd.config import Config
 from emqd.keys import QUEUES
-from emqd.verbs.runner import ZCARD, ZHEAD, Reads, need, verb_command
+from emqd.store.keyspace import View
+from emqd.verbs.runner import verb_command
 
 
 def parse(argv: list[bytes], config: Config) -> None:
     return None
 
 
-def decide(args: None, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    count = (ZCARD, QUEUES)
-    if count not in reads:
-        return need(count)
-    head = (ZHEAD, QUEUES, reads[count])
-    if head not in reads:
-        return need(head)
-    return [name for name, _ in reads[head]]
-
-
-def plan(args: None, verdict: list, now_ms: int, run_id: bytes) -> list:
-    return verdict
+def plan(args: None, view: View, now_ms: int, run_id: bytes) -> list[bytes]:
+    queues = view.zset(QUEUES)
+    return [] if queues is None else list(queues.members())
 
 
 COMMANDS = [

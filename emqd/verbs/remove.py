@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
-from emqd import errors
+from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
-from emqd.verbs.runner import ZSCORE, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +41,9 @@ def parse(argv: list[bytes], config: Config) -> RemoveArgs:
                       config)
 
 
-def _set_of(keys: QueueKeys, row: dict) -> bytes | None:
+def _set_of(keys: QueueKeys, row: Hash) -> bytes | None:
     """The set a job that is not active sits in, by its state (None for an unknown state)."""
-    state = row.get(job.STATE)
+    state = hashes.get(row, job.STATE)
     if state == job.PENDING:
         return job.entry_key(keys, row)
     return {
@@ -51,36 +53,24 @@ def _set_of(keys: QueueKeys, row: dict) -> bytes | None:
     }.get(state)  # type: ignore[arg-type]
 
 
-def decide(args: RemoveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    row_r = job.row_read(keys, args.id)
-    active_r = (ZSCORE, keys.active, args.id)
-    if row_r not in reads:
-        return need(row_r, active_r)
-    row = reads[row_r]
+    row = view.hash(keys.job(args.id))
+    active = view.zset(keys.active)
     if row is None:
-        return []
-    if row.get(job.STATE) == job.ACTIVE or reads[active_r] is not None:
+        return Plan([], 0, None, ())
+    if hashes.get(row, job.STATE) == job.ACTIVE or (active is not None and args.id in active):
         raise errors.STATE_ACTIVE()
     ops: list[Op] = [(b"DEL", keys.job(args.id))]
-    zset = _set_of(keys, row)
-    if zset is not None:
-        check = (ZSCORE, zset, args.id)
-        if check not in reads:
-            return need(check, ahead=lanes.prefetch(keys, row))
-        ops.append((b"ZREM", zset, args.id))
-        if row.get(job.STATE) == job.PENDING and reads[check] is not None:
-            ledger = lanes.Ledger(keys, args.config)  # a waiting job leaves: the ring, the count
+    zkey = _set_of(keys, row)
+    if zkey is not None:
+        zset = view.zset(zkey)
+        ops.append((b"ZREM", zkey, args.id))
+        if hashes.get(row, job.STATE) == job.PENDING and zset is not None and args.id in zset:
+            ledger = lanes.Ledger(view, keys, args.config)  # a waiting job leaves: the ring, the count
             ledger.leave_waiting(lanes.group_of(row))
-            lane_ops = lanes.settle(ledger, reads)
-            if type(lane_ops) is Need:
-                return lane_ops
-            ops += lane_ops  # type: ignore[arg-type]
-    return ops
-
-
-def plan(args: RemoveArgs, ops: list[Op], now_ms: int, run_id: bytes) -> Plan:
-    return Plan(ops, 1 if ops else 0)
+            ops += lanes.settle(ledger)
+    return Plan(ops, 1, [(events.REMOVED, keys.queue, args.id, now_ms, None)], ())
 
 
 COMMANDS = [

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.plan import Plan
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
-from emqd.verbs.runner import Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequeueArgs:
     keys: QueueKeys
     id: bytes
@@ -40,27 +41,17 @@ def parse(argv: list[bytes], config: Config) -> RequeueArgs:
                        argv[3], config)
 
 
-def decide(args: RequeueArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: RequeueArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    row = job.held(keys, args.id, args.token, reads)
-    if type(row) is Need:
-        return row
-    check = job.entry_check(keys, row)  # type: ignore[arg-type]
-    if check not in reads:
-        return need(check, ahead=lanes.prefetch(keys, row))  # type: ignore[arg-type]
-    ledger = lanes.Ledger(keys, args.config)
+    row = job.held(view, keys, args.id, args.token)
+    job.check_entry(view, keys, row)
+    ledger = lanes.Ledger(view, keys, args.config)
     ops = [
-        *job.leave_active_ops(keys, args.id, row, ledger),  # type: ignore[arg-type]
-        *job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger),  # type: ignore[arg-type]
+        *job.leave_active_ops(keys, args.id, row, ledger),
+        *job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger),
+        *lanes.settle(ledger),
     ]
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
-    return ops + lane_ops  # type: ignore[operator]
-
-
-def plan(args: RequeueArgs, ops: list[Op], now_ms: int, run_id: bytes) -> Plan:
-    return Plan(ops, "OK")
+    return Plan(ops, "OK", [(events.RECOVERED, keys.queue, args.id, now_ms, None)], ())
 
 
 COMMANDS = [

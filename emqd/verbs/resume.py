@@ -11,28 +11,25 @@ Errors: `ERR invalid queue name`; `WRONGTYPE` when `meta` is a sorted set.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
+from emqd import events
 from emqd.config import Config
 from emqd.plan import Plan
-from emqd.verbs.pause import PAUSED, PauseArgs
+from emqd.store.keyspace import View
+from emqd.verbs.pause import PAUSED, PauseArgs, paused_value
 from emqd.verbs.pause import parse as parse_pause
-from emqd.verbs.runner import HGET, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
 def parse(argv: list[bytes], config: Config) -> PauseArgs:
     return parse_pause(argv, config)
 
 
-def decide(args: PauseArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    read = (HGET, args.meta, PAUSED)
-    if read not in reads:
-        return need(read)
-    return reads[read] is not None
-
-
-def plan(args: PauseArgs, present: bool, now_ms: int, run_id: bytes) -> Plan:
-    return Plan([(b"HDEL", args.meta, PAUSED)] if present else [], "OK")
+def plan(args: PauseArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+    if paused_value(view, args) is None:
+        return Plan([], "OK", None, ())
+    return Plan([(b"HDEL", args.meta, PAUSED)], "OK",
+                [(events.RESUMED, args.queue, b"", now_ms, None)], ())
 
 
 COMMANDS = [

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
-from emqd import errors
+from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.store import hash as hashes
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
-from emqd.verbs.runner import ZSCORE, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,30 +44,21 @@ def parse(argv: list[bytes], config: Config) -> ReviveArgs:
     return ReviveArgs(keys, job_id, b"RESET" in opts, config)
 
 
-def decide(args: ReviveArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    row_r = job.row_read(keys, args.id)
-    if row_r not in reads:
-        return need(row_r, (ZSCORE, keys.dead, args.id))
-    row = reads[row_r]
-    if row is None or row.get(job.STATE) != job.DEAD:
+    row = view.hash(keys.job(args.id))
+    view.zset(keys.dead)
+    if row is None or hashes.get(row, job.STATE) != job.DEAD:
         raise errors.STATE_NOT_DEAD()
-    check = job.entry_check(keys, row)
-    if check not in reads:
-        return need(check, ahead=lanes.prefetch(keys, row))
+    job.check_entry(view, keys, row)
     ops: list[Op] = [(b"ZREM", keys.dead, args.id)]
     if args.reset:
         ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
-    ledger = lanes.Ledger(keys, args.config)
+    ledger = lanes.Ledger(view, keys, args.config)
     ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger)
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
-    return ops + lane_ops  # type: ignore[operator]
-
-
-def plan(args: ReviveArgs, ops: list[Op], now_ms: int, run_id: bytes) -> Plan:
-    return Plan(ops, "OK")
+    ops += lanes.settle(ledger)
+    ops.append(job.count_op(view, keys, b"revived"))
+    return Plan(ops, "OK", [(events.REVIVED, keys.queue, args.id, now_ms, None)], ())
 
 
 COMMANDS = [

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from emqd import errors
 from emqd.config import Config
 from emqd.numbers import parse_int
+from emqd.keys import QueueKeys
+from emqd.store import hash as hashes
+from emqd.store.hash import Hash
+from emqd.store.keyspace import View
 from emqd.verbs.backoff import Backoff, parse_backoff
-from emqd.verbs.runner import HGETALL
 
 
 def _positive(raw: bytes) -> int | None:
@@ -61,27 +64,34 @@ def defaults(config: Config) -> dict[bytes, bytes]:
     }
 
 
-def effective_raw(row: dict | None, config: Config) -> dict[bytes, bytes]:
+def effective_raw(row: Hash | None, config: Config) -> dict[bytes, bytes]:
     """Every setting's effective stored form: the queue's own, else the default."""
     values = defaults(config)
-    if row:
-        for field in FIELDS:
-            if field in row:
-                values[field] = row[field]
+    if row is not None:
+        for name in FIELDS:
+            value = hashes.get(row, name)
+            if value is not None:
+                values[name] = value
     return values
 
 
-# Validated settings by (config, the queue's stored values): the hot verbs
+# Validated settings by (config, the queue's stored row): the hot verbs
 # (COMPLETE, FAIL, CLAIM's dead letters) read them on every call and nearly
-# always find the same bytes, so parsing them again is wasted work. Only valid
-# settings are kept; a corrupt value is refused again on every call.
+# always find the same row, so parsing it again is wasted work. A compact row
+# is an immutable tuple, so it is its own cache key; only valid settings are
+# kept, and a corrupt value is refused again on every call.
 _validated: dict[tuple, tuple[Config, Settings]] = {}
 _VALIDATED_MAX = 1024
 
 
-def effective(row: dict | None, config: Config) -> Settings:
+def effective(row: Hash | None, config: Config) -> Settings:
     """The validated settings; a corrupt stored value raises `corrupt_setting`."""
-    key = (id(config), *[row.get(field) for field in FIELDS]) if row else (id(config),)
+    if row is None:
+        key: tuple = (id(config),)
+    elif type(row) is tuple:
+        key = (id(config), row)
+    else:
+        key = (id(config), *[hashes.get(row, name) for name in FIELDS])
     hit = _validated.get(key)
     if hit is not None and hit[0] is config:
         return hit[1]
@@ -92,35 +102,27 @@ def effective(row: dict | None, config: Config) -> Settings:
     return settings
 
 
-def _parse(row: dict | None, config: Config) -> Settings:
+def _parse(row: Hash | None, config: Config) -> Settings:
     raw = effective_raw(row, config)
     parsed = {}
-    for field, (reader, _) in FIELDS.items():
-        value = reader(raw[field])
+    for name, (reader, _) in FIELDS.items():
+        value = reader(raw[name])
         if value is None:
-            raise errors.corrupt_setting(field)
-        parsed[field.decode()] = value
+            raise errors.corrupt_setting(name)
+        parsed[name.decode()] = value
     return Settings(**parsed)  # type: ignore[arg-type]
 
 
-def validate(field: bytes, value: bytes) -> None:
+def validate(name: bytes, value: bytes) -> None:
     """CONFIG SET's check of one pair: unknown field or invalid value."""
-    entry = FIELDS.get(field)
+    entry = FIELDS.get(name)
     if entry is None:
-        raise errors.unknown_field(field)
+        raise errors.unknown_field(name)
     reader, error = entry
     if reader(value) is None:
         raise error()
 
 
-def settings_read(config_key: bytes) -> tuple:
-    """The runner read (see runner.py) of a queue's `config` hash."""
-    return (HGETALL, config_key)
-
-
-def from_reads(config_key: bytes, reads: dict, config: Config) -> Settings | None:
-    """The queue's validated settings once `settings_read` is in `reads`, else None."""
-    read = settings_read(config_key)
-    if read not in reads:
-        return None
-    return effective(reads[read], config)
+def of_queue(view: View, keys: QueueKeys, config: Config) -> Settings:
+    """The queue's validated settings, read from its `config` hash."""
+    return effective(view.hash(keys.config), config)

@@ -16,7 +16,8 @@ reached before the first write. Verdict per member, in selection order:
   `max_stalled`): `ZREM active`, `stalled s`, `last_error stalled`, `state
   dead`, `finished_ms`, `ZADD dead now id`, `HINCRBY metrics:failed count 1`
   (and the `dead` trim), listed as dead; else `ZREM active`, `stalled s`,
-  `state pending`, re-entry, listed as recovered.
+  `state pending`, re-entry, listed as recovered, and counted in
+  `p.."metrics"` field `stalled` (emqd_jobs_stalled_total).
 
 A lane job, whatever its verdict, gives its slot back, and one that re-enters
 goes back to its lane (lanes.py; the seed's scripted row, counted and with the
@@ -35,16 +36,18 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
+from emqd import events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.store import hash as hashes
 from emqd.store.hash import incremented
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import ZUPTO, Need, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"MAXSTALLED", b"LIMIT"})
 DEFAULT_LIMIT = 100
@@ -57,15 +60,6 @@ class CheckArgs:
     max_stalled: int | None
     limit: int
     config: Config
-
-
-@dataclass(frozen=True, slots=True)
-class Swept:
-    """The verdict: every member's ops, and the reply lists."""
-
-    ops: list[Op]
-    recovered: list[bytes]
-    dead: list[bytes]
 
 
 def parse(argv: list[bytes], config: Config) -> CheckArgs:
@@ -81,59 +75,48 @@ def parse(argv: list[bytes], config: Config) -> CheckArgs:
     )
 
 
-def decide(args: CheckArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
+def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
-    expired_read = (ZUPTO, keys.active, now_ms, args.limit)
-    settings = queue_settings.from_reads(keys.config, reads, args.config)
-    if settings is None:
-        return need(expired_read, queue_settings.settings_read(keys.config))
-    expired = reads[expired_read]
-    missing = [r for m, _ in expired if (r := job.row_read(keys, m)) not in reads]
-    if missing:
-        return need(*missing)
+    active = view.zset(keys.active)
+    settings = queue_settings.of_queue(view, keys, args.config)
+    expired = [] if active is None else active.due(now_ms, args.limit)
+    rows = [view.hash(keys.job(member)) for member in expired]  # every row, before judging
     max_stalled = args.max_stalled or settings.max_stalled
     ops: list[Op] = []
     recovered: list[bytes] = []
     dead: list[bytes] = []
-    entries: list[tuple] = []
-    ledger = lanes.Ledger(keys, args.config)
-    for member, _ in expired:
-        row = reads[job.row_read(keys, member)]
+    happened: list[tuple] = []
+    counted = 0
+    ledger = lanes.Ledger(view, keys, args.config)
+    for member, row in zip(expired, rows, strict=True):
         ops += job.leave_active_ops(keys, member, row, ledger)
         if row is None:
             continue  # a ghost: listed nowhere, no row created
-        if row.get(job.LEASE_EPOCH) != run_id:  # the lease crossed a restart: not counted
+        if hashes.get(row, job.LEASE_EPOCH) != run_id:  # the lease crossed a restart: not counted
+            job.check_entry(view, keys, row)
             ops += job.enter_ops(keys, member, row, job.reentry_score(row), ledger=ledger)
-            entries.append(job.entry_check(keys, row))
             recovered.append(member)
+            happened.append((events.RECOVERED, keys.queue, member, now_ms, None))
             continue
-        stalled = incremented(row.get(job.STALLED), 1)
+        stalled = incremented(hashes.get(row, job.STALLED), 1)
         count = (job.STALLED, b"%d" % stalled)
         if stalled >= max_stalled:
             ops.append(job.dead_row_op(keys, member, now_ms, *count, job.LAST_ERROR, STALLED_ERROR))
             dead.append(member)
+            happened.append((events.DEAD, keys.queue, member, now_ms, {"error": STALLED_ERROR}))
         else:
+            job.check_entry(view, keys, row)
             ops += job.enter_ops(keys, member, row, job.reentry_score(row), *count,
                                  ledger=ledger)
-            entries.append(job.entry_check(keys, row))
             recovered.append(member)
-    missing = [r for r in entries if r not in reads]
-    if missing:  # the lanes' reads ahead: settle needs them next
-        rows = [reads[job.row_read(keys, m)] for m, _ in expired]
-        return need(*missing, ahead=lanes.prefetch_rows(keys, rows))
+            counted += 1
+            happened.append((events.STALLED, keys.queue, member, now_ms, None))
     if dead:
-        tail = job.finish_ops(keys, job.DEAD, dead, now_ms, settings.keep_dead, reads)
-        if type(tail) is Need:
-            return tail
-        ops += tail  # type: ignore[arg-type]
-    lane_ops = lanes.settle(ledger, reads)
-    if type(lane_ops) is Need:
-        return lane_ops
-    return Swept(ops + lane_ops, recovered, dead)  # type: ignore[operator]
-
-
-def plan(args: CheckArgs, verdict: Swept, now_ms: int, run_id: bytes) -> Plan:
-    return Plan(verdict.ops, [verdict.recovered, verdict.dead])
+        ops += job.finish_ops(view, keys, job.DEAD, dead, now_ms, settings.keep_dead)
+    ops += lanes.settle(ledger)
+    if counted:
+        ops.append(job.count_op(view, keys, b"stalled", by=counted))
+    return Plan(ops, [recovered, dead], happened, ())
 
 
 COMMANDS = [

@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from emqd import errors
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
+from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
+from emqd.verbs.job import hget, zcard
 from emqd.verbs.lanes import LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.retention import TRIMMED
-from emqd.verbs.runner import HGET, ZCARD, Reads, need, verb_command
+from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,21 +45,6 @@ def parse(argv: list[bytes], config: Config) -> StatsArgs:
     return StatsArgs(queue_keys(parse_args.queue_name(argv[1])))
 
 
-def _reads(keys: QueueKeys) -> tuple[tuple, ...]:
-    return (
-        (ZCARD, keys.pending),
-        (HGET, keys.meta, LANES_PENDING),
-        (ZCARD, keys.active),
-        (ZCARD, keys.scheduled),
-        (ZCARD, keys.dead),
-        (ZCARD, keys.completed),
-        (HGET, keys.metrics_completed, b"count"),
-        (HGET, keys.metrics_failed, b"count"),
-        (HGET, keys.metrics_failed, TRIMMED),
-        (HGET, keys.meta, PAUSED),
-    )
-
-
 def _counter(value: bytes | None) -> int:
     if value is None:
         return 0
@@ -68,27 +54,25 @@ def _counter(value: bytes | None) -> int:
     return number
 
 
-def decide(args: StatsArgs, reads: Reads, now_ms: int, run_id: bytes) -> Any:
-    wanted = _reads(args.keys)
-    if wanted[0] not in reads:
-        return need(*wanted)
-    (pending, lanes, active, scheduled, dead, completed, completed_total, failed_total,
-     trimmed, paused) = (reads[read] for read in wanted)
+def counts(view: View, keys: QueueKeys) -> dict[bytes, int]:
+    """The reply's figures, in its order (the dashboard and /metrics read them too)."""
+    pending = zcard(view, keys.pending)
+    lanes = hget(view, keys.meta, LANES_PENDING)
     return {
         b"pending": pending + _counter(lanes),
-        b"active": active,
-        b"scheduled": scheduled,
-        b"dead": dead,
-        b"completed": completed,
-        b"completed_total": _counter(completed_total),
-        b"failed_total": _counter(failed_total),
-        b"trimmed_dead": _counter(trimmed),
-        b"paused": int(is_paused(paused)),
+        b"active": zcard(view, keys.active),
+        b"scheduled": zcard(view, keys.scheduled),
+        b"dead": zcard(view, keys.dead),
+        b"completed": zcard(view, keys.completed),
+        b"completed_total": _counter(hget(view, keys.metrics_completed, b"count")),
+        b"failed_total": _counter(hget(view, keys.metrics_failed, b"count")),
+        b"trimmed_dead": _counter(hget(view, keys.metrics_failed, TRIMMED)),
+        b"paused": int(is_paused(hget(view, keys.meta, PAUSED))),
     }
 
 
-def plan(args: StatsArgs, verdict: dict, now_ms: int, run_id: bytes) -> dict:
-    return verdict
+def plan(args: StatsArgs, view: View, now_ms: int, run_id: bytes) -> dict[bytes, int]:
+    return counts(view, args.keys)
 
 
 COMMANDS = [

@@ -46,6 +46,7 @@ class Connection(asyncio.Protocol):
         "park_timer",
         "paused",
         "closed",
+        "holding",
     )
 
     def __init__(self, server: Server) -> None:
@@ -57,6 +58,7 @@ class Connection(asyncio.Protocol):
         self.park_timer: asyncio.TimerHandle | None = None
         self.paused = False  # the socket's write buffer is full
         self.closed = False
+        self.holding = 0  # replies the server holds for the log (Server.write)
 
     # --- asyncio callbacks -----------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

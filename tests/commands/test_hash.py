@@ -14,6 +14,7 @@ from emqd import dispatch
 from emqd.config import Config
 from emqd.errors import HASH_NOT_INTEGER, NOT_INTEGER, OVERFLOW, WRONGTYPE, ReplyError
 from emqd.plan import Plan
+from tests.support import plain_value
 from emqd.server_state import ServerState
 from emqd.session import Session
 
@@ -71,11 +72,9 @@ def test_writes_plan_plain_resolved_ops(session: Session, argv: tuple, ops: list
     ],
 )
 def test_refusals_and_no_ops_write_nothing(session: Session, argv: tuple, answer: Any) -> None:
-    before = {k: dict(v) if type(v) is dict else list(v) for k, v in
-              session.server.keyspace.data.items()}
+    before = {k: plain_value(v) for k, v in session.server.keyspace.data.items()}
     assert dispatch.execute(session, list(argv)) == answer
-    after = {k: dict(v) if type(v) is dict else list(v) for k, v in
-             session.server.keyspace.data.items()}
+    after = {k: plain_value(v) for k, v in session.server.keyspace.data.items()}
     assert after == before
 
 

@@ -16,11 +16,13 @@ from emqd import dispatch
 from emqd.config import Config
 from emqd.errors import NOT_FLOAT, SCORE_NAN, SYNTAX, WRONGTYPE, ZADD_INCR_PAIRS, ReplyError
 from emqd.numbers import score_arg
-from emqd.plan import Op, Plan
+from emqd.plan import Plan
 from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.store.keyspace import Keyspace
+from emqd.store.zset import ZSet
 from tests.differential.generate import Generator, render, setup
+from tests.support import RecordingLog, plain_value
 
 
 @pytest.fixture
@@ -112,18 +114,18 @@ def test_negative_zero_travels_as_a_float(session: Session) -> None:
 def snapshot(keyspace: Keyspace) -> dict:
     out: dict = {}
     for key, value in keyspace.data.items():
-        if type(value) is dict:
-            out[key] = dict(value)
+        if isinstance(value, ZSet):
+            out[key] = ([(repr(s), m) for s, m in value], value.listpack)
         else:
-            out[key] = ([(repr(s), m) for s, m in value], value.compact)
+            out[key] = plain_value(value)
     return out
 
 
 def test_logged_ops_replay_to_the_same_keyspace() -> None:
     """A long random session's logged ops, applied to an empty store, rebuild it exactly."""
     state = ServerState(Config(appendonly=False))
-    logged: list[Op] = []
-    state.log = logged.extend
+    log = RecordingLog()
+    state.aof = log  # type: ignore[assignment]
     session = Session(state)
     gen = Generator(4242)
     commands = [list(map(render, argv)) for argv in setup()]
@@ -133,6 +135,6 @@ def test_logged_ops_replay_to_the_same_keyspace() -> None:
     for argv in commands:
         dispatch.execute(session, argv)
     replayed = Keyspace()
-    replayed.apply(logged)
+    replayed.apply(log.ops)
     assert snapshot(replayed) == snapshot(state.keyspace)
-    assert any(op[0] == b"ZADD" for op in logged) and any(op[0] == b"ZREM" for op in logged)
+    assert any(op[0] == b"ZADD" for op in log.ops) and any(op[0] == b"ZREM" for op in log.ops)

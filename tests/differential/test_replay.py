@@ -13,13 +13,12 @@ import pytest
 
 from emqd import dispatch
 from emqd.config import Config
-from emqd.plan import Op
 from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.wire.resp import encode
 from tests.differential.generate import ALL_KEYS, Generator, render, setup
 from tests.differential.harness import parse
-from tests.support import RawClient
+from tests.support import RawClient, RecordingLog, plain_value
 
 pytestmark = pytest.mark.redis_reference
 
@@ -27,8 +26,8 @@ pytestmark = pytest.mark.redis_reference
 @pytest.mark.parametrize("seed", [8, 9])
 def test_logged_ops_load_into_redis(redis_ref: int, seed: int) -> None:
     state = ServerState(Config(appendonly=False))
-    logged: list[Op] = []
-    state.log = logged.extend
+    log = RecordingLog()
+    state.aof = log  # type: ignore[assignment]
     session = Session(state)
     gen = Generator(seed)
     for argv in setup():
@@ -36,10 +35,10 @@ def test_logged_ops_load_into_redis(redis_ref: int, seed: int) -> None:
     for _ in range(800):
         _, argv = gen.zset_command() if gen.rng.random() < 0.6 else gen.hash_command()
         dispatch.execute(session, [render(a) for a in argv])
-    assert logged
+    assert log.ops
     redis = RawClient(redis_ref)
     try:
-        for op in logged:
+        for op in log.ops:
             reply = redis.command(*[render(a) for a in op])
             assert not reply.startswith(b"-"), (op, reply)
         for key in ALL_KEYS:
@@ -52,7 +51,7 @@ def test_logged_ops_load_into_redis(redis_ref: int, seed: int) -> None:
                 mine = encode(dispatch.execute(session, read), 2)
                 assert mine == redis.command(*read), read
             if state.keyspace.type_name(key) == "hash":
-                mine_row = state.keyspace.hash(key)
+                mine_row = plain_value(state.keyspace.data[key])[1]
                 redis_row = redis.command(b"HGETALL", key)
                 assert sorted(mine_row.items()) == sorted(_pairs(redis_row)), key
     finally:

@@ -10,19 +10,14 @@ from emqd.persist.load import load
 from emqd.persist.records import encode_records
 from emqd.plan import Op
 from emqd.store.keyspace import Keyspace
+from tests.support import plain_value
 
 Dump = dict[bytes, tuple[str, dict]]
 
 
 def dump(keyspace: Keyspace) -> Dump:
     """Every key as ("hash", {field: value}) or ("zset", {member: score})."""
-    out: Dump = {}
-    for key, value in keyspace.data.items():
-        if type(value) is dict:
-            out[key] = ("hash", dict(value))
-        else:
-            out[key] = ("zset", dict(value.scores))
-    return out
+    return {key: plain_value(value) for key, value in keyspace.data.items()}
 
 
 def dump_file(path: str) -> Dump:

@@ -1,79 +1,98 @@
-"""The open log, in process: write before reply, group commit, fsync policies, round trip."""
+"""The open log and the write path, in process: records before replies, group commit,
+fsync policies, a disk that refuses writes, and the round trip of a restart."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from emqd import dispatch, errors
 from emqd.config import Config
 from emqd.persist.aof import AppendOnlyFile, open_log
-from emqd.server_state import ServerState
+from emqd.plan import Plan
+from emqd.server import Server
+from emqd.session import Session
 from tests.persist.helpers import RandomPlans, dump, dump_file
+
+HSET_K = b"*4\r\n$4\r\nHSET\r\n$1\r\nk\r\n$1\r\nf\r\n$1\r\nv\r\n"
 
 
 class FakeConnection:
-    """What the log needs of a connection: a transport to write to, and the QUIT flag."""
+    """What the write path needs of a connection: a transport, the QUIT flag, its holds."""
 
-    def __init__(self, events: list, name: str) -> None:
+    def __init__(self, events: list, name: str, session: Any = None) -> None:
         self.closed = False
-        self.session = SimpleNamespace(close_after_reply=False)
+        self.holding = 0
+        self.session = session or SimpleNamespace(close_after_reply=False, log_mark=0)
         self.transport = SimpleNamespace(write=lambda data: events.append((name, data)))
 
 
-def reply(aof: AppendOnlyFile, conn: FakeConnection, data: bytes) -> None:
-    """What Server.write does."""
-    if aof.busy and aof.hold(conn, data):  # type: ignore[arg-type]
-        return
-    conn.transport.write(data)
+class Disk:
+    """os.write and os.fsync that can be made to refuse (a full disk), recording fsyncs."""
 
+    def __init__(self, events: list | None = None) -> None:
+        self.events = events
+        self.full = False
+        self.room = -1  # bytes still accepted before refusing (-1: none, when full)
 
-def log_for(
-    tmp_path: Path, policy: str, events: list | None = None
-) -> tuple[ServerState, AppendOnlyFile]:
-    state = ServerState(Config(dir=str(tmp_path), appendfsync=policy))
-    path = str(tmp_path / "emqd.aof")
+    def write(self, fd: int, data: Any) -> int:
+        if self.full:
+            if self.room <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            data = data[: self.room]
+            self.room -= len(data)
+        return os.write(fd, data)
 
-    def fsync(fd: int) -> None:
-        if events is not None:
-            events.append(("fsync", os.fstat(fd).st_size))
+    def fsync(self, fd: int) -> None:
+        if self.events is not None:
+            self.events.append(("fsync", os.fstat(fd).st_size))
         os.fsync(fd)
 
-    aof = AppendOnlyFile(path, policy, 1 << 40, state, fsync=fsync)
-    state.aof, state.log = aof, aof.log
-    return state, aof
+
+def server_with_log(tmp_path: Path, policy: str, disk: Disk) -> tuple[Server, AppendOnlyFile]:
+    server = Server(Config(dir=str(tmp_path), appendfsync=policy))
+    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, server.state,
+                         server.schedule_flush, fsync=disk.fsync, write=disk.write)
+    server.state.aof = aof
+    return server, aof
+
+
+def commit(server: Server, *ops: tuple) -> None:
+    server.state.commit(Plan(list(ops)))
 
 
 async def test_always_holds_replies_until_one_fsync_covers_the_iteration(tmp_path: Path) -> None:
     events: list = []
-    state, aof = log_for(tmp_path, "always", events)
+    server, aof = server_with_log(tmp_path, "always", Disk(events))
     a, b = FakeConnection(events, "a"), FakeConnection(events, "b")
-    state.commit([(b"HSET", b"k1", b"f", b"v")])
-    reply(aof, a, b":1\r\n")
-    state.commit([(b"HSET", b"k2", b"f", b"v"), (b"DEL", b"k1")])
-    reply(aof, b, b":2\r\n")
-    reply(aof, a, b"+PONG\r\n")  # a read behind a write waits too: order is kept
+    commit(server, (b"HSET", b"k1", b"f", b"v"))
+    server.write(a, b":1\r\n")  # type: ignore[arg-type]
+    commit(server, (b"HSET", b"k2", b"f", b"v"), (b"DEL", b"k1"))
+    server.write(b, b":2\r\n")  # type: ignore[arg-type]
+    server.write(a, b"+PONG\r\n")  # type: ignore[arg-type]  # a read behind a write waits too
     assert events == []
     await asyncio.sleep(0)  # the end of the loop iteration
     size = os.path.getsize(tmp_path / "emqd.aof")
     assert events == [("fsync", size), ("a", b":1\r\n"), ("b", b":2\r\n"), ("a", b"+PONG\r\n")]
-    assert not aof.busy
-    reply(aof, a, b"+PONG\r\n")  # nothing logged since: straight out
-    assert events[-1] == ("a", b"+PONG\r\n")
+    server.write(a, b"+PONG\r\n")  # type: ignore[arg-type]  # nothing logged since: straight out
+    assert events[-1] == ("a", b"+PONG\r\n") and a.holding == 0
     aof.close()
 
 
 async def test_always_commits_at_once_for_a_connection_about_to_close(tmp_path: Path) -> None:
     events: list = []
-    state, aof = log_for(tmp_path, "always", events)
+    server, aof = server_with_log(tmp_path, "always", Disk(events))
     conn = FakeConnection(events, "c")
-    state.commit([(b"HSET", b"k", b"f", b"v")])
+    commit(server, (b"HSET", b"k", b"f", b"v"))
     conn.session.close_after_reply = True  # QUIT after the HSET in one pipeline
-    reply(aof, conn, b":1\r\n+OK\r\n")
+    server.write(conn, b":1\r\n+OK\r\n")  # type: ignore[arg-type]
     assert [name for name, _ in events] == ["fsync", "c"]
     aof.close()
 
@@ -83,20 +102,31 @@ async def test_other_policies_write_the_record_before_the_reply_and_hold_nothing
     tmp_path: Path, policy: str
 ) -> None:
     events: list = []
-    state, aof = log_for(tmp_path, policy, events)
+    server, aof = server_with_log(tmp_path, policy, Disk())
     conn = FakeConnection(events, "c")
     path = tmp_path / "emqd.aof"
-    state.commit([(b"HSET", b"k", b"f", b"v")])
+    commit(server, (b"HSET", b"k", b"f", b"v"))
+    conn.session.log_mark = aof.appended  # what the dispatcher notes for the writing client
     conn.transport.write = lambda data: events.append(("reply", path.stat().st_size))
-    reply(aof, conn, b":1\r\n")
-    assert events == [("reply", len(b"*4\r\n$4\r\nHSET\r\n$1\r\nk\r\n$1\r\nf\r\n$1\r\nv\r\n"))]
+    server.write(conn, b":1\r\n")  # type: ignore[arg-type]
+    assert events == [("reply", len(HSET_K))] and conn.holding == 0
+    aof.close()
+
+
+async def test_records_no_reply_asks_for_are_written_at_the_end_of_the_iteration(
+        tmp_path: Path) -> None:
+    server, aof = server_with_log(tmp_path, "everysec", Disk())
+    commit(server, (b"HSET", b"k", b"f", b"v"))  # housekeeping's plan: nobody waits for it
+    assert os.path.getsize(tmp_path / "emqd.aof") == 0
+    await asyncio.sleep(0)
+    assert os.path.getsize(tmp_path / "emqd.aof") == len(HSET_K)
     aof.close()
 
 
 async def test_everysec_fsyncs_in_the_background_within_about_a_second(tmp_path: Path) -> None:
     events: list = []
-    state, aof = log_for(tmp_path, "everysec", events)
-    state.commit([(b"HSET", b"k", b"f", b"v")])
+    server, aof = server_with_log(tmp_path, "everysec", Disk(events))
+    commit(server, (b"HSET", b"k", b"f", b"v"))
     await asyncio.sleep(0)
     deadline = time.monotonic() + 3
     while aof.synced != aof.written and time.monotonic() < deadline:
@@ -106,43 +136,86 @@ async def test_everysec_fsyncs_in_the_background_within_about_a_second(tmp_path:
     aof.close()
 
 
+# --- a disk that refuses: writes refused (MISCONF), reads served, nothing lost ------------
+@pytest.mark.parametrize("policy", ["always", "everysec"])
+async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
+                                                                 policy: str) -> None:
+    events: list = []
+    disk = Disk()
+    server, aof = server_with_log(tmp_path, policy, disk)
+    session = Session(server.state)
+    writer, reader = FakeConnection(events, "w", session), FakeConnection(events, "r")
+    assert dispatch.execute(session, [b"HSET", b"k", b"a", b"1"]) == 1
+    server.write(writer, b":1\r\n")  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert events == [("w", b":1\r\n")]
+    disk.full, disk.room = True, 10  # the next record goes in partly, then the disk is full
+    assert dispatch.execute(session, [b"HSET", b"k", b"b", b"2"]) == 1
+    server.write(writer, b":1\r\n")  # type: ignore[arg-type]  # not in the file: must wait
+    server.write(writer, b"$1\r\n1\r\n")  # type: ignore[arg-type]  # behind it on its connection
+    await asyncio.sleep(0)
+    assert events == [("w", b":1\r\n")] and writer.holding == 2
+    refused = dispatch.execute(session, [b"HSET", b"k", b"c", b"3"])
+    assert refused == errors.misconf(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    assert refused.message == b"MISCONF Errors writing to the AOF file: No space left on device"
+    assert dispatch.execute(session, [b"EMQ.ADD", b"q", b"p"]) == refused
+    assert dispatch.execute(session, [b"HGET", b"k", b"b"]) == b"2"  # reads are served
+    server.write(reader, b"$1\r\n2\r\n")  # type: ignore[arg-type]  # and sent: no write to wait for
+    assert events[-1] == ("r", b"$1\r\n2\r\n")
+    info: dict = aof.info()
+    assert info["aof_last_write_status"] == "err"
+    disk.full = False  # space comes back: the retry, a second later, writes the rest
+    deadline = time.monotonic() + 3
+    while writer.holding and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert events[-2:] == [("w", b":1\r\n"), ("w", b"$1\r\n1\r\n")]
+    assert aof.info()["aof_last_write_status"] == "ok"
+    assert dispatch.execute(session, [b"HSET", b"k", b"c", b"3"]) == 1
+    server.flush_log()
+    aof.close()
+    assert dump_file(str(tmp_path / "emqd.aof")) == {
+        b"k": ("hash", {b"a": b"1", b"b": b"2", b"c": b"3"})}
+
+
 @pytest.mark.parametrize("seed", range(3))
 async def test_what_was_committed_is_what_a_restart_loads(tmp_path: Path, seed: int) -> None:
     config = Config(dir=str(tmp_path), appendfsync="no")
-    state = ServerState(config)
-    aof = open_log(config, state)
+    server = Server(config)
+    state = server.state
+    aof = open_log(config, state, server.schedule_flush)
     plans = RandomPlans(seed)
     for i in range(300):
         if i % 10 == 0:  # an EXEC: several plans, one record
             state.begin_batch()
             for _ in range(3):
-                state.commit(plans.plan())
+                state.commit(Plan(plans.plan()))
             state.end_batch()
         else:
-            state.commit(plans.plan())
+            state.commit(Plan(plans.plan()))
         if i % 7 == 0:
             await asyncio.sleep(0)
     expected = dump(state.keyspace)
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == expected
-    again = ServerState(config)
-    open_log(config, again).close()
-    assert dump(again.keyspace) == expected
-    assert again.run_id != state.run_id  # a new epoch, whatever the file held
+    again = Server(config)
+    open_log(config, again.state, again.schedule_flush).close()
+    assert dump(again.state.keyspace) == expected
+    assert again.state.run_id != state.run_id  # a new epoch, whatever the file held
 
 
 async def test_persistence_info_reports_the_log(tmp_path: Path) -> None:
     config = Config(dir=str(tmp_path), appendfsync="no")
-    state = ServerState(config)
-    aof = open_log(config, state)
-    state.commit([(b"HSET", b"k", b"f", b"v")])
-    aof.write_records()
+    server = Server(config)
+    aof = open_log(config, server.state, server.schedule_flush)
+    commit(server, (b"HSET", b"k", b"f", b"v"))
+    aof.write()
     info: dict = {}
-    for fields in state.info_fields["persistence"]:
+    for fields in server.state.info_fields["persistence"]:
         info.update(fields())
     assert info["aof_enabled"] == 1
     assert info["aof_rewrite_in_progress"] == 0
     assert info["aof_current_size"] == os.path.getsize(tmp_path / "emqd.aof") > 0
     assert info["aof_base_size"] == 0
     assert info["aof_last_bgrewrite_status"] == "ok"
+    assert info["aof_last_write_status"] == "ok"
     aof.close()

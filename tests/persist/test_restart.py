@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -24,10 +23,8 @@ from tests.support import (
     ROOT,
     RawClient,
     ServerProcess,
-    free_port,
     send_shutdown,
     start_emqd,
-    wait_for_port,
 )
 from tests.verbs.jobs import check_invariant
 
@@ -203,48 +200,3 @@ def test_a_second_emqd_on_the_same_directory_refuses_to_start(tmp_path: Path) ->
     finally:
         server.stop()
     emqd(tmp_path).stop()  # released when the first one stopped
-
-
-def test_a_write_the_file_refuses_is_never_acknowledged(tmp_path: Path) -> None:
-    """The file cannot grow (RLIMIT_FSIZE, as a full disk): emqd exits, and no reply
-    acknowledged a write that is not in the file."""
-    limit = 20_000
-
-    def small_files() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write(2) fails with EFBIG instead
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "emqd", "--port", str(port), "--dir", str(tmp_path),
-         "--appendfsync", "always", "--stalled-interval", "0"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=small_files,
-    )
-    acked = 0
-    try:
-        wait_for_port(port, proc)
-        client = RawClient(port)
-        try:
-            with pytest.raises(ConnectionError):
-                for i in range(limit):  # each record is more than one byte: bounded
-                    assert client.command("HSET", f"key:{i}", "f", "v" * 20) == b":1\r\n"
-                    acked += 1
-        finally:
-            client.close()
-        _, stderr = proc.communicate(timeout=10)
-        assert proc.returncode == 1
-        assert "cannot write" in stderr.decode()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert acked > 100
-    # The refused write may have left part of its record: a torn tail, dropped at start.
-    server = emqd(tmp_path)
-    try:
-        with redis.Redis(port=server.port) as r:
-            assert r.dbsize() == acked
-            assert r.exists(f"key:{acked - 1}") == 1
-    finally:
-        server.stop()

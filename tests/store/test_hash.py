@@ -1,11 +1,15 @@
-"""store/hash.py: HINCRBY's reading of a stored value, and the listpack test HSCAN uses."""
+"""store/hash.py: HINCRBY's reading of a stored value, compact rows, and Redis's encoding."""
 
 from __future__ import annotations
 
 import pytest
 
 from emqd.errors import HASH_NOT_INTEGER, OVERFLOW, Refusal, ReplyError
-from emqd.store.hash import LISTPACK_ENTRIES, LISTPACK_VALUE, incremented, is_compact
+from emqd.store import hash as hashes
+from emqd.store.hash import Limits, incremented
+
+LISTPACK_ENTRIES = Limits().hash_entries
+LISTPACK_VALUE = Limits().hash_value
 
 
 @pytest.mark.parametrize(
@@ -27,16 +31,65 @@ def test_incremented(current: bytes | None, by: int, expected: int | ReplyError)
         assert incremented(current, by) == expected
 
 
+def _hash(pairs: list[tuple[bytes, bytes]], limits: Limits | None = None) -> hashes.Hash | None:
+    row = None
+    for name, value in pairs:
+        row = hashes.written(row, (name,), (value,), limits or Limits())
+    return row
+
+
 @pytest.mark.parametrize(
-    "row, compact",
+    "pairs, listpack",
     [
-        ({}, True),
-        ({b"f": b"v" * LISTPACK_VALUE}, True),
-        ({b"f": b"v" * (LISTPACK_VALUE + 1)}, False),
-        ({b"f" * (LISTPACK_VALUE + 1): b"v"}, False),
-        ({b"%d" % i: b"" for i in range(LISTPACK_ENTRIES)}, True),
-        ({b"%d" % i: b"" for i in range(LISTPACK_ENTRIES + 1)}, False),
+        ([(b"f", b"v" * LISTPACK_VALUE)], True),
+        ([(b"f", b"v" * (LISTPACK_VALUE + 1))], False),
+        ([(b"f" * (LISTPACK_VALUE + 1), b"v")], False),
+        ([(b"%d" % i, b"") for i in range(LISTPACK_ENTRIES)], True),
+        ([(b"%d" % i, b"") for i in range(LISTPACK_ENTRIES + 1)], False),
     ],
 )
-def test_is_compact(row: dict, compact: bool) -> None:
-    assert is_compact(row) is compact
+def test_redis_encoding_is_tracked(pairs: list, listpack: bool) -> None:
+    row = _hash(pairs)
+    assert row is not None and hashes.is_listpack(row) is listpack
+
+
+def test_a_hash_never_converts_back_to_a_listpack() -> None:
+    row = _hash([(b"a", b"x" * 100), (b"b", b"1")])
+    assert row is not None and not hashes.is_listpack(row)
+    row = hashes.written(row, (b"a",), (b"short",), Limits())
+    row = hashes.removed(row, [b"a"])
+    assert row is not None and not hashes.is_listpack(row)
+
+
+def test_rows_share_their_schema_and_keep_insertion_order() -> None:
+    one = _hash([(b"state", b"pending"), (b"payload", b"p1")])
+    two = _hash([(b"state", b"pending"), (b"payload", b"p2")])
+    assert type(one) is tuple and one[0] is two[0]  # type: ignore[index]
+    one = hashes.written(one, (b"attempts", b"state"), (b"1", b"active"), Limits())
+    assert hashes.as_dict(one) == {b"state": b"active", b"payload": b"p1", b"attempts": b"1"}
+    assert list(hashes.names(one)) == [b"state", b"payload", b"attempts"]
+    one = hashes.removed(one, [b"state", b"nope"])
+    assert list(hashes.items(one)) == [(b"payload", b"p1"), (b"attempts", b"1")]  # type: ignore[arg-type]
+    assert hashes.removed(one, [b"payload", b"attempts"]) is None  # type: ignore[arg-type]
+
+
+def test_a_value_equal_to_a_field_name_is_not_a_field() -> None:
+    row = _hash([(b"a", b"b")])
+    assert row is not None
+    assert hashes.get(row, b"b") is None and not hashes.has(row, b"b")
+    assert b"b" not in hashes.field_set(row)
+
+
+def test_many_fields_move_to_a_dict_that_still_tracks_the_encoding() -> None:
+    row = _hash([(b"f%d" % i, b"v") for i in range(hashes.COMPACT_MAX + 5)])
+    assert isinstance(row, hashes.BigHash) and hashes.is_listpack(row)
+    assert hashes.length(row) == hashes.COMPACT_MAX + 5
+    assert list(hashes.names(row))[:3] == [b"f0", b"f1", b"f2"]
+
+
+def test_the_limits_of_the_moment_decide() -> None:
+    limits = Limits()
+    limits.hash_value = 3
+    row = _hash([(b"a", b"1234")], limits)
+    assert row is not None and not hashes.is_listpack(row)
+    assert hashes.is_listpack(_hash([(b"a", b"1234")]))  # type: ignore[arg-type]

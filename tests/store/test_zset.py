@@ -7,7 +7,10 @@ import random
 
 import pytest
 
-from emqd.store.zset import LISTPACK_ENTRIES, MINUS_INF, PLUS_INF, LexRange, ZSet
+from emqd.store.hash import Limits
+from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, pack, score_of
+
+LISTPACK_ENTRIES = Limits().zset_entries
 
 INF = math.inf
 
@@ -20,7 +23,9 @@ def zset(*pairs: tuple[float, bytes]) -> ZSet:
 
 
 def consistent(z: ZSet) -> bool:
-    return sorted((s, m) for m, s in z.scores.items()) == list(z.order)
+    """Both structures hold the same packed keys, and each key decodes to its member."""
+    return (sorted(z.keys.values()) == list(z.order)
+            and all(key.endswith(member) for member, key in z.keys.items()))
 
 
 def test_add_reports_new_members_and_updates_in_place() -> None:
@@ -55,15 +60,15 @@ def test_compact_set_stores_negative_zero_as_zero_like_a_listpack() -> None:
 
 def test_set_leaves_compact_form_at_129_members_or_a_long_member_for_good() -> None:
     z = zset(*[(i, b"m%d" % i) for i in range(LISTPACK_ENTRIES)])
-    assert z.compact
+    assert z.listpack
     z.add(b"extra", -0.0)  # converting first, so the new member keeps -0 as a skiplist does
-    assert not z.compact and math.copysign(1.0, z.score(b"extra")) < 0
+    assert not z.listpack and math.copysign(1.0, z.score(b"extra")) < 0
     for i in range(LISTPACK_ENTRIES):
         z.remove(b"m%d" % i)
-    assert not z.compact  # Redis never converts back
+    assert not z.listpack  # Redis never converts back
     long = zset((1, b"x" * 65))
-    assert not long.compact
-    assert zset((1, b"x" * 64)).compact
+    assert not long.listpack
+    assert zset((1, b"x" * 64)).listpack
 
 
 def test_equal_score_keeps_the_old_value_even_across_signed_zero() -> None:
@@ -153,6 +158,17 @@ def test_random_operations_keep_both_structures_in_step() -> None:
         else:
             assert z.remove(member) == (model.pop(member, None) is not None)
     assert consistent(z)
-    assert {m: s for m, s in z.scores.items()} == model
+    assert {m: z.score(m) for m in z.keys} == model
     expected = sorted((s, m) for m, s in model.items())
     assert [z.rank(m) for _, m in expected] == list(range(len(expected)))
+
+
+@pytest.mark.parametrize("scores", [
+    [-INF, -1e300, -2.5, -1.0, -5e-324, 0.0, 5e-324, 1.0, 2.5, 2**53, 1e300, INF],
+])
+def test_packed_keys_sort_as_the_scores_and_decode_back(scores: list[float]) -> None:
+    keys = [pack(s, b"m") for s in scores]
+    assert sorted(keys) == keys
+    assert [score_of(k) for k in keys] == scores
+    assert pack(-0.0, b"m") == pack(0.0, b"m")  # equal scores: one place in the order
+    assert pack(1.0, b"a") < pack(1.0, b"b") < pack(1.0, b"ba") < pack(1.5, b"")

@@ -7,9 +7,11 @@ from typing import Any
 
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
+from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
+from emqd.store.zset import ZSet
 from emqd.verbs import add, claim, promote, stalled_check
-from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
+from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 
 P = b"emq:{q}:"
 SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed")
@@ -42,7 +44,7 @@ def claim_one(space: Keyspace, lease: int = 1000, now: int = NOW, run_id: bytes 
 
 def row(space: Keyspace, job_id: bytes | str, prefix: bytes = P) -> dict | None:
     jid = job_id if isinstance(job_id, bytes) else job_id.encode()
-    return space.hash(prefix + b"job:" + jid)
+    return hash_of(space, prefix + b"job:" + jid)
 
 
 def members(space: Keyspace, name: bytes, prefix: bytes = P) -> list[tuple[bytes, float]]:
@@ -58,9 +60,11 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
     """Section 1: every job in exactly the one set its `state` names (a waiting lane job:
     its lane, `lane:<group>`, and no other lane); no member without a row."""
     lanes = [key for key in space.data if key.startswith(prefix + b"lane:")]
-    for key, value in space.data.items():
+    for key in space.data:
         if key.startswith(prefix + b"job:"):
             job_id = key[len(prefix) + 4:]
+            value = hash_of(space, key)
+            assert value is not None
             state = value[b"state"]
             group = value.get(b"group")
             held = sets_holding(space, job_id, prefix)
@@ -75,7 +79,7 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
 
 def snapshot(space: Keyspace) -> dict:
     """A deep copy of the keyspace as plain data, to compare before / after."""
-    return {k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in space.data.items()}
+    return {k: (list(v) if isinstance(v, ZSet) else hashes.as_dict(v)) for k, v in space.data.items()}
 
 
 QUEUE_KEYS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"meta", b"config",
@@ -118,17 +122,18 @@ def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P) -> N
     least one lane is servable; its scores are distinct and none is above `meta.rr`.
     """
     active: dict[bytes, int] = {}
-    for key, value in space.data.items():
-        if key.startswith(prefix + b"job:") and value.get(b"group"):
+    for key in space.data:
+        value = hash_of(space, key) if key.startswith(prefix + b"job:") else None
+        if value is not None and value.get(b"group"):
             if value[b"state"] == b"active":
                 active[value[b"group"]] = active.get(value[b"group"], 0) + 1
-    assert (space.hash(prefix + b"gactive") or {}) == {g: b"%d" % n for g, n in active.items()}
+    assert (hash_of(space, prefix + b"gactive") or {}) == {g: b"%d" % n for g, n in active.items()}
     lanes = {key[len(prefix) + 5:]: len(space.data[key]) for key in space.data
              if key.startswith(prefix + b"lane:")}
-    meta = space.hash(prefix + b"meta") or {}
+    meta = hash_of(space, prefix + b"meta") or {}
     assert int(meta.get(b"lanes_pending", 0)) == sum(lanes.values())
-    limits = space.hash(prefix + b"glimit") or {}
-    queue_limit = int((space.hash(prefix + b"config") or {}).get(b"lane_limit", default_limit))
+    limits = hash_of(space, prefix + b"glimit") or {}
+    queue_limit = int((hash_of(space, prefix + b"config") or {}).get(b"lane_limit", default_limit))
     servable = set()
     for group, size in lanes.items():
         limit = int(limits.get(group, queue_limit))

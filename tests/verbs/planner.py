@@ -1,10 +1,11 @@
 """Driving planners directly: a keyspace built from plain data, no sockets.
 
 `drive(verb, argv, keyspace, now, run_id)` parses with a default Config, runs
-the read/decide loop against the keyspace, and returns what the verb would
-answer (a Plan, a Block, a reply value, or the ReplyError it raised). Nothing
-is applied: `commit(keyspace, result)` applies a plan when a test wants the
-state after it.
+the planner against the keyspace, and returns what the verb would answer (a
+Plan, a Block, a reply value, or the ReplyError it raised). Nothing is
+applied: `commit(keyspace, result)` applies a plan when a test wants the
+state after it. The store keeps small hashes as compact rows: `hash_of` reads
+one back as a plain dict, `set_field` changes one as a client's HSET would.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 
 from emqd.config import Config
 from emqd.errors import ReplyError
+from emqd.persist.records import text
 from emqd.plan import Plan
+from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
-from emqd.verbs.runner import decide_and_plan
 
 RUN_ID = b"a" * 40
 OTHER_RUN_ID = b"b" * 40
@@ -47,7 +49,9 @@ def build(data: dict[bytes, Any]) -> Keyspace:
 
 def _value(value: Any) -> Any:
     if isinstance(value, dict):
-        return {_b(k): _b(v) for k, v in value.items()}
+        pairs = [(_b(k), _b(v)) for k, v in value.items()]
+        return hashes.written(None, tuple(k for k, _ in pairs), tuple(v for _, v in pairs),
+                              hashes.Limits())
     zset = ZSet()
     for member, score in value:
         zset.add(_b(member), float(score))
@@ -63,7 +67,7 @@ def drive(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,
     raw = [_b(a) for a in argv]
     try:
         args = verb.parse(raw, config or Config())
-        return decide_and_plan(verb, space, args, now, run_id)
+        return verb.plan(args, space, now, run_id)
     except ReplyError as error:
         return error
 
@@ -73,3 +77,74 @@ def commit(space: Keyspace, result: Any) -> Any:
     assert isinstance(result, Plan), result
     space.apply(result.ops)
     return result.reply
+
+
+def hash_of(space: Keyspace, key: bytes) -> dict | None:
+    """The hash at `key` as a plain dict (None when absent)."""
+    row = space.hash(key)
+    return None if row is None else hashes.as_dict(row)
+
+
+def set_field(space: Keyspace, key: bytes, name: bytes, value: bytes) -> None:
+    """What a client's `HSET key name value` does to the store (tests that corrupt a row)."""
+    space.apply([(b"HSET", key, name, value)])
+
+
+def effects(result: Any) -> Any:
+    """What a plan does, for comparing with an expected one: its ops with every value as
+    the bytes the log holds (a template writes b"5", a hand-built op 5) and its reply.
+    Anything that is not a Plan (a refusal, a Block) is returned as it is."""
+    if not isinstance(result, Plan):
+        return result
+    return [tuple(text(v) for v in op) for op in result.ops], result.reply
+
+
+class RecordingView:
+    """A planner's View over `space` that lists every read it makes, in order.
+
+    Each `hash` / `zset` / `type_name` call is one entry (kind, key); walking a
+    sorted set's members from the front adds one ("member", key) per member
+    taken, so a test can see that a planner's work does not grow with a set
+    it only looks at the front of.
+    """
+
+    def __init__(self, space: Keyspace) -> None:
+        self.space = space
+        self.reads: list[tuple[str, bytes]] = []
+
+    def hash(self, key: bytes) -> Any:
+        self.reads.append(("hash", key))
+        return self.space.hash(key)
+
+    def zset(self, key: bytes) -> Any:
+        self.reads.append(("zset", key))
+        zset = self.space.zset(key)
+        return None if zset is None else _CountedZSet(zset, key, self.reads)
+
+    def type_name(self, key: bytes) -> str:
+        self.reads.append(("type", key))
+        return self.space.type_name(key)
+
+
+class _CountedZSet:
+    """A ZSet whose walks from the front are counted member by member."""
+
+    def __init__(self, zset: ZSet, key: bytes, reads: list) -> None:
+        self._zset, self._key, self._reads = zset, key, reads
+
+    def members(self) -> Any:
+        for member in self._zset.members():
+            self._reads.append(("member", self._key))
+            yield member
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._zset, name)
+
+    def __len__(self) -> int:
+        return len(self._zset)
+
+    def __contains__(self, member: bytes) -> bool:
+        return member in self._zset
+
+    def __iter__(self) -> Any:
+        return iter(self._zset)

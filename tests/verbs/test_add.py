@@ -9,7 +9,7 @@ from emqd import errors
 from emqd.config import Config
 from emqd.plan import Plan
 from emqd.verbs import add
-from tests.verbs.planner import NOW, commit, drive, keyspace
+from tests.verbs.planner import NOW, commit, drive, effects, hash_of, keyspace
 
 P = b"emq:{q}:"
 
@@ -17,16 +17,16 @@ P = b"emq:{q}:"
 def test_first_add_writes_row_score_seq_and_queue() -> None:
     space = keyspace()
     result = drive(add, ["emq.add", "q", "hello"], space, now=NOW)
-    assert result == Plan(
+    assert effects(result) == effects(Plan(
         [
             (b"HSET", P + b"job:1", b"state", b"pending", b"payload", b"hello",
              b"created_ms", b"%d" % NOW),
             (b"ZADD", P + b"pending", 1, b"1"),
-            (b"HSET", P + b"meta", b"seq", b"1"),
+            (b"HSET", P + b"meta", b"seq", b"1", b"added", b"1"),
             (b"ZADD", b"emq:queues", NOW, b"q"),
         ],
         b"1",
-    )
+    ))
 
 
 def test_priority_band_and_next_seq() -> None:
@@ -44,7 +44,7 @@ def test_skips_ids_a_client_created() -> None:
     space = keyspace(**{"emq:{q}:job:1": {"state": "pending"}, "emq:{q}:job:2": {"x": "y"}})
     plan = drive(add, ["emq.add", "q", "x"], space)
     assert plan.reply == b"3"
-    assert (b"HSET", P + b"meta", b"seq", b"3") in plan.ops
+    assert (b"HSET", P + b"meta", b"seq", b"3", b"added", b"1") in plan.ops
 
 
 @pytest.mark.parametrize(("delay", "state_key"), [("0", b"pending"), ("1", b"scheduled")])
@@ -53,7 +53,7 @@ def test_delay_zero_is_due_now(delay: str, state_key: bytes) -> None:
     plan = drive(add, ["emq.add", "q", "x", "DELAY", delay], space)
     assert plan.ops[1][1] == P + state_key
     commit(space, plan)
-    assert space.hash(P + b"job:1")[b"state"] == state_key
+    assert hash_of(space, P + b"job:1")[b"state"] == state_key
 
 
 def test_at_in_the_past_is_pending_and_future_is_scheduled_at_that_time() -> None:
@@ -64,7 +64,7 @@ def test_at_in_the_past_is_pending_and_future_is_scheduled_at_that_time() -> Non
 
 def test_existing_id_is_idempotent() -> None:
     space = keyspace(**{"emq:{q}:job:abc": {"state": "completed"}})
-    assert drive(add, ["emq.add", "q", "x", "ID", "abc"], space) == Plan([], b"abc")
+    assert effects(drive(add, ["emq.add", "q", "x", "ID", "abc"], space)) == effects(Plan([], b"abc"))
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,8 @@ def test_existing_id_is_idempotent() -> None:
         (["emq.add", "q", "p", "DELAY", "-1"], errors.must_be_non_negative("DELAY")),
         (["emq.add", "q", "p", "AT", "01"], errors.must_be_non_negative("AT")),
         (["emq.add", "q", "p", "PRIORITY", "1001"], errors.PRIORITY_RANGE),
-        (["emq.add", "q", "p", "PRIORITY", "+1"], errors.PRIORITY_RANGE),
+        (["emq.add", "q", "p", "PRIORITY", "+1"], errors.PRIORITY_NOT_INTEGER),
+        (["emq.add", "q", "p", "PRIORITY", "abc"], errors.PRIORITY_NOT_INTEGER),
         (["emq.add", "q", "p", "MAXATTEMPTS", "0"], errors.must_be_positive("MAXATTEMPTS")),
         (["emq.add", "q", "p", "BACKOFF", "exp:"], errors.INVALID_BACKOFF),
         (["emq.add", "q", "p", "BACKOFF", "linear:5"], errors.INVALID_BACKOFF),

@@ -23,7 +23,7 @@ from tests.verbs.jobs import (
     snapshot,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, RUN_ID, drive, keyspace
+from tests.verbs.planner import NOW, RUN_ID, drive, effects, hash_of, keyspace, set_field
 
 CORRUPT = "01"
 MAX = str(2**63 - 1)
@@ -33,7 +33,7 @@ def test_claims_the_front_and_stamps_the_row() -> None:
     space = keyspace()
     add_jobs(space, 2)
     result = drive(claim, ["emq.claim", "q", "5000"], space)
-    assert result == Plan(
+    assert effects(result) == effects(Plan(
         [
             (b"ZREM", P + b"pending", b"1"),
             (b"HSET", P + b"job:1", b"attempts", b"1", b"state", b"active",
@@ -41,7 +41,7 @@ def test_claims_the_front_and_stamps_the_row() -> None:
             (b"ZADD", P + b"active", NOW + 5000, b"1"),
         ],
         [b"1", b"1", b"p0", 0],
-    )
+    ))
 
 
 def test_token_is_next_attempts_and_failures_are_returned() -> None:
@@ -64,7 +64,7 @@ def test_order_is_score_then_id_bytes() -> None:
 
 @pytest.mark.parametrize(("argv", "empty"), [([], NULL_ARRAY), (["COUNT", "3"], [])])
 def test_nothing_to_claim(argv: list, empty: object) -> None:
-    assert drive(claim, ["emq.claim", "q", "10", *argv], keyspace()) == Plan([], empty)
+    assert effects(drive(claim, ["emq.claim", "q", "10", *argv], keyspace())) == effects(Plan([], empty))
 
 
 def test_count_takes_up_to_n() -> None:
@@ -90,11 +90,13 @@ def test_ghosts_are_removed_and_do_not_count() -> None:
 
 def test_skipped_writes_are_made_even_when_nothing_is_claimed() -> None:
     space = keyspace(**{"emq:{q}:pending": [("g", 1)]})
-    assert drive(claim, ["emq.claim", "q", "10"], space) == Plan(
-        [(b"ZREM", P + b"pending", b"g")], NULL_ARRAY)
+    assert effects(drive(claim, ["emq.claim", "q", "10"], space)) == effects(Plan(
+        [(b"ZREM", P + b"pending", b"g")], NULL_ARRAY))
     blocked = drive(claim, ["emq.claim", "q", "10", "BLOCK", "0"], space)
-    assert blocked == Block((P + b"pending", P + b"ring", P + b"meta"), 0, NULL_ARRAY,
-                            Plan([(b"ZREM", P + b"pending", b"g")], None))
+    assert isinstance(blocked, Block)
+    assert (blocked.keys, blocked.timeout_ms, blocked.timeout_reply) == (
+        (P + b"pending", P + b"ring", P + b"meta"), 0, NULL_ARRAY)
+    assert effects(blocked.plan) == effects(Plan([(b"ZREM", P + b"pending", b"g")], None))
 
 
 def test_many_ghosts_in_front_are_read_through() -> None:
@@ -122,7 +124,7 @@ def test_corrupt_counter_is_dead_lettered_and_the_claim_goes_on(
         field: str, value: str, text: bytes) -> None:
     space = keyspace()
     add_jobs(space, 2)
-    space.data[P + b"job:1"][field.encode()] = value.encode()
+    set_field(space, P + b"job:1", field.encode(), value.encode())
     reply = run(claim, ["emq.claim", "q", "10"], space)
     assert reply[0] == b"2"
     bad = row(space, "1")
@@ -130,7 +132,7 @@ def test_corrupt_counter_is_dead_lettered_and_the_claim_goes_on(
         b"dead", text, b"%d" % NOW)
     assert bad[field.encode()] == value.encode()  # the counter itself is left as it was
     assert members(space, b"dead") == [(b"1", NOW)]
-    assert space.hash(P + b"metrics:failed") == {b"count": b"1"}
+    assert hash_of(space, P + b"metrics:failed") == {b"count": b"1"}
     check_invariant(space)
 
 
@@ -138,17 +140,17 @@ def test_corrupt_row_dead_letter_is_trimmed_by_keep_dead() -> None:
     space = keyspace(**{"emq:{q}:config": {"keep_dead": "1"},
                         "emq:{q}:dead": [("old", 5)], "emq:{q}:job:old": {"state": "dead"}})
     add_jobs(space, 1)
-    space.data[P + b"job:1"][b"attempts"] = b"x"
+    set_field(space, P + b"job:1", b"attempts", b"x")
     assert run(claim, ["emq.claim", "q", "10"], space) is NULL_ARRAY
     assert members(space, b"dead") == [(b"1", NOW)]
     assert row(space, "old") is None
-    assert space.hash(P + b"metrics:failed") == {b"count": b"1", b"trimmed": b"1"}
+    assert hash_of(space, P + b"metrics:failed") == {b"count": b"1", b"trimmed": b"1"}
 
 
 def test_paused_queue_claims_nothing_and_blocks_on_meta() -> None:
     space = keyspace(**{"emq:{q}:meta": {"paused": "1"}})
     add_jobs(space, 1)
-    assert drive(claim, ["emq.claim", "q", "10"], space) == Plan([], NULL_ARRAY)
+    assert effects(drive(claim, ["emq.claim", "q", "10"], space)) == effects(Plan([], NULL_ARRAY))
     assert drive(claim, ["emq.claim", "q", "10", "COUNT", "1", "BLOCK", "20"], space) == Block(
         (P + b"pending", P + b"ring", P + b"meta"), 20, [], None)
 

@@ -20,13 +20,13 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, held, keyspace
+from tests.verbs.planner import NOW, drive, effects, hash_of, held, keyspace
 
 ACTIVE_ROW = {"state": "active", "attempts": "1", "payload": "x"}
 
 
 def test_plan() -> None:
-    assert drive(complete, ["emq.complete", "q", "1", "1"], held(ACTIVE_ROW)) == Plan(
+    assert effects(drive(complete, ["emq.complete", "q", "1", "1"], held(ACTIVE_ROW))) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"state", b"completed", b"finished_ms", b"%d" % NOW),
@@ -34,7 +34,7 @@ def test_plan() -> None:
             (b"HINCRBY", P + b"metrics:completed", b"count", 1),
         ],
         "OK",
-    )
+    ))
 
 
 def test_result_is_stored_and_the_job_is_in_completed_only() -> None:
@@ -44,7 +44,7 @@ def test_result_is_stored_and_the_job_is_in_completed_only() -> None:
     assert run(complete, ["emq.complete", "q", "1", "1", "RESULT", "r\x00"], space) == "OK"
     assert row(space, "1")[b"result"] == b"r\x00"
     assert row(space, "1")[b"state"] == b"completed"
-    assert space.hash(P + b"metrics:completed") == {b"count": b"1"}
+    assert hash_of(space, P + b"metrics:completed") == {b"count": b"1"}
     check_invariant(space)
 
 
@@ -100,7 +100,7 @@ def test_retention_deletes_the_oldest_rows_beyond_keep_completed() -> None:
     assert [m for m, _ in members(space, b"completed")] == [b"c2", b"1"]
     assert row(space, "c0") is None and row(space, "c1") is None
     assert row(space, "c2") is not None
-    assert space.hash(P + b"metrics:failed") is None  # completed rows are not counted as trimmed
+    assert hash_of(space, P + b"metrics:failed") is None  # completed rows are not counted as trimmed
     check_invariant(space)
 
 
@@ -109,7 +109,7 @@ def test_keep_completed_zero_deletes_the_job_itself() -> None:
     assert run(complete, ["emq.complete", "q", "1", "1"], space) == "OK"
     assert row(space, "1") is None
     assert members(space, b"completed") == []
-    assert space.hash(P + b"metrics:completed") == {b"count": b"1"}
+    assert hash_of(space, P + b"metrics:completed") == {b"count": b"1"}
 
 
 def test_one_plan_trims_at_most_a_hundred() -> None:

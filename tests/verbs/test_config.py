@@ -9,7 +9,7 @@ from emqd import errors
 from emqd.config import Config
 from emqd.plan import Plan
 from emqd.verbs import config
-from tests.verbs.planner import drive, keyspace
+from tests.verbs.planner import drive, effects, keyspace
 
 KEY = b"emq:{q}:config"
 DEFAULTS = {b"max_attempts": b"3", b"backoff": b"fixed:1000", b"max_stalled": b"2",
@@ -44,7 +44,7 @@ DEFAULTS = {b"max_attempts": b"3", b"backoff": b"fixed:1000", b"max_stalled": b"
 )
 def test_planner(stored: dict | None, argv: list, expected: object) -> None:
     space = keyspace(**({"emq:{q}:config": stored} if stored is not None else {}))
-    assert drive(config, ["emq.config", "q", *argv], space) == expected
+    assert effects(drive(config, ["emq.config", "q", *argv], space)) == effects(expected)
 
 
 def test_defaults_come_from_the_server_flags() -> None:

@@ -9,18 +9,18 @@ from emqd import errors
 from emqd.plan import Plan
 from emqd.verbs import extend
 from tests.verbs.jobs import P, members, row, run, snapshot, wire_error, wire_snapshot
-from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, keyspace
+from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, effects, keyspace
 
 LIVE = {"state": "active", "attempts": "1", "lease_epoch": OTHER_RUN_ID.decode()}
 
 
 def test_plan_and_reply() -> None:
     space = keyspace(**{"emq:{q}:job:1": LIVE, "emq:{q}:active": [("1", NOW - 5)]})
-    assert drive(extend, ["emq.extend", "q", "1", "1", "250"], space) == Plan(
+    assert effects(drive(extend, ["emq.extend", "q", "1", "1", "250"], space)) == effects(Plan(
         [(b"ZADD", P + b"active", NOW + 250, b"1"),
          (b"HSET", P + b"job:1", b"lease_epoch", RUN_ID)],
         NOW + 250,
-    )
+    ))
     assert run(extend, ["emq.extend", "q", "1", "1", "250"], space) == NOW + 250
     assert members(space, b"active") == [(b"1", NOW + 250)]
     assert row(space, "1")[b"lease_epoch"] == RUN_ID  # a lease extended now is this process's

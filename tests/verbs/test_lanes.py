@@ -21,7 +21,6 @@ from emqd.verbs import (
     remove,
     requeue,
     revive,
-    runner,
     stalled_check,
     stats,
 )
@@ -34,7 +33,18 @@ from tests.verbs.jobs import (
     run,
     snapshot,
 )
-from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, keyspace
+from emqd.config import Config
+from tests.verbs.planner import (
+    NOW,
+    OTHER_RUN_ID,
+    RUN_ID,
+    RecordingView,
+    drive,
+    effects,
+    hash_of,
+    keyspace,
+    set_field,
+)
 
 
 def add_to(space: Any, group: str | None, n: int = 1, *options: Any) -> list[bytes]:
@@ -77,7 +87,7 @@ def test_add_with_group_enters_its_lane_and_the_ring() -> None:
     assert members(space, b"lane:g") == [(b"1", 1), (b"2", 2)]
     assert members(space, b"pending") == []
     assert members(space, b"ring") == [(b"g", 1)]
-    assert space.hash(P + b"meta")[b"lanes_pending"] == b"2"
+    assert hash_of(space, P + b"meta")[b"lanes_pending"] == b"2"
     checked(space)
 
 
@@ -122,7 +132,7 @@ def test_claim_goes_round_the_ring_job_by_job() -> None:
     got = [group_of(space, j) for j in claim_ids(space, 10)]
     assert got == [b"a", b"b", None, b"a", b"b", None, b"a"]
     assert space.zset(P + b"ring") is None
-    assert space.hash(P + b"gactive") == {b"a": b"3", b"b": b"2"}
+    assert hash_of(space, P + b"gactive") == {b"a": b"3", b"b": b"2"}
     checked(space, 0)
 
 
@@ -191,7 +201,7 @@ def test_lane_jobs_ghosts_and_corrupt_rows_are_skipped() -> None:
     space = keyspace()
     add_to(space, "g", 3)
     del space.data[P + b"job:1"]
-    space.data[P + b"job:2"][b"attempts"] = b"01"
+    set_field(space, P + b"job:2", b"attempts", b"01")
     assert claim_ids(space) == [b"3"]
     assert row(space, "2")[b"state"] == b"dead"
     assert members(space, b"lane:g") == []
@@ -206,11 +216,10 @@ def test_a_lane_of_ghosts_only_leaves_the_ring() -> None:
         del space.data[P + b"job:" + job_id]
     assert claim_ids(space, 5) == [b"3"]
     assert space.zset(P + b"ring") is None
-    assert space.hash(P + b"meta")[b"lanes_pending"] == b"0"
+    assert hash_of(space, P + b"meta")[b"lanes_pending"] == b"0"
 
 
-def test_picking_reads_the_ring_head_whatever_the_number_of_full_lanes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_picking_reads_the_ring_head_whatever_the_number_of_full_lanes() -> None:
     space = keyspace()
     for i in range(2000):
         add_to(space, f"full{i}", 2)
@@ -218,11 +227,11 @@ def test_picking_reads_the_ring_head_whatever_the_number_of_full_lanes(
         claim_ids(space)  # every lane now holds one active job: full, out of the ring
     assert space.zset(P + b"ring") is None
     add_to(space, "free", 1)
-    reads: list = []
-    perform = runner.perform
-    monkeypatch.setattr(runner, "perform", lambda ks, read: reads.append(read) or perform(ks, read))
-    assert [group_of(space, j) for j in claim_ids(space)] == [b"free"]
-    assert len(reads) < 25, reads
+    view = RecordingView(space)
+    result = claim.plan(claim.parse([b"emq.claim", b"q", b"1000"], Config()), view,  # type: ignore[arg-type]
+                        NOW, RUN_ID)
+    assert group_of(space, result.reply[0]) == b"free"
+    assert len(view.reads) < 25, view.reads
 
 
 def test_claim_writes_the_ring_counter_and_moves_the_member_back() -> None:
@@ -232,7 +241,7 @@ def test_claim_writes_the_ring_counter_and_moves_the_member_back() -> None:
     add_to(space, "b", 1)
     claim_ids(space)
     assert members(space, b"ring") == [(b"b", 2), (b"a", 3)]
-    assert space.hash(P + b"meta")[b"rr"] == b"3"
+    assert hash_of(space, P + b"meta")[b"rr"] == b"3"
 
 
 # --- slots back, re-entry ----------------------------------------------------------------
@@ -242,7 +251,7 @@ def test_leaving_active_gives_the_slot_back(how: str) -> None:
     add_to(space, "a", 2)
     add_to(space, "b", 1)
     (job_id,) = claim_ids(space)
-    assert space.hash(P + b"gactive") == {b"a": b"1"}
+    assert hash_of(space, P + b"gactive") == {b"a": b"1"}
     assert members(space, b"ring") == [(b"b", 2)]
     token = row(space, job_id)[b"attempts"]
     if how == "complete":
@@ -252,7 +261,7 @@ def test_leaving_active_gives_the_slot_back(how: str) -> None:
     else:
         run(fail, ["emq.fail", "q", job_id, token, "MAXATTEMPTS",
                    1 if how == "fail-dead" else 5], space)
-    assert space.hash(P + b"gactive") is None
+    assert hash_of(space, P + b"gactive") is None
     assert members(space, b"ring") == [(b"b", 2), (b"a", 3)]  # back at the end
     checked(space)
 
@@ -264,7 +273,7 @@ def test_requeue_goes_back_to_the_front_of_its_lane() -> None:
     run(requeue, ["emq.requeue", "q", job_id, b"1"], space)
     assert members(space, b"lane:a") == [(job_id, 0), (b"2", 2)]
     assert members(space, b"pending") == []
-    assert space.hash(P + b"meta")[b"lanes_pending"] == b"2"
+    assert hash_of(space, P + b"meta")[b"lanes_pending"] == b"2"
     checked(space)
 
 
@@ -282,10 +291,10 @@ def test_corrupt_gactive_refuses_with_hincrby_text_and_writes_nothing() -> None:
     space = keyspace()
     add_to(space, "a", 2)
     (job_id,) = claim_ids(space)
-    space.data[P + b"gactive"][b"a"] = b"x"
+    set_field(space, P + b"gactive", b"a", b"x")
     before = snapshot(space)
     assert drive(complete, ["emq.complete", "q", job_id, b"1"], space) == errors.HASH_NOT_INTEGER
-    assert drive(claim, ["emq.claim", "q", "10"], space) == Plan([], NULL_ARRAY)
+    assert effects(drive(claim, ["emq.claim", "q", "10"], space)) == effects(Plan([], NULL_ARRAY))
     assert snapshot(space) == before
 
 
@@ -303,7 +312,7 @@ def test_raising_a_limit_puts_the_lane_back_in_the_ring() -> None:
     assert space.zset(P + b"ring") is None
     run(lane_limit, ["emq.lane.limit", "q", "a", "0"], space)
     assert members(space, b"ring") == [(b"a", 2)]
-    assert space.hash(P + b"glimit") == {b"a": b"0"}
+    assert hash_of(space, P + b"glimit") == {b"a": b"0"}
     checked(space)
     assert len(claim_ids(space, 5)) == 2
     run(lane_limit, ["emq.lane.limit", "q", "a", "2"], space)
@@ -364,7 +373,7 @@ def test_remove_of_a_lanes_last_waiting_job_takes_the_lane_out_of_the_ring() -> 
     add_to(space, "b")
     assert run(remove, ["emq.remove", "q", "1"], space) == 1
     assert members(space, b"ring") == [(b"b", 2)]
-    assert space.hash(P + b"meta")[b"lanes_pending"] == b"1"
+    assert hash_of(space, P + b"meta")[b"lanes_pending"] == b"1"
     checked(space)
 
 
@@ -379,7 +388,7 @@ def test_every_sweep_verdict_gives_the_slot_back(epoch: bytes, max_stalled: int,
     reply = run(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", max_stalled], space,
                 now=NOW + 20)
     assert reply == ([[b"1"], []] if verdict == "recovered" else [[], [b"1"]])
-    assert space.hash(P + b"gactive") is None
+    assert hash_of(space, P + b"gactive") is None
     if verdict == "recovered":
         assert members(space, b"lane:a") == [(b"1", 0), (b"2", 2)]  # its lane's front
     checked(space)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from emqd.errors import ReplyError
@@ -29,6 +29,7 @@ from emqd.verbs import (
     revive,
 )
 from tests.verbs.jobs import Interleaving, check_invariant, check_lanes, members, row
+from tests.verbs.planner import hash_of
 
 GROUPS = (None, "a", "b", "c")
 KINDS = ("add", "add", "add", "claim", "claim", "claim", "complete", "complete", "fail",
@@ -48,10 +49,10 @@ class World(Interleaving):
         self.held: list[tuple[bytes, bytes]] = []
 
     def limit(self, group: bytes) -> int:
-        own = (self.space.hash(P + b"glimit") or {}).get(group)
+        own = (hash_of(self.space, P + b"glimit") or {}).get(group)
         if own is not None:
             return int(own)
-        return int((self.space.hash(P + b"config") or {}).get(b"lane_limit", b"1"))
+        return int((hash_of(self.space, P + b"config") or {}).get(b"lane_limit", b"1"))
 
     def active_of(self, group: bytes) -> int:
         return sum(1 for job_id, _ in members(self.space, b"active")
@@ -122,6 +123,10 @@ def test_with_lane_limit_one_never_two_active_jobs_of_one_group(plan: list) -> N
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps(KINDS + LIMIT_KINDS))
+# Found by hypothesis: two lanes entering a queue with no ring while pending holds a job
+# (PROMOTE of a lane's retry and a delayed lane job) left the flat member out of the ring.
+@example([("add", 0, 0), ("add", 1, 0), ("add", 2, 1), ("claim", 0, 0), ("fail", 0, 0),
+          ("tick", 2, 0), ("promote", 0, 0)])
 def test_limits_changing_under_load_keep_the_ring_exact(plan: list) -> None:
     world = World()
     for kind, a, b in plan:

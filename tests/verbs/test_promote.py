@@ -21,7 +21,7 @@ from tests.verbs.jobs import (
     run,
     snapshot,
 )
-from tests.verbs.planner import NOW, drive, keyspace
+from tests.verbs.planner import NOW, drive, effects, keyspace
 
 BAND = 2**40
 
@@ -30,7 +30,7 @@ def test_first_entry_gets_a_new_seq_at_the_back_of_its_band() -> None:
     space = keyspace(**{"emq:{q}:meta": {"seq": "7"},
                         "emq:{q}:job:a": {"state": "scheduled", "priority": "2"},
                         "emq:{q}:scheduled": [("a", NOW)]})
-    assert drive(promote, ["emq.promote", "q"], space) == Plan(
+    assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(
         [
             (b"ZREM", P + b"scheduled", b"a"),
             (b"HSET", P + b"job:a", b"state", b"pending"),
@@ -38,21 +38,21 @@ def test_first_entry_gets_a_new_seq_at_the_back_of_its_band() -> None:
             (b"HSET", P + b"meta", b"seq", b"8"),
         ],
         1,
-    )
+    ))
 
 
 def test_claimed_before_re_enters_at_the_front_without_a_seq() -> None:
     space = keyspace(**{"emq:{q}:meta": {"seq": "7"},
                         "emq:{q}:job:a": {"state": "scheduled", "attempts": "1"},
                         "emq:{q}:scheduled": [("a", NOW)]})
-    assert drive(promote, ["emq.promote", "q"], space) == Plan(
+    assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(
         [
             (b"ZREM", P + b"scheduled", b"a"),
             (b"HSET", P + b"job:a", b"state", b"pending"),
             (b"ZADD", P + b"pending", 0, b"a"),
         ],
         1,
-    )
+    ))
 
 
 def test_due_order_limit_and_not_yet_due() -> None:
@@ -81,8 +81,8 @@ def test_a_failed_job_is_retried_at_the_front() -> None:
 
 def test_ghost_is_removed_and_not_counted() -> None:
     space = keyspace(**{"emq:{q}:scheduled": [("g", 1)]})
-    assert drive(promote, ["emq.promote", "q"], space) == Plan(
-        [(b"ZREM", P + b"scheduled", b"g")], 0)
+    assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(
+        [(b"ZREM", P + b"scheduled", b"g")], 0))
 
 
 @pytest.mark.parametrize(

@@ -9,22 +9,22 @@ from emqd import errors
 from emqd.plan import Plan
 from emqd.verbs import remove
 from tests.verbs.jobs import P, run, snapshot, wire_error
-from tests.verbs.planner import drive, keyspace
+from tests.verbs.planner import drive, effects, keyspace
 
 
 @pytest.mark.parametrize("state", ["pending", "scheduled", "dead", "completed"])
 def test_removes_row_and_set_entry(state: str) -> None:
     space = keyspace(**{"emq:{q}:job:1": {"state": state},
                         f"emq:{{q}}:{state}": [("1", 1), ("2", 2)]})
-    assert drive(remove, ["emq.remove", "q", "1"], space) == Plan(
-        [(b"DEL", P + b"job:1"), (b"ZREM", P + state.encode(), b"1")], 1)
+    assert effects(drive(remove, ["emq.remove", "q", "1"], space)) == effects(Plan(
+        [(b"DEL", P + b"job:1"), (b"ZREM", P + state.encode(), b"1")], 1))
     assert run(remove, ["emq.remove", "q", "1"], space) == 1
     assert list(space.data) == [P + state.encode()]
     assert run(remove, ["emq.remove", "q", "1"], space) == 0
 
 
 def test_no_such_job_writes_nothing() -> None:
-    assert drive(remove, ["emq.remove", "q", "1"], keyspace()) == Plan([], 0)
+    assert effects(drive(remove, ["emq.remove", "q", "1"], keyspace())) == effects(Plan([], 0))
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, held, keyspace
+from tests.verbs.planner import NOW, drive, effects, held, keyspace
 
 LIVE = {"state": "active", "attempts": "3", "failures": "1", "stalled": "1", "payload": "x",
         "last_error": "e"}
@@ -28,14 +28,14 @@ LIVE = {"state": "active", "attempts": "3", "failures": "1", "stalled": "1", "pa
 
 def test_exactly_three_writes() -> None:
     space = held(LIVE, deadline=NOW)
-    assert drive(requeue, ["emq.requeue", "q", "1", "3"], space) == Plan(
+    assert effects(drive(requeue, ["emq.requeue", "q", "1", "3"], space)) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"state", b"pending"),
             (b"ZADD", P + b"pending", 0, b"1"),
         ],
         "OK",
-    )
+    ))
 
 
 def test_counters_untouched_and_front_of_the_band() -> None:

@@ -1,5 +1,5 @@
 """Retention: trim_ops directly (oldest first, the plan's own rows, at most 100, the
-`trimmed` counter) and the housekeeping slice through the runner."""
+`trimmed` counter) and the housekeeping slice through its planner."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.plan import Plan
 from emqd.verbs import retention
-from emqd.verbs.runner import decide_and_plan, perform
 from tests.verbs.jobs import P, members, row
-from tests.verbs.planner import NOW, RUN_ID, keyspace
+from tests.verbs.planner import NOW, RUN_ID, hash_of, keyspace
 
 KEYS = queue_keys(b"q")
 
@@ -25,13 +24,7 @@ def finished(kind: str, n: int, **extra: object):  # type: ignore[no-untyped-def
 
 
 def trim(space, kind: str, keep: int, added=()):  # type: ignore[no-untyped-def]
-    reads: dict = {}
-    while True:
-        step = retention.trim_ops(KEYS, kind, keep, reads, added)
-        if isinstance(step, list):
-            return step
-        for read in step.reads:
-            reads[read] = perform(space, read)
+    return retention.trim_ops(space, KEYS, kind, keep, added)
 
 
 def test_nothing_in_excess() -> None:
@@ -74,19 +67,19 @@ def test_housekeeping_slices() -> None:
     args = retention.slice_args(b"q", Config())
     deleted = []
     for _ in range(5):
-        plan = decide_and_plan(retention, space, args, NOW, RUN_ID)
+        plan = retention.plan(args, space, NOW, RUN_ID)
         assert isinstance(plan, Plan)
         space.apply(plan.ops)
         deleted.append(plan.reply)
     assert deleted == [100, 100, 30, 0, 0]
     assert [m for m, _ in members(space, b"dead")][:1] == [b"j230"]
     assert row(space, "j229") is None and row(space, "j230") is not None
-    assert space.hash(P + b"metrics:failed") == {b"trimmed": b"230"}
+    assert hash_of(space, P + b"metrics:failed") == {b"trimmed": b"230"}
 
 
 def test_housekeeping_slice_trims_both_sets() -> None:
     space = finished("completed", 3)
     space.data.update(finished("dead", 2).data)
-    plan = decide_and_plan(retention, space, retention.slice_args(b"q", Config(
-        keep_completed=1, keep_dead=1)), NOW, RUN_ID)
+    plan = retention.plan(retention.slice_args(b"q", Config(keep_completed=1, keep_dead=1)),
+                          space, NOW, RUN_ID)
     assert plan.reply == 3

@@ -9,7 +9,7 @@ from emqd import errors
 from emqd.plan import Plan
 from emqd.verbs import revive
 from tests.verbs.jobs import P, check_invariant, members, row, run, snapshot, wire_error
-from tests.verbs.planner import drive, keyspace
+from tests.verbs.planner import drive, effects, keyspace
 
 DEAD = {"state": "dead", "attempts": "3", "failures": "3", "stalled": "1", "last_error": "e",
         "priority": "-1"}
@@ -20,14 +20,15 @@ def dead_space(**extra: object):  # type: ignore[no-untyped-def]
 
 
 def test_plan() -> None:
-    assert drive(revive, ["emq.revive", "q", "1"], dead_space()) == Plan(
+    assert effects(drive(revive, ["emq.revive", "q", "1"], dead_space())) == effects(Plan(
         [
             (b"ZREM", P + b"dead", b"1"),
             (b"HSET", P + b"job:1", b"state", b"pending"),
             (b"ZADD", P + b"pending", -(2**40), b"1"),
+            (b"HSET", P + b"metrics", b"revived", b"1"),
         ],
         "OK",
-    )
+    ))
 
 
 def test_counters_kept_without_reset_and_deleted_with_it() -> None:

@@ -26,7 +26,7 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, keyspace
+from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, effects, hash_of, keyspace
 
 OURS = RUN_ID.decode()
 THEIRS = OTHER_RUN_ID.decode()
@@ -43,13 +43,13 @@ def active(*rows: tuple[str, dict | None, int], **extra: object):  # type: ignor
 
 def test_nothing_expired_writes_nothing() -> None:
     space = active(("1", {"lease_epoch": OURS}, NOW + 1))
-    assert drive(stalled_check, ["emq.stalled.check", "q"], space) == Plan([], [[], []])
+    assert effects(drive(stalled_check, ["emq.stalled.check", "q"], space)) == effects(Plan([], [[], []]))
 
 
 def test_ghost_is_removed_and_listed_nowhere() -> None:
     space = active(("g", None, NOW - 1))
-    assert drive(stalled_check, ["emq.stalled.check", "q"], space) == Plan(
-        [(b"ZREM", P + b"active", b"g")], [[], []])
+    assert effects(drive(stalled_check, ["emq.stalled.check", "q"], space)) == effects(Plan(
+        [(b"ZREM", P + b"active", b"g")], [[], []]))
     run(stalled_check, ["emq.stalled.check", "q"], space)
     assert row(space, "g") is None  # no row created
     assert space.data == {}
@@ -59,14 +59,14 @@ def test_ghost_is_removed_and_listed_nowhere() -> None:
 def test_exempt_after_a_restart_is_recovered_uncounted(epoch: dict) -> None:
     space = active(("1", {"stalled": "1", "priority": "3", **epoch}, NOW))
     result = drive(stalled_check, ["emq.stalled.check", "q", "MAXSTALLED", "1"], space)
-    assert result == Plan(
+    assert effects(result) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"state", b"pending"),
             (b"ZADD", P + b"pending", 3 * 2**40, b"1"),
         ],
         [[b"1"], []],
-    )
+    ))
 
 
 def test_exempt_ignores_a_corrupt_stalled() -> None:
@@ -78,20 +78,21 @@ def test_exempt_ignores_a_corrupt_stalled() -> None:
 def test_counted_recover() -> None:
     space = active(("1", {"lease_epoch": OURS}, NOW - 5))
     result = drive(stalled_check, ["emq.stalled.check", "q"], space)  # max_stalled 2
-    assert result == Plan(
+    assert effects(result) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"stalled", b"1", b"state", b"pending"),
             (b"ZADD", P + b"pending", 0, b"1"),
+            (b"HSET", P + b"metrics", b"stalled", b"1"),
         ],
         [[b"1"], []],
-    )
+    ))
 
 
 def test_counted_dead() -> None:
     space = active(("1", {"lease_epoch": OURS, "stalled": "1"}, NOW - 5))
     result = drive(stalled_check, ["emq.stalled.check", "q"], space)
-    assert result == Plan(
+    assert effects(result) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"stalled", b"2", b"last_error", b"stalled",
@@ -100,7 +101,7 @@ def test_counted_dead() -> None:
             (b"HINCRBY", P + b"metrics:failed", b"count", 1),
         ],
         [[], [b"1"]],
-    )
+    ))
 
 
 def test_maxstalled_argument_and_queue_setting() -> None:
@@ -125,7 +126,7 @@ def test_every_case_in_one_call_in_selection_order() -> None:
     assert members(space, b"active") == [(b"later", NOW + 1)]
     assert [m for m, _ in members(space, b"pending")] == [b"e", b"r"]
     assert members(space, b"dead") == [(b"d", NOW)]
-    assert space.hash(P + b"metrics:failed") == {b"count": b"1"}
+    assert hash_of(space, P + b"metrics:failed") == {b"count": b"1"}
     check_invariant(space)
 
 

@@ -8,7 +8,7 @@ import redis
 from emqd import errors
 from emqd.config import Config
 from emqd.verbs import stats
-from tests.verbs.planner import drive, keyspace
+from tests.verbs.planner import RecordingView, drive, keyspace
 
 ORDER = [b"pending", b"active", b"scheduled", b"dead", b"completed", b"completed_total",
          b"failed_total", b"trimmed_dead", b"paused"]
@@ -52,10 +52,13 @@ def test_reads_are_constant_in_the_number_of_lanes() -> None:
     few = {"emq:{q}:lane:a": [("1", 1)], "emq:{q}:meta": {"lanes_pending": "1"}}
     many = {f"emq:{{q}}:lane:g{i}": [(str(i), 1)] for i in range(500)}
     many["emq:{q}:meta"] = {"lanes_pending": "500"}
-    first = stats.decide(stats.parse([b"emq.stats", b"q"], Config()), {}, 0, b"")
-    assert len(first.reads) == 10  # one round of fixed reads: no lane is listed
-    assert drive(stats, ["emq.stats", "q"], keyspace(**few))[b"pending"] == 1
-    assert drive(stats, ["emq.stats", "q"], keyspace(**many))[b"pending"] == 500
+    args = stats.parse([b"emq.stats", b"q"], Config())
+    seen = []
+    for data, pending in ((few, 1), (many, 500)):
+        view = RecordingView(keyspace(**data))
+        assert stats.plan(args, view, 0, b"")[b"pending"] == pending  # type: ignore[arg-type]
+        seen.append(view.reads)
+    assert seen[0] == seen[1] and len(seen[0]) == 10  # fixed reads: no lane is visited
 
 
 def test_over_the_wire(r: redis.Redis) -> None:

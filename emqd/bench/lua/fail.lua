@@ -6,6 +6,7 @@
 -- ARGV[6] the server's max_attempts, ARGV[7] the server's backoff rule
 -- The native verdict: the token is checked against `attempts`, the cap is on
 -- `failures` (never on attempts), and the retry waits in `scheduled`.
+-- Both count in p.."metrics": `failed`, and `retried` for a retry.
 -- Reply: {'dead', f} or {'scheduled', f}.
 local p = ARGV[1]
 local jk = p .. 'job:' .. ARGV[2]
@@ -24,6 +25,7 @@ if f >= cap then
   redis.call('HSET', jk, 'last_error', ARGV[4], 'failures', f, 'state', 'dead', 'finished_ms', now)
   redis.call('ZADD', KEYS[3], now, ARGV[2])
   redis.call('HINCRBY', KEYS[4], 'count', 1)
+  redis.call('HINCRBY', p .. 'metrics', 'failed', 1)
   return {'dead', f}
 end
 local delay = tonumber(ARGV[5])
@@ -39,4 +41,6 @@ if not delay then
 end
 redis.call('HSET', jk, 'last_error', ARGV[4], 'failures', f, 'state', 'scheduled')
 redis.call('ZADD', KEYS[2], now + delay, ARGV[2])
+redis.call('HINCRBY', p .. 'metrics', 'failed', 1)
+redis.call('HINCRBY', p .. 'metrics', 'retried', 1)
 return {'scheduled', f}

@@ -4,7 +4,7 @@
 -- ARGV[1] p, ARGV[2] max_stalled, ARGV[3] limit, ARGV[4] the current epoch (run_id)
 -- A ghost (no row) leaves active and is listed nowhere; a lease from another
 -- epoch is exempt (back to pending, not counted); otherwise stalled + 1 and
--- dead at max_stalled, else back to the front of pending.
+-- dead at max_stalled, else back to the front of pending (and p.."metrics" stalled + 1).
 -- Reply: {{recovered ids...}, {dead ids...}}.
 local p = ARGV[1]
 local maxst = tonumber(ARGV[2])
@@ -54,6 +54,7 @@ for i, id in ipairs(exp) do
     else
       redis.call('HSET', jk, 'stalled', v[3], 'state', 'pending')
       redis.call('ZADD', KEYS[2], v[2], id)
+      redis.call('HINCRBY', p .. 'metrics', 'stalled', 1)
       table.insert(recovered, id)
     end
   end
