@@ -1,4 +1,4 @@
-"""Redis's glob patterns (`stringmatchlen`), for KEYS, SCAN MATCH, CONFIG GET, HSCAN, ZSCAN.
+"""Redis's glob patterns (`stringmatchlen`), for KEYS, SCAN MATCH, CONFIG GET, HSCAN, ZSCAN, Pub/Sub.
 
 `*` any run of bytes, `?` one byte, `[abc]` / `[^abc]` / `[a-z]` a class
 (a reversed range is swapped; an unclosed class runs to the pattern's end),
@@ -79,10 +79,16 @@ def _tokens(pattern: bytes) -> list:
     return tokens
 
 
-def compile_pattern(pattern: bytes) -> Callable[[bytes], bool]:
-    """A predicate telling whether a string matches `pattern`."""
+def compile_pattern(pattern: bytes, *, star_matches_empty: bool = True) -> Callable[[bytes], bool]:
+    """A predicate telling whether a string matches `pattern`.
+
+    KEYS, SCAN and CONFIG GET take a lone `*` as "everything" before matching,
+    so it even lists the empty key; Pub/Sub (PSUBSCRIBE, PUBSUB CHANNELS)
+    matches it as written, where `*` needs at least one byte: pass
+    `star_matches_empty=False` for that.
+    """
     if pattern == b"*":
-        return lambda s: True  # Redis's callers short-cut `*`: it even lists the empty key
+        return (lambda s: True) if star_matches_empty else (lambda s: bool(s))
     tokens = _tokens(pattern)
     if all(type(t) is int for t in tokens):
         literal = bytes(tokens)

@@ -37,6 +37,13 @@ def test_pattern(pattern: bytes, text: bytes, matches: bool) -> None:
     assert compile_pattern(pattern)(text) is matches
 
 
+def test_pubsub_matches_a_lone_star_as_written() -> None:
+    """PSUBSCRIBE `*` does not receive a message on the empty channel (Redis has no shortcut)."""
+    as_written = compile_pattern(b"*", star_matches_empty=False)
+    assert as_written(b"x") is True and as_written(b"") is False
+    assert compile_pattern(b"", star_matches_empty=False)(b"") is True
+
+
 def test_pathological_pattern_is_fast() -> None:
     pattern = compile_pattern(b"a*" * 50 + b"b")
     assert pattern(b"a" * 5000) is False  # iterative: no exponential backtracking
