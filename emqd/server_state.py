@@ -18,6 +18,7 @@ from emqd import clock
 from emqd.config import Config
 from emqd.events import Listener
 from emqd.plan import Plan
+from emqd.pubsub import PubSub
 from emqd.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class ServerState:
         self.listeners: list[Listener] = []
         self._batch: list[Plan] | None = None  # plans of an EXEC in progress
         self.shutdown_requested: Callable[[], None] | None = None
+        self.pubsub = PubSub()  # channels and patterns -> sessions; publish() from anywhere
 
     def commit(self, plan: Plan) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""

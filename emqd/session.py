@@ -1,4 +1,4 @@
-"""One client's state, as commands see it: protocol version, auth, MULTI, name.
+"""One client's state, as commands see it: protocol version, auth, MULTI, name, Pub/Sub.
 
 No sockets here: the connection protocol owns one `Session` and hands it to
 the dispatcher with every request, so commands can be run and tested without
@@ -11,6 +11,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from emqd.pubsub import Subscriptions
     from emqd.server_state import ServerState
 
 _ids = itertools.count(1)
@@ -35,6 +36,7 @@ class Session:
         "last_command",
         "close_after_reply",
         "log_mark",
+        "pubsub",
     )
 
     def __init__(self, server: ServerState, addr: str = "", laddr: str = "") -> None:
@@ -50,6 +52,9 @@ class Session:
         self.last_command = "NULL"  # its full name (CLIENT LIST cmd=)
         self.close_after_reply = False  # QUIT
         self.log_mark = 0  # the log's `appended` after this client's last write (Server.write)
+        # Its channels and patterns while it listens to any (emqd/pubsub.py);
+        # None for every other client, which is all the dispatcher tests.
+        self.pubsub: Subscriptions | None = None
         self.reset()
 
     def reset(self) -> None:
