@@ -18,9 +18,11 @@ import uvloop
 from emqd.blocking import Waiters
 from emqd.config import Config
 from emqd.housekeeping import Housekeeping
+from emqd.output_limit import OutputLimit
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
 from emqd.server_state import ServerState
+from emqd.wire.delivery import Delivery
 from emqd.wire.protocol import Connection
 
 log = logging.getLogger("emqd")
@@ -47,6 +49,13 @@ class Server:
         self.held: deque[tuple[Connection, bytes, int]] = deque()
         self._flush_scheduled = False
         self._retry: asyncio.TimerHandle | None = None
+        self.output_limit_disconnections = 0  # clients closed by emqd/wire/delivery.py
+        self.state.pubsub.deliver = Delivery(self, OutputLimit(
+            config.pubsub_hard_limit, config.pubsub_soft_limit, config.pubsub_soft_seconds
+        ))
+        self.state.info_fields.setdefault("stats", []).append(
+            lambda: {"client_output_buffer_limit_disconnections": self.output_limit_disconnections}
+        )
 
     # --- the write path: replies leave once the log holds what they answer -------------
     def write(self, conn: Connection, data: bytes) -> None:

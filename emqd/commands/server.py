@@ -320,6 +320,8 @@ def config_values(state: ServerState) -> dict[str, str]:
         "hz": "10",
         "slowlog-log-slower-than": "10000",
         "slowlog-max-len": "128",
+        "client-output-buffer-limit": "normal 0 0 0 slave 268435456 67108864 60 pubsub "
+        f"{config.pubsub_hard_limit} {config.pubsub_soft_limit} {config.pubsub_soft_seconds}",
     }
 
 
