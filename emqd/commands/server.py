@@ -36,18 +36,32 @@ def _dispatch_tables() -> tuple[dict[bytes, Command], dict[bytes, dict[bytes, Co
 
 def _categories(row: Command) -> list[str]:
     flags = row.flags
-    cats = []
+    cats = {"@fast" if "fast" in flags else "@slow"}
     if "write" in flags:
-        cats.append("@write")
+        cats.add("@write")
     if "readonly" in flags:
-        cats.append("@read")
+        cats.add("@read")
     if "admin" in flags:
-        cats += ["@admin", "@dangerous"]
-    cats.append("@fast" if "fast" in flags else "@slow")
+        cats |= {"@admin", "@dangerous"}
+    if "pubsub" in flags:  # from the flag: PUBSUB HELP is in the group but not in @pubsub
+        cats.add("@pubsub")
     group = _GROUP_CATEGORY.get(row.group)
     if group:
-        cats.append(group)
-    return cats
+        cats.add(group)
+    return sorted(cats, key=_CATEGORY_ORDER.index)
+
+
+# The order Redis 7.0 lists them in (its ACL category bits; its command flag bits).
+_CATEGORY_ORDER = (
+    "@keyspace", "@read", "@write", "@set", "@sortedset", "@list", "@hash", "@string",
+    "@bitmap", "@hyperloglog", "@geo", "@stream", "@pubsub", "@admin", "@fast", "@slow",
+    "@blocking", "@dangerous", "@connection", "@transaction", "@scripting",
+)
+_FLAG_ORDER = (
+    "write", "readonly", "denyoom", "module", "admin", "pubsub", "noscript", "blocking",
+    "loading", "stale", "skip_monitor", "skip_slowlog", "asking", "fast", "no_auth",
+    "no_mandatory_keys", "no_async_loading", "no_multi", "movablekeys", "allow_busy",
+)
 
 
 _GROUP_CATEGORY = {
@@ -75,22 +89,28 @@ def _key_specs(row: Command) -> list:
     }]
 
 
-_UNLISTED_FLAGS = {"fast", "sentinel"}  # fast goes last; Redis never lists sentinel
+def _listed_flags(row: Command) -> list[str]:
+    """In Redis's order; Redis never lists `sentinel`, and 7.0 no longer has `random`."""
+    return sorted(row.flags & set(_FLAG_ORDER), key=_FLAG_ORDER.index)
 
 
 def command_info(row: Command) -> list:
-    """One COMMAND INFO entry, in Redis 7.0's ten-field shape."""
+    """One COMMAND INFO entry, in Redis 7.0's ten-field shape.
+
+    Under RESP3 Redis sends the tips and key specs as sets, and the
+    subcommands as a set too when there are none (an array otherwise).
+    """
     _, subtables = _dispatch_tables()
     subs = subtables.get(row.name.encode(), {})
     return [
         row.name.encode(),
         row.arity,
-        Set(sorted(row.flags - _UNLISTED_FLAGS) + (["fast"] if "fast" in row.flags else [])),
+        Set(_listed_flags(row)),
         *row.keys,
         Set(_categories(row)),
-        [],
-        _key_specs(row),
-        [command_info(sub) for sub in subs.values()],
+        Set([]),
+        Set(_key_specs(row)),
+        [command_info(sub) for sub in subs.values()] if subs else Set([]),
     ]
 
 
