@@ -8,7 +8,9 @@ command with the wrong number of arguments, and never write to the store or
 the socket themselves.
 
 The checks run in Redis 7.0's order (processCommand): unknown command or
-subcommand, arity, NOAUTH, not-allowed-in-MULTI, then queueing. Each refusal
+subcommand, arity, NOAUTH, not-allowed-in-MULTI, subscribed mode, then
+queueing. (The last two are tested the other way round, and cannot both
+apply: a RESP2 client in subscribed mode cannot open a MULTI.) Each refusal
 before EXEC marks an open transaction, so its EXEC answers EXECABORT.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from emqd import errors
 from emqd.command import Command, command
 from emqd.commands import ALL as COMMAND_MODULES
+from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
 from emqd.reply import Raw
@@ -158,6 +161,10 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         # Redis's rule: while the log cannot be written, refuse what would
         # change the keyspace (and PING, so that a client notices).
         return _reject(session, errors.misconf(aof.failing), argv)
+    if session.pubsub is not None:  # a Pub/Sub client: RESP2 allows it only a few commands
+        refusal = subscribed_mode_refusal(session, row)  # type: ignore[arg-type]
+        if refusal is not None:
+            return _reject(session, refusal, argv)
     if session.multi is not None and name not in _IN_MULTI_DIRECT:
         if "no_multi" in row.flags:  # type: ignore[union-attr]
             return _reject(session, errors.NOT_IN_MULTI(), argv)

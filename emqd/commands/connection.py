@@ -1,8 +1,9 @@
 """Connection commands: PING, ECHO, QUIT, RESET, SELECT, AUTH, HELLO, CLIENT.
 
-They read and change the `Session` only (protocol version, name, auth), never
-the keyspace. Replies and errors are Redis 7.0's, except `CLIENT SETINFO`,
-which Redis 7.2 added and emqd answers `OK` (redis-py sends it on connect).
+They read and change the `Session` only (protocol version, name, auth; RESET
+also leaves its Pub/Sub channels), never the keyspace. Replies and errors are
+Redis 7.0's, except `CLIENT SETINFO`, which Redis 7.2 added and emqd answers
+`OK` (redis-py sends it on connect).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from emqd.session import Session
 def ping(session: Session, argv: list[bytes]) -> Any:
     if len(argv) > 2:
         raise errors.wrong_arity("ping")
+    if session.pubsub is not None and session.resp == 2:  # subscribed mode: a 2-array
+        return [b"pong", argv[1] if len(argv) == 2 else b""]
     return argv[1] if len(argv) == 2 else "PONG"
 
 
@@ -33,7 +36,8 @@ def quit_(session: Session, argv: list[bytes]) -> Any:
 
 
 def reset(session: Session, argv: list[bytes]) -> Any:
-    """Back to a fresh connection's state: RESP2, no name, no MULTI, logged out."""
+    """Back to a fresh connection's state: RESP2, no name, no MULTI, no channels, logged out."""
+    session.server.pubsub.leave(session)
     session.reset()
     return "RESET"
 
@@ -164,7 +168,9 @@ def client_list(session: Session, argv: list[bytes]) -> Any:
         kind = argv[3].lower()
         if kind not in (b"normal", b"master", b"replica", b"slave", b"pubsub"):
             raise errors.unknown_client_type(argv[3])
-        if kind != b"normal":
+        if kind in (b"normal", b"pubsub"):  # a client listening to anything is of type pubsub
+            clients = [c for c in clients if (c.pubsub is not None) == (kind == b"pubsub")]
+        else:
             clients = []
     elif i < len(argv) and argv[i].lower() == b"id" and len(argv) > 3:
         wanted = set()
@@ -182,6 +188,8 @@ def client_list(session: Session, argv: list[bytes]) -> Any:
 
 def client_line(session: Session, now_ms: int) -> bytes:
     """One CLIENT LIST line, with Redis 7.0's fields (buffer sizes are emqd's estimates)."""
+    subs = session.pubsub
+    flags = ("P" if subs is not None else "") + ("x" if session.multi is not None else "")
     fields = (
         ("id", session.id),
         ("addr", session.addr),
@@ -190,10 +198,10 @@ def client_line(session: Session, now_ms: int) -> bytes:
         ("name", session.name.decode("latin-1")),
         ("age", (now_ms - session.created_ms) // 1000),
         ("idle", (now_ms - session.last_ms) // 1000),
-        ("flags", "x" if session.multi is not None else "N"),
+        ("flags", flags or "N"),
         ("db", 0),
-        ("sub", 0),
-        ("psub", 0),
+        ("sub", len(subs.channels) if subs is not None else 0),
+        ("psub", len(subs.patterns) if subs is not None else 0),
         ("ssub", 0),
         ("multi", -1 if session.multi is None else len(session.multi)),
         ("qbuf", 0),

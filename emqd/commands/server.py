@@ -271,6 +271,9 @@ def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object
             "evicted_keys": 0,
             "keyspace_hits": 0,
             "keyspace_misses": 0,
+            "pubsub_channels": len(state.pubsub.channels),
+            "pubsub_patterns": len(state.pubsub.patterns),
+            "pubsubshard_channels": 0,  # emqd has no sharded Pub/Sub
         }
     elif name == "replication":
         fields = {

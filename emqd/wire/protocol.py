@@ -82,6 +82,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.server.state.clients.pop(self.session.id, None)
         self.server.connections.pop(self.session.id, None)
+        self.server.state.pubsub.leave(self.session)
         self._unpark()
         self.pending.clear()
 
