@@ -8,6 +8,7 @@ import os
 import sys
 from dataclasses import fields
 
+from emqd import __version__
 from emqd.config import Config
 
 _YES_NO = {"yes": True, "no": False}
@@ -15,6 +16,7 @@ _CHOICES = {
     "appendonly": ["yes", "no"],
     "appendfsync": ["always", "everysec", "no"],
     "loglevel": ["debug", "info", "warning"],
+    "tls_auth_clients": ["yes", "no", "optional"],
 }
 
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A job-queue server that speaks the Redis protocol. "
         "Every flag can also be given as EMQD_<FLAG> (dashes as underscores).",
     )
+    parser.add_argument("-v", "--version", action="version", version=f"emqd {__version__}")
     defaults = Config()
     for f in fields(Config):
         default = getattr(defaults, f.name)
@@ -76,14 +79,34 @@ def config_from(argv: list[str], environ: dict[str, str]) -> Config:
         else:
             values[f.name] = raw
     config = Config(**values)  # type: ignore[arg-type]
-    if config.port > 65535:
-        parser.error("--port must be at most 65535")
+    for name in ("port", "tls_port"):
+        if getattr(config, name) > 65535:
+            parser.error(f"{_flag(name)} must be at most 65535")
+    problem = _listening_problem(config)
+    if problem:
+        parser.error(problem)
     if not config.requirepass and not _is_loopback(config.bind):
         parser.error(
             f"refusing to listen on {config.bind} without a password: "
             "set --requirepass (or EMQD_REQUIREPASS), or bind to 127.0.0.1"
         )
     return config
+
+
+def _listening_problem(config: Config) -> str | None:
+    """Why the ports and TLS files asked for cannot work together, if they cannot."""
+    if not config.port and not config.tls_port:
+        return "--port 0 turns the plain port off: give a --tls-port, or nothing listens"
+    if not config.tls_port:
+        return None
+    if config.tls_port == config.port:
+        return f"--port and --tls-port must differ (both {config.port})"
+    if not config.tls_cert_file or not config.tls_key_file:
+        return "--tls-port needs --tls-cert-file and --tls-key-file"
+    if config.tls_auth_clients != "no" and not config.tls_ca_cert_file:
+        return (f"--tls-auth-clients {config.tls_auth_clients} needs --tls-ca-cert-file "
+                "(the CA that signs the clients' certificates), or set --tls-auth-clients no")
+    return None
 
 
 def _is_loopback(bind: str) -> bool:

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Config:
     bind: str = "127.0.0.1"
-    port: int = 6390
+    port: int = 6390  # 0 = no plain port (TLS only)
+    # TLS, with Redis's option names; tls_port 0 = no TLS port.
+    tls_port: int = 0
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_cert_file: str | None = None  # the CA that signs the clients' certificates
+    tls_auth_clients: str = "yes"  # yes | no | optional: must a client show a certificate
     dir: str = "."
     appendonly: bool = True
     appendfsync: str = "everysec"  # always | everysec | no

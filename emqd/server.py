@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import sys
 from collections import deque
 
@@ -18,6 +17,7 @@ import uvloop
 from emqd.blocking import Waiters
 from emqd.config import Config
 from emqd.housekeeping import Housekeeping
+from emqd.listen import Listener, bind_listeners, close, listen
 from emqd.output_limit import OutputLimit
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
@@ -145,14 +145,15 @@ class Server:
                 conn.retry_parked()  # type: ignore[attr-defined]
 
     # --- life ---------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, bound: list[Listener]) -> None:
         loop = asyncio.get_running_loop()
-        sock = _listen_socket(self.config.bind, self.config.port)
-        server = await loop.create_server(lambda: Connection(self), sock=sock)
-        self.listeners.append(server)
-        port = sock.getsockname()[1]
-        self.port = port
-        log.info("emqd listening on %s:%d run_id=%s", self.config.bind, port, self.state.run_id)
+        for listener in bound:
+            listen(listener)
+            server = await loop.create_server(
+                lambda: Connection(self), sock=listener.sock, ssl=listener.ssl)
+            self.listeners.append(server)
+            log.info("emqd listening on %s%s run_id=%s", listener.address,
+                     " (TLS)" if listener.ssl else "", self.state.run_id)
         self.housekeeping.start(loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_shutdown)
@@ -171,9 +172,14 @@ class Server:
         self.stopped.set()
 
     async def serve(self) -> None:
-        if self.config.appendonly:
-            open_log(self.config, self.state, self.schedule_flush)
-        await self.start()
+        bound = bind_listeners(self.config)  # a busy port is named before the log loads
+        try:
+            if self.config.appendonly:
+                open_log(self.config, self.state, self.schedule_flush)
+        except BaseException:
+            close(bound)
+            raise
+        await self.start(bound)
         await self.stopped.wait()
         self.flush_log()
         if self.state.aof is not None:
@@ -190,16 +196,6 @@ class Server:
         while self.connections and loop.time() < deadline:
             await asyncio.sleep(0.01)
         log.info("emqd stopped")
-
-
-def _listen_socket(bind: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((bind, port))
-    sock.listen(511)
-    sock.setblocking(False)
-    return sock
 
 
 def run(config: Config) -> int:

@@ -88,7 +88,9 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
                env: dict[str, str] | None = None) -> ServerProcess:
     """emqd as `python -m emqd` on a free port; `--appendonly no` unless flags say otherwise."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "emqd", "--port", str(port)]
+    argv = [sys.executable, "-m", "emqd"]
+    if "--port" not in flags:  # a TLS-only server says `--port 0` and is waited for on `port`
+        argv += ["--port", str(port)]
     if "--appendonly" not in flags:
         argv += ["--appendonly", "no"]
     if dir is not None:

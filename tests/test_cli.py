@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from emqd import __version__
 from emqd.cli import config_from
 from emqd.config import Config
 from tests.support import ROOT, RawClient, start_emqd
@@ -42,6 +45,16 @@ def test_every_flag_has_an_env_variable_and_flags_win() -> None:
         (["--bind", "0.0.0.0"], {}, "refusing to listen on 0.0.0.0 without a password"),
         (["--bind", "::"], {}, "refusing to listen on :: without a password"),
         ([], {"EMQD_BIND": "10.1.2.3"}, "refusing to listen on 10.1.2.3"),
+        (["--port", "0"], {}, "--port 0 turns the plain port off: give a --tls-port"),
+        (["--tls-port", "70000"], {}, "--tls-port must be at most 65535"),
+        (["--tls-port", "6390"], {}, "--port and --tls-port must differ"),
+        (["--tls-port", "6391", "--tls-cert-file", "c"], {},
+         "--tls-port needs --tls-cert-file and --tls-key-file"),
+        (["--tls-port", "6391", "--tls-cert-file", "c", "--tls-key-file", "k"], {},
+         "--tls-auth-clients yes needs --tls-ca-cert-file"),
+        ([], {"EMQD_TLS_PORT": "6391", "EMQD_TLS_CERT_FILE": "c", "EMQD_TLS_KEY_FILE": "k",
+              "EMQD_TLS_AUTH_CLIENTS": "optional"}, "--tls-auth-clients optional needs"),
+        (["--tls-auth-clients", "maybe"], {}, "invalid choice"),
     ],
 )
 def test_bad_settings_exit_with_a_clear_message(
@@ -51,6 +64,13 @@ def test_bad_settings_exit_with_a_clear_message(
         config_from(argv, env)
     assert exit_.value.code != 0
     assert message in capsys.readouterr().err
+
+
+def test_tls_settings_read_like_redis_s() -> None:
+    config = config_from(["--port", "0", "--tls-port", "6380", "--tls-cert-file", "c",
+                          "--tls-key-file", "k", "--tls-auth-clients", "no"], {})
+    assert (config.port, config.tls_port, config.tls_auth_clients) == (0, 6380, "no")
+    assert (config.tls_cert_file, config.tls_key_file, config.tls_ca_cert_file) == ("c", "k", None)
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
@@ -82,3 +102,41 @@ def test_the_process_reads_its_settings_from_the_environment() -> None:
         client.close()
     finally:
         server.stop()
+
+
+def _run_emqd(*flags: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("EMQD_REQUIREPASS", None)
+    return subprocess.run([sys.executable, "-m", "emqd", *flags], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("flag", ["--version", "-v"])
+def test_version(flag: str) -> None:
+    done = _run_emqd(flag)
+    assert (done.returncode, done.stdout) == (0, f"emqd {__version__}\n")
+
+
+def test_a_busy_port_is_named_and_found_before_the_log_is_read(tmp_path: Path) -> None:
+    """The log here is damaged: were it read first, the error would be about the file."""
+    damaged = b"*2\r\n$3\r\nDEL\r\n$x\r\n" + b"*2\r\n$3\r\nDEL\r\n$1\r\na\r\n"
+    (tmp_path / "emqd.aof").write_bytes(damaged)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        done = _run_emqd("--port", str(port), "--dir", str(tmp_path))
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} (--port): Address already in use" in done.stderr
+    assert "byte offset" not in done.stderr
+    assert (tmp_path / "emqd.aof").read_bytes() == damaged
+
+
+def test_a_busy_ipv6_port_is_named_in_brackets() -> None:
+    with socket.socket(socket.AF_INET6) as busy:
+        busy.bind(("::1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        done = _run_emqd("--bind", "::1", "--port", str(port), "--appendonly", "no")
+    assert done.returncode == 1
+    assert f"cannot listen on [::1]:{port} (--port): Address already in use" in done.stderr

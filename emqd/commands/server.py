@@ -322,6 +322,11 @@ def config_values(state: ServerState) -> dict[str, str]:
     return {
         "bind": config.bind,
         "port": str(config.port),
+        "tls-port": str(config.tls_port),
+        "tls-cert-file": config.tls_cert_file or "",
+        "tls-key-file": config.tls_key_file or "",
+        "tls-ca-cert-file": config.tls_ca_cert_file or "",
+        "tls-auth-clients": config.tls_auth_clients,
         "dir": os.path.abspath(config.dir),
         "databases": "1",
         "save": "",

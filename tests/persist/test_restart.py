@@ -177,7 +177,7 @@ def test_damage_before_the_end_stops_the_start_and_leaves_the_file(tmp_path: Pat
     path.write_bytes(data)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(
-        [sys.executable, "-m", "emqd", "--port", "0", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "emqd", "--port", str(free_port()), "--dir", str(tmp_path)],
         capture_output=True, text=True, timeout=30, env=env,
     )
     assert done.returncode != 0
@@ -190,7 +190,7 @@ def test_a_second_emqd_on_the_same_directory_refuses_to_start(tmp_path: Path) ->
     try:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         done = subprocess.run(
-            [sys.executable, "-m", "emqd", "--port", "0", "--dir", str(tmp_path)],
+            [sys.executable, "-m", "emqd", "--port", str(free_port()), "--dir", str(tmp_path)],
             capture_output=True, text=True, timeout=30, env=env,
         )
         assert done.returncode == 1
