@@ -259,3 +259,32 @@ def corrupt_lane_limit(group: bytes) -> ReplyError:
 
 def unknown_field(field: bytes) -> ReplyError:
     return ReplyError(b"ERR unknown field '" + field + b"'")
+
+
+# --- FUNCTION and FCALL, as a Redis 7.0 with no functions answers them ----------
+LIBRARY_NOT_FOUND = Refusal("ERR Library not found")
+FUNCTION_NOT_FOUND = Refusal("ERR Function not found")
+NOTBUSY = Refusal("NOTBUSY No scripts in execution right now.")
+FLUSH_MODE = Refusal("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+LIBRARY_NAME_MISSING = Refusal("ERR library name argument was not given")
+RESTORE_POLICY = Refusal(
+    "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE."
+)
+DUMP_PAYLOAD = Refusal("ERR DUMP payload version or checksum are wrong")
+LIBRARY_METADATA_MISSING = Refusal("ERR Missing library metadata")
+NO_FUNCTIONS = Refusal("ERR emqd does not run functions: a library cannot be loaded or restored")
+
+
+def unknown_argument(arg: bytes) -> ReplyError:
+    return ReplyError(_one_line(b"ERR Unknown argument " + _c_string(arg)))
+
+
+def unknown_option_given(arg: bytes) -> ReplyError:
+    return ReplyError(_one_line(b"ERR Unknown option given: " + _c_string(arg)))
+
+
+def subcommand_syntax(sub: bytes, container: str) -> ReplyError:
+    """Redis's addReplySubcommandSyntaxError: the subcommand as typed, the container upper."""
+    text = (b"ERR unknown subcommand or wrong number of arguments for '" + _c_string(sub)[:128]
+            + b"'. Try " + container.upper().encode() + b" HELP.")
+    return ReplyError(_one_line(text))

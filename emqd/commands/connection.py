@@ -13,6 +13,7 @@ from typing import Any
 
 from emqd import clock, errors
 from emqd.command import command
+from emqd.commands import helps
 from emqd.numbers import parse_int
 from emqd.reply import Verbatim
 from emqd.session import Session
@@ -131,6 +132,10 @@ def _valid_name(name: bytes) -> bytes:
     if any(c < 33 or c > 126 for c in name):
         raise errors.BAD_CLIENT_NAME()
     return name
+
+
+def client_help(session: Session, argv: list[bytes]) -> Any:
+    return helps.help_reply("CLIENT", helps.CLIENT)
 
 
 def client_id(session: Session, argv: list[bytes]) -> Any:
@@ -260,5 +265,7 @@ SUBCOMMANDS = {
                 summary="Returns information about the connection."),
         command("client|list", -2, "admin noscript loading stale", client_list, group=_CONN,
                 summary="Lists open connections."),
+        command("client|help", 2, "loading stale", client_help, group=_CONN,
+                summary="Returns helpful text about the different subcommands."),
     ],
 }

@@ -20,6 +20,7 @@ from typing import Any
 
 from emqd import __version__, clock, errors
 from emqd.command import Command, command
+from emqd.commands import helps
 from emqd.commands.connection import REDIS_VERSION
 from emqd.glob import compile_pattern
 from emqd.reply import Raw, Set, Verbatim
@@ -70,6 +71,7 @@ _GROUP_CATEGORY = {
     "sorted-set": "@sortedset",
     "connection": "@connection",
     "transactions": "@transaction",
+    "scripting": "@scripting",
 }
 
 
@@ -370,6 +372,10 @@ def config_get(session: Session, argv: list[bytes]) -> Any:
     return found
 
 
+def config_help(session: Session, argv: list[bytes]) -> Any:
+    return helps.help_reply("CONFIG", helps.CONFIG)
+
+
 # --- time and life -----------------------------------------------------------
 def time_(session: Session, argv: list[bytes]) -> Any:
     now = clock.now_ms()
@@ -426,6 +432,8 @@ SUBCOMMANDS = {
     "config": [
         command("config|get", -3, "admin noscript loading stale", config_get, group=_SRV,
                 summary="Returns the effective values of configuration parameters."),
+        command("config|help", 2, "loading stale", config_help, group=_SRV,
+                summary="Returns helpful text about the different subcommands."),
     ],
 }
 

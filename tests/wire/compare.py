@@ -10,10 +10,17 @@ from collections.abc import Iterable, Sequence
 from tests.support import RawClient
 
 
-def same_replies(emqd_port: int, redis_port: int, requests: Iterable[Sequence[bytes | str | int]]) -> None:
-    """Send each request over one connection per server; assert identical reply bytes."""
+def same_replies(emqd_port: int, redis_port: int, requests: Iterable[Sequence[bytes | str | int]],
+                 resp: int = 2) -> None:
+    """Send each request over one connection per server; assert identical reply bytes.
+
+    With `resp=3` both connections say `HELLO 3` first (its reply, which
+    names each server's version and client id, is not compared)."""
     ours, theirs = RawClient(emqd_port), RawClient(redis_port)
     try:
+        if resp == 3:
+            ours.command("HELLO", 3)
+            theirs.command("HELLO", 3)
         for request in requests:
             expected = theirs.command(*request)
             assert ours.command(*request) == expected, request
