@@ -197,6 +197,25 @@ def reply_length(buffer: bytes) -> int | None:
     return _walk(buffer, 0)
 
 
+def map_elements(reply: bytes, pos: int = 0) -> dict[bytes, bytes]:
+    """A map reply's entries (RESP3 `%`, or RESP2's flat array), each value's exact bytes,
+    by its bulk-string key: to compare one part of a reply byte for byte."""
+    head_end = reply.index(b"\r\n", pos)
+    count = int(reply[pos + 1 : head_end])
+    pairs = count if reply[pos : pos + 1] == b"%" else count // 2
+    entries: dict[bytes, bytes] = {}
+    nxt = head_end + 2
+    for _ in range(pairs):
+        key_end = _walk(reply, nxt)
+        value_end = _walk(reply, key_end)  # type: ignore[arg-type]
+        if key_end is None or value_end is None:
+            raise ValueError("incomplete map reply")
+        key = reply[reply.index(b"\r\n", nxt) + 2 : key_end - 2]
+        entries[key] = reply[key_end:value_end]
+        nxt = value_end
+    return entries
+
+
 def _walk(buf: bytes, pos: int) -> int | None:
     line_end = buf.find(b"\r\n", pos)
     if line_end < 0:

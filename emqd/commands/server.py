@@ -3,8 +3,8 @@
 (SAVE, LASTSAVE and BGREWRITEAOF live with the log, in emqd/persist/commands.py.)
 
 COMMAND's replies are generated from the command table's rows (arity, flags,
-keys, group, summary), so a new verb shows up in redis-cli's hints with no
-extra work. INFO's sections are built here from `ServerState`; other modules
+keys, group, summary), and DOCS adds each command's arguments from their own
+table (emqd/commands/docs.py), from which redis-cli builds its hints. INFO's sections are built here from `ServerState`; other modules
 add fields through `ServerState.info_fields` (the append-only log adds its
 `aof_*` fields to `persistence`).
 """
@@ -21,6 +21,7 @@ from typing import Any
 from emqd import __version__, clock, errors
 from emqd.command import Command, command
 from emqd.commands import helps
+from emqd.commands.docs import ARGUMENTS
 from emqd.commands.connection import REDIS_VERSION
 from emqd.glob import compile_pattern
 from emqd.reply import Raw, Set, Verbatim
@@ -119,6 +120,9 @@ def command_info(row: Command) -> list:
 def command_docs(row: Command) -> dict:
     _, subtables = _dispatch_tables()
     docs: dict = {b"summary": row.summary.encode(), b"group": row.group.encode()}
+    arguments = ARGUMENTS.get(row.name)
+    if arguments is not None:
+        docs[b"arguments"] = arguments
     subs = subtables.get(row.name.encode())
     if subs:
         docs[b"subcommands"] = {sub.name.encode(): command_docs(sub) for sub in subs.values()}

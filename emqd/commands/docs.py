@@ -1,0 +1,283 @@
+"""COMMAND DOCS `arguments`: every command"s arguments, as Redis describes its own.
+
+redis-cli (7.2 and later) and IDEs build their argument hints from COMMAND
+DOCS, so each command and subcommand that takes arguments is listed here,
+with Redis"s names, types, tokens and flags. The plain Redis commands" lists
+are Redis 7.0"s (tests/commands/test_docs.py compares them byte for byte with
+a redis-server), except where emqd accepts less (`COMMAND LIST FILTERBY`
+takes PATTERN only); the EMQ verbs" lists follow docs/PROTOCOL.md section 5.
+This table lives apart from the command rows so that a verb"s module stays
+its parser and planner, and the hints can grow without touching it.
+
+Each builder returns one argument as the map Redis replies with, its fields
+in Redis"s order (name, type, key_spec_index, token, since, flags, arguments).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emqd.reply import Set
+
+_FLAG_NAMES = ("optional", "multiple", "multiple_token")
+
+
+def _arg(name: str, kind: str, *, token: str | None = None, since: str | None = None,
+         key_spec: int | None = None, arguments: tuple[dict, ...] = (),
+         optional: bool = False, multiple: bool = False,
+         multiple_token: bool = False) -> dict[bytes, Any]:
+    spec: dict[bytes, Any] = {b"name": name.encode(), b"type": kind.encode()}
+    if key_spec is not None:
+        spec[b"key_spec_index"] = key_spec
+    if token is not None:
+        spec[b"token"] = token.encode()
+    if since is not None:
+        spec[b"since"] = since.encode()
+    flags = [flag for flag, on in zip(_FLAG_NAMES, (optional, multiple, multiple_token),
+                                      strict=True) if on]
+    if flags:
+        spec[b"flags"] = Set(flags)
+    if kind in ("oneof", "block"):
+        spec[b"arguments"] = list(arguments)
+    return spec
+
+
+def key(name: str = "key", spec: int = 0, **options: Any) -> dict[bytes, Any]:
+    """A key; `spec` is its index in COMMAND INFO"s key specs (one spec: 0)."""
+    return _arg(name, "key", key_spec=spec, **options)
+
+
+def string(name: str, **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "string", **options)
+
+
+def integer(name: str, **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "integer", **options)
+
+
+def double(name: str, **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "double", **options)
+
+
+def pattern(name: str, **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "pattern", **options)
+
+
+def pure(name: str, token: str | None = None, **options: Any) -> dict[bytes, Any]:
+    """A word that stands alone (`WITHSCORES`); its token is its name in capitals."""
+    return _arg(name, "pure-token", token=token or name.upper(), **options)
+
+
+def oneof(name: str, *choices: dict[bytes, Any], **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "oneof", arguments=choices, **options)
+
+
+def block(name: str, *parts: dict[bytes, Any], **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "block", arguments=parts, **options)
+
+
+_QUEUE = key("queue")
+_ID = string("id")
+_TOKEN = string("token")
+
+# Full command name (`client|list` for a subcommand) -> its arguments. A
+# command that takes none has no entry, and its DOCS no `arguments`, as in Redis.
+ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
+    "ping": [string("message", optional=True)],
+    "echo": [string("message")],
+    "select": [integer("index")],
+    "auth": [string("username", since="6.0.0", optional=True), string("password")],
+    "hello": [
+        block("arguments", integer("protover"),
+              block("username_password", string("username"), string("password"), token="AUTH",
+                    optional=True),
+              string("clientname", token="SETNAME", optional=True), optional=True),
+    ],
+    "client|setname": [string("connection-name")],
+    "client|setinfo": [  # Redis 7.2's
+        oneof("attr", string("libname", token="LIB-NAME"), string("libver", token="LIB-VER")),
+    ],
+    "client|list": [
+        oneof("normal_master_replica_pubsub", pure("normal"), pure("master"), pure("replica"),
+              pure("pubsub"), token="TYPE", since="5.0.0", optional=True),
+        block("id", integer("client-id", multiple=True), token="ID", since="6.2.0", optional=True),
+    ],
+    "del": [key(multiple=True)],
+    "unlink": [key(multiple=True)],
+    "exists": [key(multiple=True)],
+    "type": [key()],
+    "keys": [pattern("pattern")],
+    "scan": [
+        integer("cursor"),
+        pattern("pattern", token="MATCH", optional=True),
+        integer("count", token="COUNT", optional=True),
+        string("type", token="TYPE", since="6.0.0", optional=True),
+    ],
+    "flushdb": [
+        oneof("async", pure("async", since="4.0.0"), pure("sync", since="6.2.0"), optional=True),
+    ],
+    "flushall": [
+        oneof("async", pure("async", since="4.0.0"), pure("sync", since="6.2.0"), optional=True),
+    ],
+    "hset": [key(), block("field_value", string("field"), string("value"), multiple=True)],
+    "hsetnx": [key(), string("field"), string("value")],
+    "hmset": [key(), block("field_value", string("field"), string("value"), multiple=True)],
+    "hget": [key(), string("field")],
+    "hmget": [key(), string("field", multiple=True)],
+    "hgetall": [key()],
+    "hdel": [key(), string("field", multiple=True)],
+    "hexists": [key(), string("field")],
+    "hlen": [key()],
+    "hkeys": [key()],
+    "hvals": [key()],
+    "hincrby": [key(), string("field"), integer("increment")],
+    "hstrlen": [key(), string("field")],
+    "hscan": [
+        key(),
+        integer("cursor"),
+        pattern("pattern", token="MATCH", optional=True),
+        integer("count", token="COUNT", optional=True),
+    ],
+    "zadd": [
+        key(),
+        oneof("condition", pure("nx"), pure("xx"), since="3.0.2", optional=True),
+        oneof("comparison", pure("gt"), pure("lt"), since="6.2.0", optional=True),
+        pure("change", token="CH", since="3.0.2", optional=True),
+        pure("increment", token="INCR", since="3.0.2", optional=True),
+        block("score_member", double("score"), string("member"), multiple=True),
+    ],
+    "zincrby": [key(), integer("increment"), string("member")],
+    "zrem": [key(), string("member", multiple=True)],
+    "zscore": [key(), string("member")],
+    "zmscore": [key(), string("member", multiple=True)],
+    "zcard": [key()],
+    "zcount": [key(), double("min"), double("max")],
+    "zlexcount": [key(), string("min"), string("max")],
+    "zrank": [key(), string("member")],
+    "zrevrank": [key(), string("member")],
+    "zrange": [
+        key(),
+        string("start"),
+        string("stop"),
+        oneof("sortby", pure("byscore"), pure("bylex"), since="6.2.0", optional=True),
+        pure("rev", since="6.2.0", optional=True),
+        block("offset_count", integer("offset"), integer("count"), token="LIMIT", since="6.2.0",
+              optional=True),
+        pure("withscores", optional=True),
+    ],
+    "zrangebyscore": [
+        key(),
+        double("min"),
+        double("max"),
+        pure("withscores", since="2.0.0", optional=True),
+        block("offset_count", integer("offset"), integer("count"), token="LIMIT", optional=True),
+    ],
+    "zrevrange": [key(), integer("start"), integer("stop"), pure("withscores", optional=True)],
+    "zrevrangebyscore": [
+        key(),
+        double("max"),
+        double("min"),
+        pure("withscores", optional=True),
+        block("offset_count", integer("offset"), integer("count"), token="LIMIT", optional=True),
+    ],
+    "zrangebylex": [
+        key(),
+        string("min"),
+        string("max"),
+        block("offset_count", integer("offset"), integer("count"), token="LIMIT", optional=True),
+    ],
+    "zrevrangebylex": [
+        key(),
+        string("max"),
+        string("min"),
+        block("offset_count", integer("offset"), integer("count"), token="LIMIT", optional=True),
+    ],
+    "zpopmin": [key(), integer("count", optional=True)],
+    "zpopmax": [key(), integer("count", optional=True)],
+    "zremrangebyscore": [key(), double("min"), double("max")],
+    "zremrangebyrank": [key(), integer("start"), integer("stop")],
+    "zscan": [
+        key(),
+        integer("cursor"),
+        pattern("pattern", token="MATCH", optional=True),
+        integer("count", token="COUNT", optional=True),
+    ],
+    "command|list": [
+        oneof("filterby", pattern("pattern", token="PATTERN"), token="FILTERBY", optional=True),
+    ],
+    "command|info": [string("command-name", optional=True, multiple=True)],
+    "command|docs": [string("command-name", optional=True, multiple=True)],
+    "info": [string("section", optional=True, multiple=True)],
+    "config|get": [block("parameter", string("parameter"), multiple=True)],
+    "shutdown": [
+        oneof("nosave_save", pure("nosave"), pure("save"), optional=True),
+        pure("now", since="7.0.0", optional=True),
+        pure("force", since="7.0.0", optional=True),
+        pure("abort", since="7.0.0", optional=True),
+    ],
+    "function|load": [pure("replace", optional=True), string("function-code")],
+    "function|restore": [
+        string("serialized-value"),
+        oneof("policy", pure("flush"), pure("append"), pure("replace"), optional=True),
+    ],
+    "function|flush": [oneof("async", pure("async"), pure("sync"), optional=True)],
+    "function|delete": [string("library-name")],
+    "function|list": [
+        string("library-name-pattern", token="LIBRARYNAME", optional=True),
+        pure("withcode", optional=True),
+    ],
+    "fcall": [
+        string("function"),
+        integer("numkeys"),
+        key(optional=True, multiple=True),
+        string("arg", optional=True, multiple=True),
+    ],
+    "fcall_ro": [
+        string("function"),
+        integer("numkeys"),
+        key(optional=True, multiple=True),
+        string("arg", optional=True, multiple=True),
+    ],
+    # The EMQ verbs (docs/PROTOCOL.md section 5).
+    "emq.add": [
+        _QUEUE, string("payload"), string("id", token="ID", optional=True),
+        oneof("when", integer("delay-ms", token="DELAY"), integer("unix-time-ms", token="AT"),
+              optional=True),
+        integer("priority", token="PRIORITY", optional=True),
+        integer("max-attempts", token="MAXATTEMPTS", optional=True),
+        string("backoff-rule", token="BACKOFF", optional=True),
+        string("group", token="GROUP", optional=True),
+    ],
+    "emq.claim": [
+        _QUEUE, integer("lease-ms"), integer("count", token="COUNT", optional=True),
+        integer("block-ms", token="BLOCK", optional=True),
+    ],
+    "emq.complete": [_QUEUE, _ID, _TOKEN, string("result", token="RESULT", optional=True)],
+    "emq.fail": [
+        _QUEUE, _ID, _TOKEN, string("error", token="ERROR", optional=True),
+        integer("max-attempts", token="MAXATTEMPTS", optional=True),
+        integer("backoff-ms", token="BACKOFF", optional=True),
+    ],
+    "emq.requeue": [_QUEUE, _ID, _TOKEN],
+    "emq.extend": [_QUEUE, _ID, _TOKEN, integer("lease-ms")],
+    "emq.stalled.check": [
+        _QUEUE, integer("max-stalled", token="MAXSTALLED", optional=True),
+        integer("limit", token="LIMIT", optional=True),
+    ],
+    "emq.promote": [_QUEUE, integer("limit", token="LIMIT", optional=True)],
+    "emq.revive": [_QUEUE, _ID, pure("reset", optional=True)],
+    "emq.remove": [_QUEUE, _ID],
+    "emq.get": [_QUEUE, _ID],
+    "emq.stats": [_QUEUE],
+    "emq.pause": [_QUEUE],
+    "emq.resume": [_QUEUE],
+    "emq.lanes": [_QUEUE],
+    "emq.lane.limit": [_QUEUE, string("group"), integer("limit")],
+    "emq.config": [
+        _QUEUE,
+        oneof("action",
+              block("get", pure("get"), string("field", optional=True)),
+              block("set", pure("set"),
+                    block("field_value", string("field"), string("value"), multiple=True))),
+    ],
+}
