@@ -9,8 +9,16 @@ emqd/errors.py, where the server defines its texts once.
 
 from __future__ import annotations
 
+from redis.exceptions import (
+    AuthenticationError,
+    ClusterDownError,
+    MasterDownError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from emqd import errors as server_errors
@@ -19,8 +27,43 @@ STALE_CODE = server_errors.STALE_GONE.message.split()[0].decode()
 STATE_CODE = server_errors.STATE_ACTIVE.message.split()[0].decode()
 
 #: Errors that mean "the server could not be reached", after which the worker
-#: backs off and reconnects instead of giving up.
+#: backs off and reconnects instead of giving up (but see `is_permanent`).
 TRANSPORT_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+#: Error replies that mean "not now": the worker backs off and tries again.
+#: MISCONF: the server cannot write its log (a full disk); BUSY, LOADING and
+#: the cluster's codes pass by themselves. (redis-py strips the code of the
+#: ones it has a class for.)
+_TRANSIENT_REPLIES = (TryAgainError, ClusterDownError, MasterDownError, ReadOnlyError,
+                      OutOfMemoryError)
+_TRANSIENT_CODES = frozenset({"MISCONF", "BUSY", "LOADING"})
+
+
+def is_permanent(error: BaseException) -> bool:
+    """True for a refusal that no retry can fix: a wrong or missing password
+    (WRONGPASS, NOAUTH: redis-py raises them as ConnectionErrors), and any other
+    error reply to the worker's own commands (an option the server does not know,
+    a queue name it refuses, WRONGTYPE), except the "not now" replies above."""
+    if isinstance(error, AuthenticationError):
+        return True
+    if isinstance(error, ResponseError):
+        return not (isinstance(error, _TRANSIENT_REPLIES)
+                    or str(error).split(" ", 1)[0] in _TRANSIENT_CODES)
+    return False
+
+
+class PermanentError(Exception):
+    """The worker stopped because the server refused it for good (`is_permanent`):
+    `Worker.run()` raises it after draining, and emqd-worker exits non-zero."""
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        hint = _HINTS.get(type(cause), "")
+        super().__init__(f"{what} refused: {type(cause).__name__}: {cause}{hint}")
+        self.cause = cause
+
+
+_HINTS = {AuthenticationError: " (check the password: redis://:PASSWORD@HOST:PORT in --url "
+                               "or $EMQD_URL)"}
 
 
 class StaleJob(ResponseError):

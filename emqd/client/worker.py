@@ -27,12 +27,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import AuthenticationError, ResponseError
 
 from emqd.client import handler as handlers
 from emqd.client import outcome
 from emqd.client.commands import Job
-from emqd.client.errors import TRANSPORT_ERRORS, StaleJob
+from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_permanent
 from emqd.client.handler import Handler
 
 log = logging.getLogger("emqd.worker")
@@ -132,10 +132,15 @@ class Worker:
         self._slot_freed: asyncio.Event | None = None
         self._resync_needed = False
         self._grace_ends = 0.0  # set by stop(); 0 (no grace) when the claimer itself failed
+        self._fatal: PermanentError | None = None  # why the worker gave up, raised by run()
 
     # --- life ----------------------------------------------------------------------------
     async def run(self) -> Counts:
-        """Work until `stop()` (or SIGINT/SIGTERM), then drain; returns the counts."""
+        """Work until `stop()` (or SIGINT/SIGTERM), then drain; returns the counts.
+
+        Raises `PermanentError` (after draining) when the server refused the worker
+        for good: a wrong or missing password, or an error reply to CLAIM such as an
+        option it does not know. A lost connection is retried, never raised."""
         self._stopping, self._hurry, self._slot_freed = (
             asyncio.Event(), asyncio.Event(), asyncio.Event())
         self._loop = loop = asyncio.get_running_loop()
@@ -148,6 +153,8 @@ class Worker:
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
+        if self._fatal is not None:
+            raise self._fatal
         return self.counts
 
     def run_sync(self) -> Counts:
@@ -204,9 +211,13 @@ class Worker:
                 if self._resync_needed:
                     await self._resync()
                 jobs = await self.queue.claim(self.lease_ms, count=free, block_ms=self.block_ms)
-            except TRANSPORT_ERRORS as error:
-                self._connection_lost("claim", error)
-                await self._first_of(self._stopping, timeout=backoff.next())
+            except (*TRANSPORT_ERRORS, ResponseError) as error:
+                if is_permanent(error):
+                    self._give_up("claim", error)
+                    return
+                delay = backoff.next()
+                self._retrying("claim", error, delay)
+                await self._first_of(self._stopping, timeout=delay)
                 continue
             backoff.reset()
             for job in jobs:
@@ -222,7 +233,7 @@ class Worker:
                 await self._extend(run, raise_transport=True)
         self._resync_needed = False
         self.counts.reconnects += 1
-        log.info("reconnected to %s", getattr(self.queue, "url", self.queue))
+        log.info("reconnected: %r", self.queue)  # its repr masks a password
 
     def _start(self, job: Job) -> None:
         self.counts.claimed += 1
@@ -282,10 +293,14 @@ class Worker:
             await self.queue.extend(run.job, self.lease_ms)
         except StaleJob as error:
             self._lose(run, str(error))
+        except AuthenticationError as error:
+            self._give_up("extend", error)
         except TRANSPORT_ERRORS as error:
-            self._connection_lost("extend", error)
+            self._resync_needed = True
             if raise_transport:
-                raise
+                raise  # the claim loop logs it and retries
+            log.warning("job %s: extend: connection lost (%s); the next heartbeat retries "
+                        "in %.2f s", run.job.id, error, self.lease_ms / 3000)
         except ResponseError as error:  # not ours to fix; the handler's work goes on
             log.error("job %s: EXTEND refused: %s", run.job.id, error)
 
@@ -312,16 +327,21 @@ class Worker:
             except StaleJob as error:
                 self._count_lost(run, str(error))
                 return
-            except TRANSPORT_ERRORS as error:
-                self._connection_lost(type(settlement).__name__.lower(), error)
+            except (*TRANSPORT_ERRORS, ResponseError) as error:
+                verb = type(settlement).__name__.upper()
+                if isinstance(error, AuthenticationError):
+                    self._give_up(verb, error)
+                    return
+                if is_permanent(error):  # this job's own refusal: log it, go on
+                    log.error("job %s: %s refused: %s", run.job.id, verb, error)
+                    return
                 if time.monotonic() >= deadline:
                     log.error("job %s: gave up settling (%s); the server will recover it",
-                              run.job.id, type(settlement).__name__)
+                              run.job.id, verb)
                     return
-                await asyncio.sleep(backoff.next())
-            except ResponseError as error:
-                log.error("job %s: %s refused: %s", run.job.id, type(settlement).__name__, error)
-                return
+                delay = backoff.next()
+                self._retrying(f"job {run.job.id}: {verb}", error, delay)
+                await asyncio.sleep(delay)
         self._count_settled(settlement, reply)
 
     def _count_settled(self, settlement: outcome.Settlement, reply: Any) -> None:
@@ -333,10 +353,22 @@ class Worker:
         else:
             self.counts.requeued += 1
 
-    def _connection_lost(self, what: str, error: BaseException) -> None:
-        if not self._resync_needed:
-            log.warning("%s: connection lost (%s); reconnecting", what, error)
-        self._resync_needed = True
+    def _retrying(self, what: str, error: BaseException, delay_s: float) -> None:
+        """Log one retry; after a lost connection, held leases are confirmed first."""
+        if isinstance(error, TRANSPORT_ERRORS):
+            self._resync_needed = True
+            log.warning("%s: connection lost (%s); retrying in %.2f s", what, error, delay_s)
+        else:
+            log.warning("%s: refused for now (%s); retrying in %.2f s", what, error, delay_s)
+
+    def _give_up(self, what: str, error: BaseException) -> None:
+        """A permanent refusal: stop now, without grace (nothing could be settled)."""
+        if self._fatal is None:
+            self._fatal = PermanentError(what, error)
+            log.error("%s; stopping", self._fatal)
+        self._grace_ends = 0.0
+        self._stopping.set()
+        self._hurry.set()
 
     # --- stopping ------------------------------------------------------------------------
     async def _drain(self) -> None:

@@ -4,7 +4,8 @@ state machine without a server: tokens, leases, BLOCK, EMQSTALE, and an outage s
 It keeps the rules the Worker relies on (section 5): CLAIM bumps the token and
 grants a lease; COMPLETE/FAIL/REQUEUE/EXTEND compare the token and need the job
 active; `recover()` plays the stall sweep (back to pending, token unchanged).
-While `down` is set, every call raises redis-py's ConnectionError.
+While `down` is set, every call raises redis-py's ConnectionError; while
+`refusal` is set, every call raises it (a wrong password, a MISCONF).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class FakeQueue:
     pending: list[str] = field(default_factory=list)
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     down: bool = False
+    refusal: BaseException | None = None
+    attempts: int = 0  # calls made, refused ones included
     closed: bool = False
 
     def __post_init__(self) -> None:
@@ -69,8 +72,11 @@ class FakeQueue:
 
     # --- the Queue surface the Worker uses ------------------------------------------
     def _check_up(self) -> None:
+        self.attempts += 1
         if self.down:
             raise RedisConnectionError("fake server is down")
+        if self.refusal is not None:
+            raise self.refusal
 
     def _held(self, job: Job) -> Row:
         row = self.rows.get(job.id)

@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from redis.exceptions import AuthenticationError, ResponseError
 
 from emqd.client import Discard, Retry, Worker
 from emqd.client.commands import Job
+from emqd.client.errors import PermanentError
 from tests.client.fake import FakeQueue
 
 
@@ -371,3 +374,95 @@ async def test_the_grace_period_starts_at_stop_even_while_a_claim_is_parked() ->
     await asyncio.wait_for(task, 5)
     assert time.monotonic() - started < 0.7  # not block_ms + grace_ms
     assert states(queue) == {"1": "pending"}
+
+
+@pytest.mark.parametrize(("refusal", "named"), [
+    (AuthenticationError("invalid username-password pair or user is disabled."),
+     "claim refused: AuthenticationError: invalid username-password pair"),
+    (AuthenticationError("Authentication required."),
+     "claim refused: AuthenticationError: Authentication required."),
+    (ResponseError("syntax error"), "claim refused: ResponseError: syntax error"),
+    (ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+     "claim refused: ResponseError: WRONGTYPE"),
+])
+async def test_a_permanent_refusal_stops_the_worker_and_names_its_cause(
+        refusal: Exception, named: str) -> None:
+    """A wrong password used to be retried forever, logged once as a lost connection."""
+    queue = FakeQueue(refusal=refusal)
+    worker = Worker(queue, lambda job: "ok", block_ms=20)
+    with pytest.raises(PermanentError, match=re.escape(named)) as raised:
+        await asyncio.wait_for(worker.run(), 3)
+    assert raised.value.cause is refusal
+    assert queue.attempts == 1  # given up at once, not retried
+
+
+async def test_a_password_refused_mid_run_stops_the_worker_without_grace() -> None:
+    queue = FakeQueue()
+    queue.put(b"x")
+    started = asyncio.Event()
+
+    async def handler(job: Job) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    worker = Worker(queue, handler, lease_ms=60, grace_ms=10_000, block_ms=20)
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(started.wait(), 3)
+    queue.refusal = AuthenticationError("invalid username-password pair or user is disabled.")
+    with pytest.raises(PermanentError, match="refused: AuthenticationError"):
+        await asyncio.wait_for(task, 3)  # no 10 s grace: nothing could be settled anyway
+    assert queue.verbs("complete") == []
+
+
+async def test_every_retry_over_a_lost_connection_is_logged_with_its_delay(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The worker used to log one `connection lost` however long the outage lasted."""
+    queue = FakeQueue(down=True)
+    worker = Worker(queue, lambda job: "ok", block_ms=20)
+    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+        async with running(worker):
+            await until(lambda: queue.attempts >= 4)
+            queue.down = False
+            queue.put(b"x")
+            await until(lambda: states(queue) == {"1": "completed"})
+    retries = [r.getMessage() for r in caplog.records if "connection lost" in r.getMessage()]
+    assert len(retries) >= 3
+    assert retries[0] == "claim: connection lost (fake server is down); retrying in 0.05 s"
+    assert retries[1].endswith("retrying in 0.10 s")  # backing off
+    assert worker.counts.reconnects == 1
+
+
+async def test_a_refusal_that_means_not_now_is_retried(caplog: pytest.LogCaptureFixture) -> None:
+    """MISCONF (the server cannot write its log) passes: the worker waits it out."""
+    queue = FakeQueue(refusal=ResponseError("MISCONF Errors writing to the AOF file"))
+    queue.put(b"x")
+    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+        async with running(Worker(queue, lambda job: "ok", block_ms=20)):
+            await until(lambda: queue.attempts >= 3)
+            queue.refusal = None
+            await until(lambda: states(queue) == {"1": "completed"})
+    assert any("claim: refused for now (MISCONF" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_settling_verb_refused_for_now_is_retried(
+        caplog: pytest.LogCaptureFixture) -> None:
+    queue = FakeQueue()
+    queue.put(b"x")
+    gate = asyncio.Event()
+
+    async def handler(job: Job) -> str:
+        await gate.wait()
+        return "ok"
+
+    def complete_retries() -> int:
+        return sum("job 1: COMPLETE: refused for now" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+        async with running(Worker(queue, handler, lease_ms=5000, block_ms=20)):
+            await until(lambda: queue.rows["1"].state == "active")
+            queue.refusal = ResponseError("MISCONF Errors writing to the AOF file")
+            gate.set()
+            await until(lambda: complete_retries() >= 2)
+            queue.refusal = None
+            await until(lambda: states(queue) == {"1": "completed"})
