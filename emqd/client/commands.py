@@ -8,15 +8,17 @@ these generators over a socket (emqd/client/queue.py), so the two share every
 byte they send and every rule they parse by; tests drive them with canned
 replies and no socket at all.
 
-Ids and tokens are `str` (decoded with `surrogateescape`, so any bytes round
-trip exactly; a token is compared by the server as bytes); payloads and
-results are `bytes`.
+Ids, tokens, states, queue and group names are `str` (decoded with
+`surrogateescape`, so any bytes round trip exactly; a token is compared by
+the server as bytes); payloads and results are `bytes`, because they are the
+producer's and the handler's own bytes, which need not be text (`json()`
+reads them as JSON). Setting values are `str`, as the server stores them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -39,6 +41,14 @@ def text(raw: bytes | str) -> str:
 
 def raw_bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+
+
+def loose_payload_bytes(payload: Any) -> bytes:
+    """add_many's payloads: bytes and text as `add` sends them, anything else as JSON
+    (as `add_json` sends it)."""
+    if isinstance(payload, bytes | bytearray | memoryview | str):
+        return payload_bytes(payload)
+    return json_bytes(payload)
 
 
 def payload_bytes(payload: bytes | str) -> bytes:
@@ -175,6 +185,27 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class NewJob:
+    """One job of `add_many` with options of its own: `NewJob(payload, priority=5)`.
+    The payload is bytes, text, or any JSON value; the options are `add`'s."""
+
+    payload: Any
+    options: dict[str, Any]
+
+    def __init__(self, payload: Any, **options: Any) -> None:
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "options", options)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """EMQ.LANES: one lane's waiting (`pending`) and running (`active`) jobs."""
+
+    pending: int
+    active: int
+
+
+@dataclass(frozen=True)
 class FailVerdict:
     """EMQ.FAIL's reply: `dead` or `scheduled`, and the failures spent so far."""
 
@@ -194,18 +225,20 @@ def _single(command: Command) -> Generator[list[Command], list[Any], Any]:
 class QueueCommands:
     """Every operation on one queue, as `Operation`s. Holds no connection."""
 
-    def __init__(self, name: str) -> None:
-        if not name or "{" in name or "}" in name:
+    def __init__(self, name: str | bytes) -> None:
+        key = raw_bytes(name)
+        if not 0 < len(key) <= 256 or b"{" in key or b"}" in key:
             raise ValueError(f"invalid queue name {name!r}: 1..256 bytes without braces")
-        self.name = name
-        self.prefix = f"emq:{{{name}}}:"
+        self.key = name  # as given: redis-py sends a str as UTF-8, bytes as they are
+        self.name = text(key)  # as shown
+        self.prefix = b"emq:{" + key + b"}:"
 
     # --- producing -----------------------------------------------------------------
     def add_command(self, payload: bytes | str, *, id: str | None = None,
                     delay_ms: int | None = None, at_ms: int | None = None, priority: int = 0,
                     max_attempts: int | None = None, backoff: str | int | None = None,
                     group: str | None = None) -> Command:
-        argv: list[bytes | str | int] = ["EMQ.ADD", self.name, payload_bytes(payload)]
+        argv: list[bytes | str | int] = ["EMQ.ADD", self.key, payload_bytes(payload)]
         if id is not None:
             argv += ["ID", raw_bytes(id)]
         if delay_ms is not None and at_ms is not None:
@@ -231,16 +264,15 @@ class QueueCommands:
     def add_json(self, value: Any, **options: Any) -> Operation[str]:
         return (yield from self.add(json_bytes(value), **options))
 
-    def add_many(self, jobs: Iterable[bytes | str | Mapping[str, Any]],
-                 **options: Any) -> Operation[list[str]]:
-        """Many EMQ.ADDs in one pipeline. Each item is a payload, or a mapping with
-        `payload` and any of add's options (which win over the shared `options`).
-        Raises the first error reply, after every command was sent."""
+    def add_many(self, jobs: Iterable[Any], **options: Any) -> Operation[list[str]]:
+        """Many EMQ.ADDs in one pipeline. Each item is a payload (bytes and text as
+        they are, anything else, a dict say, as JSON) or a `NewJob` with options of its
+        own, which win over the shared `options`. Raises the first error reply, after
+        every command was sent."""
         commands = []
         for job in jobs:
-            spec = dict(job) if isinstance(job, Mapping) else {"payload": job}
-            merged = {**options, **spec}
-            commands.append(self.add_command(merged.pop("payload"), **merged))
+            payload, own = (job.payload, job.options) if isinstance(job, NewJob) else (job, {})
+            commands.append(self.add_command(loose_payload_bytes(payload), **{**options, **own}))
         if not commands:
             return []
         replies = yield commands
@@ -248,42 +280,78 @@ class QueueCommands:
 
     # --- reading and steering --------------------------------------------------------
     def get(self, job_id: str) -> Operation[JobInfo | None]:
-        reply = yield from _single(("EMQ.GET", self.name, raw_bytes(job_id)))
+        reply = yield from _single(("EMQ.GET", self.key, raw_bytes(job_id)))
         return None if reply is None else JobInfo.from_row(job_id, reply)
 
     def stats(self) -> Operation[Stats]:
-        return Stats.from_reply((yield from _single(("EMQ.STATS", self.name))))
+        return Stats.from_reply((yield from _single(("EMQ.STATS", self.key))))
 
     def revive(self, job_id: str, reset: bool = False) -> Operation[None]:
         """EMQ.REVIVE: a dead job back to pending; `reset` gives it its whole budget."""
-        argv: Command = ("EMQ.REVIVE", self.name, raw_bytes(job_id))
+        argv: Command = ("EMQ.REVIVE", self.key, raw_bytes(job_id))
         yield from _single(argv + ("RESET",) if reset else argv)
 
     def remove(self, job_id: str) -> Operation[bool]:
         """EMQ.REMOVE: True when the job existed. An active job raises JobStateError."""
-        return bool((yield from _single(("EMQ.REMOVE", self.name, raw_bytes(job_id)))))
+        return bool((yield from _single(("EMQ.REMOVE", self.key, raw_bytes(job_id)))))
 
     def pause(self) -> Operation[None]:
-        yield from _single(("EMQ.PAUSE", self.name))
+        yield from _single(("EMQ.PAUSE", self.key))
 
     def resume(self) -> Operation[None]:
-        yield from _single(("EMQ.RESUME", self.name))
+        yield from _single(("EMQ.RESUME", self.key))
 
     def dead(self, offset: int = 0, count: int = 100) -> Operation[list[JobInfo]]:
         """Dead letters, oldest death first: ZRANGE on the dead set, then the rows in one
         pipeline. A row deleted between the two round trips is left out."""
         if offset < 0 or count <= 0:
             raise ValueError("offset must be >= 0 and count > 0")
-        ids = yield from _single(("ZRANGE", self.prefix + "dead", offset, offset + count - 1))
+        ids = yield from _single(("ZRANGE", self.prefix + b"dead", offset, offset + count - 1))
         if not ids:
             return []
-        rows = yield [("EMQ.GET", self.name, job_id) for job_id in ids]
+        rows = yield [("EMQ.GET", self.key, job_id) for job_id in ids]
         found = []
         for job_id, row in zip(ids, rows, strict=True):
             row = expect(row)
             if row is not None:
                 found.append(JobInfo.from_row(text(job_id), row))
         return found
+
+    def get_config(self, field: str | None = None) -> Operation[Any]:
+        """EMQ.CONFIG GET: every setting's effective value ({name: value}, as text), or
+        one setting's value when `field` is given."""
+        if field is not None:
+            return text((yield from _single(("EMQ.CONFIG", self.key, "GET", field))))
+        reply = yield from _single(("EMQ.CONFIG", self.key, "GET"))
+        return {name: text(value) for name, value in as_map(reply).items()}
+
+    def set_config(self, **settings: int | str) -> Operation[None]:
+        """EMQ.CONFIG SET: `set_config(max_attempts=5, backoff="exp:100:60000")`; all or
+        nothing (one invalid value and none is written)."""
+        if not settings:
+            raise ValueError("give at least one setting")
+        pairs = [part for item in settings.items() for part in item]
+        yield from _single(("EMQ.CONFIG", self.key, "SET", *pairs))
+
+    def queues(self) -> Operation[list[str]]:
+        """EMQ.QUEUES: every queue on the server (not only this one), oldest first."""
+        return [text(name) for name in (yield from _single(("EMQ.QUEUES",)))]
+
+    def lanes(self) -> Operation[dict[str, Lane]]:
+        """EMQ.LANES: each lane with waiting or running jobs, by group name."""
+        reply = yield from _single(("EMQ.LANES", self.key))
+        return {group: Lane(int(counts[0]), int(counts[1]))
+                for group, counts in as_map(reply).items()}
+
+    def set_lane_limit(self, group: str, limit: int) -> Operation[None]:
+        """EMQ.LANE.LIMIT: at most `limit` of the lane's jobs run at once (0: no limit)."""
+        yield from _single(("EMQ.LANE.LIMIT", self.key, raw_bytes(group), limit))
+
+    def promote(self, limit: int | None = None) -> Operation[int]:
+        """EMQ.PROMOTE: due scheduled jobs into pending now; how many moved. The server
+        does this by itself on time: this is for tests and tools."""
+        argv: Command = ("EMQ.PROMOTE", self.key)
+        return int((yield from _single(argv if limit is None else argv + ("LIMIT", limit))))
 
     def ping(self) -> Operation[None]:
         yield from _single(("PING",))
@@ -293,20 +361,20 @@ class QueueCommands:
               block_ms: int | None = None) -> Operation[list[Job]]:
         """EMQ.CLAIM with COUNT: up to `count` jobs; `block_ms` parks until one is
         claimable (0 = forever). Always a list, empty when nothing came."""
-        argv: Command = ("EMQ.CLAIM", self.name, lease_ms, "COUNT", count)
+        argv: Command = ("EMQ.CLAIM", self.key, lease_ms, "COUNT", count)
         if block_ms is not None:
             argv += ("BLOCK", block_ms)
         reply = yield from _single(argv)
         return [Job.from_claim(entry) for entry in reply or ()]
 
     def complete(self, job: Job, result: Any = None) -> Operation[None]:
-        argv: Command = ("EMQ.COMPLETE", self.name, raw_bytes(job.id), raw_bytes(job.token))
+        argv: Command = ("EMQ.COMPLETE", self.key, raw_bytes(job.id), raw_bytes(job.token))
         encoded = result_bytes(result)
         yield from _single(argv if encoded is None else argv + ("RESULT", encoded))
 
     def fail(self, job: Job, error: str | None = None, *, max_attempts: int | None = None,
              backoff_ms: int | None = None) -> Operation[FailVerdict]:
-        argv: list[bytes | str | int] = ["EMQ.FAIL", self.name, raw_bytes(job.id),
+        argv: list[bytes | str | int] = ["EMQ.FAIL", self.key, raw_bytes(job.id),
                                          raw_bytes(job.token)]
         if error is not None:
             argv += ["ERROR", error]
@@ -318,9 +386,9 @@ class QueueCommands:
         return FailVerdict(text(verdict), int(failures))
 
     def requeue(self, job: Job) -> Operation[None]:
-        yield from _single(("EMQ.REQUEUE", self.name, raw_bytes(job.id), raw_bytes(job.token)))
+        yield from _single(("EMQ.REQUEUE", self.key, raw_bytes(job.id), raw_bytes(job.token)))
 
     def extend(self, job: Job, lease_ms: int) -> Operation[int]:
         """EMQ.EXTEND: the new lease deadline (server ms)."""
         return int((yield from _single(
-            ("EMQ.EXTEND", self.name, raw_bytes(job.id), raw_bytes(job.token), lease_ms))))
+            ("EMQ.EXTEND", self.key, raw_bytes(job.id), raw_bytes(job.token), lease_ms))))

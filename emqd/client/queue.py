@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,16 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get(URL_ENV) or DEFAULT_URL
 
 
+def redacted(url: str) -> str:
+    """The URL with its password masked, for logs and messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+
+
 def _async_method(build: Callable[..., Operation[Any]]) -> Callable[..., Any]:
     @functools.wraps(build)
     async def method(self: Queue, *args: Any, **kwargs: Any) -> Any:
@@ -50,7 +61,8 @@ def _sync_method(build: Callable[..., Operation[Any]]) -> Callable[..., Any]:
 
 
 _METHODS = ("add", "add_json", "add_many", "get", "stats", "revive", "remove", "pause",
-            "resume", "dead", "ping", "claim", "complete", "fail", "requeue", "extend")
+            "resume", "dead", "get_config", "set_config", "queues", "lanes", "set_lane_limit",
+            "promote", "ping", "claim", "complete", "fail", "requeue", "extend")
 
 
 def _with_methods(wrap: Callable[[Callable[..., Operation[Any]]], Callable[..., Any]]):
@@ -66,14 +78,16 @@ class Queue:
     """An emqd queue for asyncio code: `await Queue("mail").add(b"hi")`.
 
     Methods: add, add_json, add_many, get, stats, revive, remove, pause, resume,
-    dead, ping, and for consumers claim, complete, fail, requeue, extend (the
-    Worker uses those). A blocking claim holds one pooled connection while it
+    dead, get_config, set_config, queues, lanes, set_lane_limit, promote, ping,
+    and for consumers claim, complete, fail, requeue, extend (the Worker uses
+    those). `name` may be bytes. A blocking claim holds one pooled connection while it
     waits; the others go on over the rest of the pool.
     """
 
-    def __init__(self, name: str, url: str | None = None, **redis_options: Any) -> None:
+    def __init__(self, name: str | bytes, url: str | None = None,
+                 **redis_options: Any) -> None:
         self.commands = QueueCommands(name)
-        self.name = name
+        self.name = self.commands.name
         self.url = resolve_url(url)
         self.client = redis.asyncio.Redis.from_url(
             self.url, **{"retry": AsyncRetry(NoBackoff(), 0), **redis_options})
@@ -107,7 +121,7 @@ class Queue:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"Queue({self.name!r}, url={self.url!r})"
+        return f"Queue({self.name!r}, url={redacted(self.url)!r})"
 
 
 @_with_methods(_sync_method)
@@ -115,9 +129,10 @@ class SyncQueue:
     """The same queue for blocking code (producers in a web view, scripts):
     the methods of `Queue`, without `await`."""
 
-    def __init__(self, name: str, url: str | None = None, **redis_options: Any) -> None:
+    def __init__(self, name: str | bytes, url: str | None = None,
+                 **redis_options: Any) -> None:
         self.commands = QueueCommands(name)
-        self.name = name
+        self.name = self.commands.name
         self.url = resolve_url(url)
         self.client = redis.Redis.from_url(
             self.url, **{"retry": SyncRetry(NoBackoff(), 0), **redis_options})
@@ -151,4 +166,4 @@ class SyncQueue:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SyncQueue({self.name!r}, url={self.url!r})"
+        return f"SyncQueue({self.name!r}, url={redacted(self.url)!r})"

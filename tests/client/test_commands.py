@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from emqd.client.commands import Job, JobInfo, QueueCommands, Stats, result_bytes
+from emqd.client.commands import Job, JobInfo, Lane, NewJob, QueueCommands, Stats, result_bytes
 from emqd.client.errors import JobStateError, StaleJob, translate
 
 Q = QueueCommands("mail")
@@ -63,12 +63,23 @@ def test_add_json_sends_compact_utf8_json() -> None:
 
 
 def test_add_many_is_one_batch_with_per_job_options_winning() -> None:
-    sent, ids = drive(Q.add_many([b"a", {"payload": b"b", "priority": 3}, "c"], priority=1),
+    sent, ids = drive(Q.add_many([b"a", NewJob(b"b", priority=3), "c"], priority=1),
                       [b"1", b"2", b"3"])
     assert len(sent) == 1
     assert [cmd[2] for cmd in sent[0]] == [b"a", b"b", b"c"]
     assert [cmd[cmd.index("PRIORITY") + 1] for cmd in sent[0]] == [1, 3, 1]
     assert ids == ["1", "2", "3"]
+
+
+def test_add_many_sends_plain_dicts_and_other_values_as_json() -> None:
+    """A dict used to be read as an options mapping: KeyError 'payload'."""
+    sent, ids = drive(Q.add_many([{"to": "ada"}, {"payload": 1}, [1, "é"], 7,
+                                  NewJob({"to": "bob"}, delay_ms=5)]),
+                      [b"1", b"2", b"3", b"4", b"5"])
+    assert [cmd[2] for cmd in sent[0]] == [
+        b'{"to":"ada"}', b'{"payload":1}', '[1,"é"]'.encode(), b"7", b'{"to":"bob"}']
+    assert sent[0][4][3:] == ("DELAY", 5)
+    assert ids == ["1", "2", "3", "4", "5"]
 
 
 def test_add_many_raises_the_first_error_reply() -> None:
@@ -157,12 +168,12 @@ def test_dead_is_zrange_then_rows_in_one_batch_skipping_vanished_rows() -> None:
     sent, infos = drive(Q.dead(10, 3), [[b"4", b"5", b"6"]],
                         [[b"state", b"dead", b"payload", b"a"], None,
                          [b"state", b"dead", b"payload", b"c"]])
-    assert sent[0] == [("ZRANGE", "emq:{mail}:dead", 10, 12)]
+    assert sent[0] == [("ZRANGE", b"emq:{mail}:dead", 10, 12)]
     assert sent[1] == [("EMQ.GET", "mail", b"4"), ("EMQ.GET", "mail", b"5"),
                        ("EMQ.GET", "mail", b"6")]
     assert [(i.id, i.payload) for i in infos] == [("4", b"a"), ("6", b"c")]
     sent, infos = drive(Q.dead(), [[]])
-    assert (sent, infos) == ([[("ZRANGE", "emq:{mail}:dead", 0, 99)]], [])
+    assert (sent, infos) == ([[("ZRANGE", b"emq:{mail}:dead", 0, 99)]], [])
 
 
 def test_steering_commands() -> None:
@@ -186,9 +197,56 @@ def test_error_replies_become_the_client_classes() -> None:
 
 
 def test_queue_names_with_braces_are_refused() -> None:
-    for bad in ("", "a{b", "a}"):
+    for bad in ("", "a{b", "a}", b"", b"a{", b"x" * 257, "é" * 129):
         with pytest.raises(ValueError):
             QueueCommands(bad)
+
+
+def test_a_queue_name_may_be_bytes_even_not_utf8() -> None:
+    """Bytes names used to raise TypeError."""
+    queue = QueueCommands(b"mail\xff")
+    assert queue.name == "mail\udcff"  # shown as text, sent as the same bytes
+    command, _ = one(queue.add(b"x"), b"1")
+    assert command[:3] == ("EMQ.ADD", b"mail\xff", b"x")
+    sent, _ = drive(queue.dead(), [[]])
+    assert sent == [[("ZRANGE", b"emq:{mail\xff}:dead", 0, 99)]]
+
+
+@pytest.mark.parametrize("reply", [
+    [b"max_attempts", b"3", b"backoff", b"fixed:1000"],
+    {b"max_attempts": b"3", b"backoff": b"fixed:1000"},
+])
+def test_get_config_reads_every_setting_or_one(reply: Any) -> None:
+    command, settings = one(Q.get_config(), reply)
+    assert command == ("EMQ.CONFIG", "mail", "GET")
+    assert settings == {"max_attempts": "3", "backoff": "fixed:1000"}
+    assert one(Q.get_config("backoff"), b"exp:1:2") == (
+        ("EMQ.CONFIG", "mail", "GET", "backoff"), "exp:1:2")
+
+
+def test_set_config_sends_every_pair_in_one_command() -> None:
+    command, _ = one(Q.set_config(max_attempts=5, backoff="exp:100:60000"), b"OK")
+    assert command == ("EMQ.CONFIG", "mail", "SET", "max_attempts", 5, "backoff", "exp:100:60000")
+    with pytest.raises(ValueError):
+        next(Q.set_config())
+    with pytest.raises(ResponseError, match="unknown field"):
+        one(Q.set_config(nope=1), ResponseError("ERR unknown field 'nope'"))
+
+
+@pytest.mark.parametrize("reply", [
+    [b"acme", [2, 1], b"beta", [0, 1]], {b"acme": [2, 1], b"beta": [0, 1]},
+])
+def test_lanes_and_their_limits(reply: Any) -> None:
+    command, lanes = one(Q.lanes(), reply)
+    assert command == ("EMQ.LANES", "mail")
+    assert lanes == {"acme": Lane(pending=2, active=1), "beta": Lane(pending=0, active=1)}
+    assert one(Q.set_lane_limit("acme", 2), b"OK")[0] == ("EMQ.LANE.LIMIT", "mail", b"acme", 2)
+
+
+def test_queues_and_promote() -> None:
+    assert one(Q.queues(), [b"mail", b"reports"]) == (("EMQ.QUEUES",), ["mail", "reports"])
+    assert one(Q.promote(), 3) == (("EMQ.PROMOTE", "mail"), 3)
+    assert one(Q.promote(limit=10), 0) == (("EMQ.PROMOTE", "mail", "LIMIT", 10), 0)
 
 
 def test_job_info_exposes_raw_fields() -> None:

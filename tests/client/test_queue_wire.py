@@ -9,7 +9,7 @@ import pytest
 import redis
 from redis.exceptions import ResponseError
 
-from emqd.client import Job, JobStateError, Queue, StaleJob, SyncQueue
+from emqd.client import Job, JobStateError, Lane, NewJob, Queue, StaleJob, SyncQueue
 
 
 @pytest.fixture
@@ -50,11 +50,44 @@ async def test_add_with_an_existing_id_is_idempotent(queue: Queue) -> None:
 
 
 async def test_add_many_is_one_pipeline_and_reports_errors(queue: Queue) -> None:
-    ids = await queue.add_many([b"a", {"payload": b"b", "id": "bee"}, "c"])
+    ids = await queue.add_many([b"a", NewJob(b"b", id="bee"), "c", {"to": "ada"}])
     assert ids[:2] == ["1", "bee"] and ids[2].isdigit()
+    assert (await queue.get(ids[3])).json() == {"to": "ada"}
     with pytest.raises(ResponseError, match="invalid backoff rule"):
-        await queue.add_many([b"x", {"payload": b"y", "backoff": "sometimes"}])
-    assert (await queue.stats()).pending == 4  # the valid one before the error went in
+        await queue.add_many([b"x", NewJob(b"y", backoff="sometimes")])
+    assert (await queue.stats()).pending == 5  # the valid one before the error went in
+
+
+def test_settings_queues_lanes_and_promote_over_the_wire(sync_queue: SyncQueue,
+                                                         emqd_port: int) -> None:
+    mail = sync_queue
+    assert mail.get_config()["max_attempts"] == "3"  # the server's default
+    mail.set_config(max_attempts=5, backoff="exp:100:60000")
+    assert mail.get_config("max_attempts") == "5"
+    assert mail.get_config()["backoff"] == "exp:100:60000"
+    with pytest.raises(ResponseError, match="unknown field 'colour'"):
+        mail.set_config(colour="blue")
+    mail.add_many([NewJob(b"r1", group="acme"), NewJob(b"r2", group="acme"), b"flat"])
+    mail.add(b"later", delay_ms=60_000)
+    with SyncQueue(b"reports", f"redis://127.0.0.1:{emqd_port}") as reports:
+        assert reports.name == "reports"
+        reports.add(b"r")
+        assert mail.queues() == ["mail", "reports"]
+    assert mail.lanes() == {"acme": Lane(pending=2, active=0)}
+    mail.set_lane_limit("acme", 2)
+    assert len(mail.claim(30000, count=10)) == 3  # both acme jobs: its limit is 2 now
+    assert mail.lanes() == {"acme": Lane(pending=0, active=2)}
+    assert mail.promote() == 0  # the delayed job is not due
+
+
+def test_a_queue_named_by_bytes_that_are_not_utf8(emqd_port: int, r: redis.Redis) -> None:
+    with SyncQueue(b"q\xff", f"redis://127.0.0.1:{emqd_port}") as q:
+        job_id = q.add(b"x")
+        assert q.stats().pending == 1
+        (job,) = q.claim(30000)
+        q.complete(job, b"done")
+        assert q.get(job_id).result == b"done"
+    assert r.hget(b"emq:{q\xff}:job:" + job_id.encode(), "state") == b"completed"
 
 
 async def test_pause_and_resume(queue: Queue) -> None:
