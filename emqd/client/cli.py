@@ -6,6 +6,10 @@ The current directory is put on the import path first, so `emqd-worker
 tasks:send_mail` finds ./tasks.py as `python -m` would. Every
 `--progress-interval` seconds it prints one line to stderr: jobs done, failed
 and the rate since the previous line. SIGINT/SIGTERM stop it gracefully.
+
+Exit status: 0 after a graceful stop; 1 when the server refused the worker for
+good (a wrong password, a refused queue) or the handler cannot be loaded; 2
+for bad arguments. Each of those is one line on stderr that names the cause.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import logging
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
-from emqd.client.queue import DEFAULT_URL, URL_ENV, Queue
+from emqd.client.errors import PermanentError
+from emqd.client.queue import DEFAULT_URL, URL_ENV, Queue, redacted
 from emqd.client.worker import Counts, Worker
 
 
@@ -37,22 +43,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--grace-ms", type=int, default=10000)
     parser.add_argument("--progress-interval", type=float, default=10.0,
                         help="seconds between progress lines (0 = none)")
-    parser.add_argument("--loglevel", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument("--loglevel", default="info", choices=["debug", "info", "warning"],
+                        help="of the `emqd.worker` logger, on stderr (default info)")
     return parser
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
+    """The function `module:function` names; any failure is one line naming `spec`
+    (SystemExit with status 1), not a traceback."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise SystemExit(f"emqd-worker: handler must be module:function, not {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    target: Any = importlib.import_module(module_name)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - whatever the module raised, named in one line
+        raise SystemExit(f"emqd-worker: cannot import handler {spec}: "
+                         f"{type(exc).__name__}: {exc}{_where(exc)}") from None
     for part in attribute.split("."):
-        target = getattr(target, part)
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise SystemExit(f"emqd-worker: cannot find handler {spec}: "
+                             f"{module_name} has no {attribute!r}") from None
     if not callable(target):
         raise SystemExit(f"emqd-worker: {spec} is not callable")
     return target
+
+
+def _where(exc: BaseException) -> str:
+    """` (tasks.py, line 3)`: the frame of the user's module that raised, if any."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" ({exc.filename}, line {exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "importlib" not in f.filename]
+    return f" ({own[-1].filename}, line {own[-1].lineno})" if own else ""
 
 
 def progress_line(queue: str, counts: Counts, done_before: int, elapsed_s: float) -> str:
@@ -64,18 +90,28 @@ def progress_line(queue: str, counts: Counts, done_before: int, elapsed_s: float
             f"dead={counts.dead} lost={counts.lost} rate={rate:.1f}/s")
 
 
-async def report_progress(worker: Worker, interval_s: float) -> None:
-    before, since = 0, time.monotonic()
+class Progress:
+    """The progress lines of one run, the last one (at exit) included: each line's
+    rate counts the jobs settled since the line before it."""
+
+    def __init__(self, queue: str, counts: Counts, now_s: float) -> None:
+        self.queue, self.counts = queue, counts
+        self.settled, self.since = 0, now_s
+
+    def line(self, now_s: float) -> str:
+        text = progress_line(self.queue, self.counts, self.settled, now_s - self.since)
+        self.settled, self.since = self.counts.completed + self.counts.failed, now_s
+        return text
+
+
+async def report_progress(progress: Progress, interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        now = time.monotonic()
-        print(progress_line(worker.queue.name, worker.counts, before, now - since),
-              file=sys.stderr, flush=True)
-        before, since = worker.counts.completed + worker.counts.failed, now
+        print(progress.line(time.monotonic()), file=sys.stderr, flush=True)
 
 
-async def serve(worker: Worker, progress_interval_s: float) -> Counts:
-    reporter = (asyncio.create_task(report_progress(worker, progress_interval_s))
+async def serve(worker: Worker, progress: Progress, progress_interval_s: float) -> Counts:
+    reporter = (asyncio.create_task(report_progress(progress, progress_interval_s))
                 if progress_interval_s > 0 else None)
     try:
         return await worker.run()
@@ -86,13 +122,22 @@ async def serve(worker: Worker, progress_interval_s: float) -> Counts:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=args.loglevel.upper(), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     handler = load_handler(args.handler)
-    worker = Worker(Queue(args.queue, args.url), handler, concurrency=args.concurrency,
-                    lease_ms=args.lease_ms, timeout_ms=args.timeout_ms, grace_ms=args.grace_ms)
-    started = time.monotonic()
-    counts = asyncio.run(serve(worker, args.progress_interval))
-    print(progress_line(args.queue, counts, 0, time.monotonic() - started),
-          file=sys.stderr, flush=True)
+    try:
+        worker = Worker(Queue(args.queue, args.url), handler, concurrency=args.concurrency,
+                        lease_ms=args.lease_ms, timeout_ms=args.timeout_ms,
+                        grace_ms=args.grace_ms)
+    except ValueError as exc:  # a queue name, URL or setting refused before connecting
+        parser.error(str(exc))
+    progress = Progress(worker.queue.name, worker.counts, time.monotonic())
+    try:
+        asyncio.run(serve(worker, progress, args.progress_interval))
+    except PermanentError as exc:
+        raise SystemExit(f"emqd-worker: queue {worker.queue.name} on "
+                         f"{redacted(worker.queue.url)}: {exc}") from None
+    finally:
+        print(progress.line(time.monotonic()), file=sys.stderr, flush=True)

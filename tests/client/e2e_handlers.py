@@ -55,3 +55,8 @@ async def sleepy(job: Job) -> str:
     """Sleeps as long as the payload's `sleep` says (seconds)."""
     await asyncio.sleep(json.loads(job.payload)["sleep"])
     return "slept"
+
+
+async def quick(job: Job) -> str:
+    """Completes at once: for tests of the worker's own behaviour."""
+    return "ok"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emqd.client.cli import build_parser, load_handler, progress_line
+from emqd.client.cli import Progress, build_parser, load_handler, progress_line
 from emqd.client.worker import Counts
 from tests.support import ROOT
 
@@ -37,6 +37,16 @@ def test_progress_line_counts_done_failed_and_the_rate_since_the_last_line() -> 
     line = progress_line("mail", counts, done_before=100, elapsed_s=10.0)
     assert line == "emqd-worker mail: done=120 failed=30 dead=4 lost=1 rate=5.0/s"
     assert progress_line("mail", Counts(), 0, 0.0).endswith("rate=0.0/s")
+
+
+def test_progress_lines_each_count_since_the_line_before() -> None:
+    counts = Counts()
+    progress = Progress("mail", counts, now_s=100.0)
+    counts.completed = 50
+    assert progress.line(110.0).endswith("done=50 failed=0 dead=0 lost=0 rate=5.0/s")
+    counts.completed, counts.failed = 60, 10
+    assert progress.line(130.0).endswith("done=60 failed=10 dead=0 lost=0 rate=1.0/s")
+    assert progress.line(131.0).endswith("rate=0.0/s")  # the last line, at exit: its own rate
 
 
 def test_parser_defaults_and_required_queue() -> None:
