@@ -27,7 +27,7 @@ from emqd.dispatch import TABLE
 from tests.support import ROOT, ServerProcess, start_emqd
 
 DOC = ROOT / "docs" / "PROTOCOL.md"
-PLACEHOLDERS = {"<ms>": r"\d{13}", "<run_id>": r"[0-9a-f]{40}"}
+PLACEHOLDERS = {"<ms>": r"\d{13}", "<run_id>": r"[0-9a-f]{40}", "<id>": r"\d+"}
 HOUSEKEEPING_VERBS = (b"emq.promote", b"emq.stalled.check")
 
 
@@ -76,6 +76,21 @@ def matches(expected: list[str], got: list[str]) -> bool:
     return True
 
 
+def run_step(step: Step, port: int, source: str = "PROTOCOL.md") -> None:
+    """Run one `$` line (a sleep sleeps) on `port`; its output must be what the document shows."""
+    words = step.command.split()
+    if words[0] == "sleep":
+        time.sleep(float(words[1]))
+        return
+    command = step.command.replace("redis-cli -p 6390", f"redis-cli --no-raw -p {port}", 1)
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=10)
+    got = done.stdout.splitlines()
+    assert matches(step.expected, got), (
+        f"{source}:{step.line}: $ {step.command}\nexpected:\n"
+        + "\n".join(step.expected) + "\ngot:\n" + "\n".join(got) + done.stderr
+    )
+
+
 @pytest.fixture
 def fresh_emqd() -> Iterator[ServerProcess]:
     server = start_emqd()
@@ -98,15 +113,4 @@ def test_every_redis_cli_line_answers_what_the_document_shows(fresh_emqd: Server
         if missing:
             pytest.skip(f"PROTOCOL.md:{step.line} needs {missing[0].decode()}, not landed yet; "
                         "every line before it was checked")
-        words = step.command.split()
-        if words[0] == "sleep":
-            time.sleep(float(words[1]))
-            continue
-        port = fresh_emqd.port
-        command = step.command.replace("redis-cli -p 6390", f"redis-cli --no-raw -p {port}", 1)
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=10)
-        got = done.stdout.splitlines()
-        assert matches(step.expected, got), (
-            f"PROTOCOL.md:{step.line}: $ {step.command}\nexpected:\n"
-            + "\n".join(step.expected) + "\ngot:\n" + "\n".join(got) + done.stderr
-        )
+        run_step(step, fresh_emqd.port)
