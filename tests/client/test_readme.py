@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,9 +25,9 @@ from tests.support import ROOT, ServerProcess, start_emqd
 pytestmark = pytest.mark.slow
 
 
-def readme_snippet(name: str) -> str:
+def readme_snippet(name: str, language: str = "python") -> str:
     text = (ROOT / "README.md").read_text()
-    match = re.search(rf"<!-- readme-test: {name} -->\n```python\n(.*?)```", text, re.S)
+    match = re.search(rf"<!-- readme-test: {name} -->\n```{language}\n(.*?)```", text, re.S)
     assert match, f"README.md has no `readme-test: {name}` snippet"
     return match.group(1)
 
@@ -61,11 +63,44 @@ def test_the_readme_producer_and_worker_run_as_written(server: ServerProcess) ->
                 assert time.monotonic() < deadline, "the README worker did not complete the job"
                 assert worker.poll() is None, worker.stdout.read()
                 time.sleep(0.05)
-            assert mail.get("1").result == b"sent"
+            assert mail.get("1").result == b"sent to ada@example.com"
         worker.send_signal(signal.SIGTERM)
         output, _ = worker.communicate(timeout=10)
         assert worker.returncode == 0, output
-        assert "sending to ada@example.com" in output
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate(timeout=10)
+
+
+def test_the_readme_command_line_runs_the_worker_snippet_saved_as_tasks_py(
+        server: ServerProcess, tmp_path: Path) -> None:
+    """`emqd-worker tasks:send_mail` imports the snippet: that must not start the
+    snippet's own worker (it used to, and the command never got to run its own)."""
+    (tmp_path / "tasks.py").write_text(readme_snippet("worker"))
+    argv = shlex.split(readme_snippet("cli", "sh"))
+    assert argv[0] == "emqd-worker"
+    argv[argv.index("--url") + 1] = f"redis://127.0.0.1:{server.port}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    env.pop("EMQD_URL", None)
+    worker = subprocess.Popen([sys.executable, "-m", "emqd.worker", *argv[1:],
+                               "--progress-interval", "0.2"],
+                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        with SyncQueue("mail", f"redis://127.0.0.1:{server.port}") as mail:
+            job_id = mail.add_json({"to": "ada@example.com"})
+            deadline = time.monotonic() + 15
+            line = ""
+            while "done=1 " not in line:  # the command's own progress line: its worker ran it
+                assert time.monotonic() < deadline, "emqd-worker never reported the job done"
+                line = worker.stderr.readline()  # type: ignore[union-attr]
+                assert line, "emqd-worker exited"
+            assert mail.get(job_id).result == b"sent to ada@example.com"
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=10)
+        assert worker.returncode == 0
     finally:
         if worker.poll() is None:
             worker.kill()
