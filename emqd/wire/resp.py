@@ -173,6 +173,12 @@ class RequestParser:
         offset = start + sum(map(_wire_size, got[1:] if continuing else got))
         if continuing and not got:
             raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH)  # hiredis disagrees with the guard
+        if data[offset] != 42:  # b"*": an inline line (`-x`, `:1`, ending in LF or not yet ended)
+            self._reader = hiredis.Reader()
+            self._tail = 0
+            self._guard = None
+            self._feed_slow(data[offset:], True, requests, fast_ok=True)
+            return
         guard = self._guard = _Frame(collect=False, authenticated=True, max_args=HIREDIS_MAX_ARGS)
         guard.feed(data, offset)
         self._tail = len(data) - offset

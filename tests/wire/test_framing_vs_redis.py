@@ -34,6 +34,8 @@ FRAMING = [
     b"*01\r\n" + PING,
     b'ECHO "\\x41\\n" \'it\\\'s\'\r\nPING\n',
     PING * 3 + b"*1\r\n$4\r\nPI",
+    PING + b"-\n",  # an inline line after a request, ended by LF alone (found by the fuzz test)
+    PING + b"-x\n" + PING + b"$5\n:1\n",
 ]
 
 

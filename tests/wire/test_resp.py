@@ -29,6 +29,9 @@ CASES = [
     (b"*1\r\n$4\r\nPINGxx" + PING, [[b"PING"], [b"PING"]], None),  # Redis skips 2 bytes blindly
     (PING + b"+PING\r\n", [[b"PING"], [b"+PING"]], None),
     (PING + b":1\r\n", [[b"PING"], [b":1"]], None),
+    (PING + b"-\n", [[b"PING"], [b"-"]], None),  # hiredis waits for a CRLF here (the fuzz found it)
+    (PING + b"-x\n" + PING, [[b"PING"], [b"-x"], [b"PING"]], None),
+    (PING + b"$5\n:1\n", [[b"PING"], [b"$5"], [b":1"]], None),
     (b'ECHO "a b" \'c d\' e\\x41\r\n', [[b"ECHO", b"a b", b"c d", b"e\\x41"]], None),
     (b'ECHO "\\x41\\n\\t\\"q"\r\n', [[b"ECHO", b"A\n\t\"q"]], None),
     (b"ECHO 'it\\'s'\r\n", [[b"ECHO", b"it's"]], None),

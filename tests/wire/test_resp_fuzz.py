@@ -1,0 +1,143 @@
+"""Fuzzing the request codec (emqd/wire/resp.py) with hypothesis: valid streams cut anywhere,
+inline lines, the before-AUTH mode, and garbage.
+
+Valid streams must come out exactly as they went in, whatever the cuts. Garbage
+must come out as requests and at most one `ProtocolError` with one of Redis's
+texts, last, and nothing after it; never another exception, never a hang
+(hypothesis's deadline). `EMQD_FUZZ_EXAMPLES` scales the number of examples
+(the suite's default keeps each test to a few seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emqd import errors
+from emqd.errors import ProtocolError
+from emqd.wire.resp import UNAUTH_MAX_BULK, UNAUTH_MAX_MULTIBULK, RequestParser, split_inline
+from tests.support import encode_request
+
+EXAMPLES = int(os.environ.get("EMQD_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=2000,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+REDIS_TEXTS = {
+    errors.PROTO_BAD_MULTIBULK_LENGTH, errors.PROTO_BAD_BULK_LENGTH,
+    errors.PROTO_UNAUTH_MULTIBULK_LENGTH, errors.PROTO_UNAUTH_BULK_LENGTH,
+    errors.PROTO_BIG_MBULK_COUNT, errors.PROTO_BIG_BULK_COUNT, errors.PROTO_BIG_INLINE,
+    errors.PROTO_UNBALANCED_QUOTES,
+}
+EXPECTED_DOLLAR = re.compile(r"Protocol error: expected '\$', got '.'", re.S)
+
+# Bytes that matter to the framing, often; any byte, sometimes.
+framing_bytes = st.one_of(
+    st.binary(max_size=40),
+    st.lists(st.sampled_from(b"*$\r\n0123456789-+: \"'\\x\t"), max_size=40).map(bytes),
+)
+argument = st.one_of(st.binary(max_size=30), framing_bytes)
+argv = st.lists(argument, min_size=1, max_size=6)
+big_argv = st.tuples(st.binary(max_size=8), st.integers(min_value=16_000, max_value=70_000)).map(
+    lambda t: [b"ECHO", t[0] * (t[1] // max(1, len(t[0]))) or b"x" * t[1]])
+
+
+def inline_token(arg: bytes) -> bytes:
+    """An argument as an inline request writes it: plain, or quoted with hex escapes."""
+    if arg and re.fullmatch(rb"[A-Za-z0-9_.-]+", arg):
+        return arg
+    return b'"' + b"".join(b"\\x%02x" % byte for byte in arg) + b'"'
+
+
+# One element of a stream: its bytes and the requests it stands for.
+multibulk = argv.map(lambda args: (encode_request(*args), [args]))
+big = big_argv.map(lambda args: (encode_request(*args), [args]))  # past hiredis's first read
+inline = st.tuples(
+    st.lists(st.binary(max_size=12), min_size=1, max_size=5),
+    st.sampled_from([b"\r\n", b"\n"]),
+).map(lambda t: (b" ".join(map(inline_token, t[0])) + t[1], [t[0]]))
+nothing = st.sampled_from([b"\r\n", b"\n", b"*0\r\n", b"*-1\r\n", b"*-7\r\n"]).map(
+    lambda data: (data, []))
+stream = st.lists(st.one_of(multibulk, multibulk, multibulk, inline, nothing, big),
+                  min_size=1, max_size=20)
+
+
+def cut(data: bytes, points: list[int]) -> list[bytes]:
+    marks = sorted({p % (len(data) + 1) for p in points} | {0, len(data)})
+    return [data[a:b] for a, b in zip(marks, marks[1:], strict=False)]
+
+
+def parse(chunks: list[bytes], authenticated: bool = True) -> list:
+    """Every request the chunks make, draining the one-at-a-time backlog as a
+    connection does (after each request it owes, the client is still not logged in)."""
+    parser = RequestParser()
+    out: list = []
+    for chunk in chunks:
+        out += parser.feed(chunk, authenticated)
+        while parser.backlog:
+            out += parser.feed(b"", authenticated)
+    return out
+
+
+@FUZZ
+@given(stream, st.lists(st.integers(min_value=0), max_size=30))
+def test_valid_streams_come_out_exactly_whatever_the_cuts(
+        elements: list[tuple[bytes, list]], points: list[int]) -> None:
+    data = b"".join(part for part, _ in elements)
+    expected = [request for _, requests in elements for request in requests]
+    assert parse([data]) == expected
+    assert parse(cut(data, points)) == expected
+
+
+small_argv = st.lists(st.binary(max_size=UNAUTH_MAX_BULK // 800), min_size=1,
+                      max_size=UNAUTH_MAX_MULTIBULK)
+
+
+@FUZZ
+@given(st.lists(small_argv, min_size=1, max_size=8), st.lists(st.integers(min_value=0),
+                                                              max_size=20))
+def test_before_auth_requests_come_one_at_a_time_and_whole(
+        requests: list[list[bytes]], points: list[int]) -> None:
+    data = b"".join(encode_request(*args) for args in requests)
+    assert parse(cut(data, points), authenticated=False) == requests
+
+
+@FUZZ
+@given(st.lists(st.one_of(framing_bytes, multibulk.map(lambda t: t[0]),
+                          inline.map(lambda t: t[0])), min_size=1, max_size=12),
+       st.lists(st.integers(min_value=0), max_size=20), st.booleans())
+def test_garbage_gives_requests_then_at_most_one_redis_protocol_error(
+        parts: list[bytes], points: list[int], authenticated: bool) -> None:
+    data = b"".join(parts)
+    for chunks in ([data], cut(data, points)):
+        parser = RequestParser()
+        out: list = []
+        for chunk in chunks:
+            out += parser.feed(chunk, authenticated)
+            while parser.backlog:
+                out += parser.feed(b"", authenticated)
+        errors_seen = [item for item in out if isinstance(item, ProtocolError)]
+        assert len(errors_seen) <= 1
+        if errors_seen:
+            assert out[-1] is errors_seen[0]
+            text = str(errors_seen[0])
+            assert text in REDIS_TEXTS or EXPECTED_DOLLAR.fullmatch(text), text
+            assert parser.feed(encode_request("PING")) == []  # broken framing stays broken
+        for request in out[: len(out) - len(errors_seen)]:
+            assert type(request) is list and request
+            assert all(type(arg) is bytes for arg in request)
+
+
+@FUZZ
+@given(st.binary(max_size=200))
+def test_split_inline_answers_arguments_or_none(line: bytes) -> None:
+    args = split_inline(line)
+    assert args is None or all(type(arg) is bytes for arg in args)
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=20), max_size=8))
+def test_split_inline_reads_back_what_inline_token_wrote(args: list[bytes]) -> None:
+    assert split_inline(b" ".join(map(inline_token, args))) == args
