@@ -89,6 +89,17 @@ def redis_auth(redis_reference: ServerProcess) -> Iterator[int]:
     server.stop()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak-seconds", type=float, default=None,
+        help="how long tests/test_soak.py sends refusals (default 3, or $EMQD_SOAK_SECONDS); "
+             "it stops early at --soak-refusals")
+    parser.addoption(
+        "--soak-refusals", type=int, default=None,
+        help="how many refusals tests/test_soak.py sends at most (default 1,000,000, or "
+             "$EMQD_SOAK_REFUSALS)")
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
     skipped = terminalreporter.stats.get("skipped", [])
     if any(REDIS_MISSING in str(getattr(rep, "longrepr", "")) for rep in skipped):
