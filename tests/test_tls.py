@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from emqd.client import SyncQueue
 from tests.support import ROOT, RawClient, ServerProcess, encode_request, free_port, start_emqd
@@ -51,9 +53,11 @@ def tls_server(request: pytest.FixtureRequest, certs: Certificates) -> Iterator[
 
 
 def tls_client(port: int, certs: Certificates, cert: Path | None = None,
-               key: Path | None = None) -> redis.Redis:
-    return redis.Redis(port=port, ssl=True, ssl_ca_certs=str(certs.ca), ssl_certfile=cert and str(cert),
-                       ssl_keyfile=key and str(key), socket_timeout=5)
+               key: Path | None = None, **options: object) -> redis.Redis:
+    """redis-py over TLS, without its retries (a refused handshake fails at once)."""
+    return redis.Redis(port=port, ssl=True, ssl_ca_certs=str(certs.ca),
+                       ssl_certfile=cert and str(cert), ssl_keyfile=key and str(key),
+                       socket_timeout=5, retry=Retry(NoBackoff(), 0), **options)
 
 
 def redis_cli(port: int, certs: Certificates, *args: str, client_cert: bool = True) -> subprocess.CompletedProcess[str]:
@@ -134,8 +138,7 @@ def test_plain_and_tls_ports_together_share_one_keyspace_and_one_password(
         with tls_client(tls_port, certs, certs.client_cert, certs.client_key) as secure:
             with pytest.raises(redis.AuthenticationError):
                 secure.ping()  # protected by the password as the plain port is
-        secure = redis.Redis(port=tls_port, password="pw", ssl=True, ssl_ca_certs=str(certs.ca),
-                             ssl_certfile=str(certs.client_cert), ssl_keyfile=str(certs.client_key))
+        secure = tls_client(tls_port, certs, certs.client_cert, certs.client_key, password="pw")
         with secure, redis.Redis(port=server.port, password="pw") as plain:
             assert secure.hset("shared", "f", "tls") == 1
             assert plain.hget("shared", "f") == b"tls"

@@ -51,7 +51,7 @@ def loose_payload_bytes(payload: Any) -> bytes:
     return json_bytes(payload)
 
 
-def payload_bytes(payload: bytes | str) -> bytes:
+def payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
     """A payload as sent: bytes as they are, text as UTF-8; anything else is an error
     (use `add_json` for objects) rather than a silent `str()`."""
     if isinstance(payload, bytes | bytearray | memoryview):

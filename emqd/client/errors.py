@@ -62,8 +62,9 @@ class PermanentError(Exception):
         self.cause = cause
 
 
-_HINTS = {AuthenticationError: " (check the password: redis://:PASSWORD@HOST:PORT in --url "
-                               "or $EMQD_URL)"}
+_HINTS: dict[type[BaseException], str] = {
+    AuthenticationError: " (check the password: redis://:PASSWORD@HOST:PORT in --url or "
+                         "$EMQD_URL)"}
 
 
 class StaleJob(ResponseError):
