@@ -6,9 +6,10 @@ See docs/CLIENT.md.
 """
 
 from emqd.client.commands import FailVerdict, Job, JobInfo, Lane, NewJob, Stats
-from emqd.client.errors import Discard, JobStateError, Retry, StaleJob
+from emqd.client.errors import Discard, JobStateError, PermanentError, Retry, StaleJob
 from emqd.client.queue import Queue, SyncQueue
 from emqd.client.worker import Counts, Worker
 
 __all__ = ["Counts", "Discard", "FailVerdict", "Job", "JobInfo", "JobStateError", "Lane",
-           "NewJob", "Queue", "Retry", "StaleJob", "Stats", "SyncQueue", "Worker"]
+           "NewJob", "PermanentError", "Queue", "Retry", "StaleJob", "Stats", "SyncQueue",
+           "Worker"]
