@@ -175,12 +175,6 @@ NOPROTO = Refusal("NOPROTO unsupported protocol version")
 BAD_PROTOCOL_VERSION = Refusal("ERR Protocol version is not an integer or out of range")
 
 
-def subcommand_syntax(argv: list[bytes]) -> ReplyError:
-    """Redis's addReplySubcommandSyntaxError: the subcommand as sent, the container upper-cased."""
-    text = b"ERR unknown subcommand or wrong number of arguments for '" + _c_string(argv[1])[:128]
-    return ReplyError(_one_line(text + b"'. Try " + _c_string(argv[0]).upper() + b" HELP."))
-
-
 def subscribed_mode(name: str) -> ReplyError:
     """A RESP2 client that listens may only (un)subscribe, PING, QUIT or RESET.
 

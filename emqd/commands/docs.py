@@ -202,6 +202,13 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
         pattern("pattern", token="MATCH", optional=True),
         integer("count", token="COUNT", optional=True),
     ],
+    "subscribe": [string("channel", multiple=True)],
+    "unsubscribe": [string("channel", optional=True, multiple=True)],
+    "psubscribe": [block("pattern", pattern("pattern"), multiple=True)],
+    "punsubscribe": [pattern("pattern", optional=True, multiple=True)],
+    "publish": [string("channel"), string("message")],
+    "pubsub|channels": [pattern("pattern", optional=True)],
+    "pubsub|numsub": [string("channel", optional=True, multiple=True)],
     "command|list": [
         oneof("filterby", pattern("pattern", token="PATTERN"), token="FILTERBY", optional=True),
     ],

@@ -94,7 +94,7 @@ def publish(session: Session, argv: list[bytes]) -> Any:
 def pubsub_channels(session: Session, argv: list[bytes]) -> Any:
     """PUBSUB CHANNELS [pattern]"""
     if len(argv) > 3:
-        raise errors.subcommand_syntax(argv)
+        raise errors.subcommand_syntax(argv[1], "pubsub")
     return session.server.pubsub.active_channels(argv[2] if len(argv) == 3 else None)
 
 

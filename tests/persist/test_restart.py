@@ -23,6 +23,7 @@ from tests.support import (
     ROOT,
     RawClient,
     ServerProcess,
+    free_port,
     send_shutdown,
     start_emqd,
 )
