@@ -79,7 +79,7 @@ def config_from(argv: list[str], environ: dict[str, str]) -> Config:
         else:
             values[f.name] = raw
     config = Config(**values)  # type: ignore[arg-type]
-    for name in ("port", "tls_port"):
+    for name in ("port", "tls_port", "http_port"):
         if getattr(config, name) > 65535:
             parser.error(f"{_flag(name)} must be at most 65535")
     problem = _listening_problem(config)

@@ -20,6 +20,7 @@ class Config:
     tls_key_file: str | None = None
     tls_ca_cert_file: str | None = None  # the CA that signs the clients' certificates
     tls_auth_clients: str = "yes"  # yes | no | optional: must a client show a certificate
+    http_port: int = 6391  # the dashboard and /metrics, on the same --bind; 0 = off
     dir: str = "."
     appendonly: bool = True
     appendfsync: str = "everysec"  # always | everysec | no

@@ -48,6 +48,7 @@ class ServerProcess:
     def __init__(self, argv: list[str], port: int, env: dict[str, str] | None = None,
                  cwd: str | None = None) -> None:
         self.port = port
+        self.http_port = 0  # emqd's HTTP side, when start_emqd(http=True) asked for it
         self.argv = argv
         self.log = tempfile.NamedTemporaryFile(prefix="emqd-test-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
@@ -85,14 +86,22 @@ class ServerProcess:
 
 
 def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
-               env: dict[str, str] | None = None) -> ServerProcess:
-    """emqd as `python -m emqd` on a free port; `--appendonly no` unless flags say otherwise."""
+               env: dict[str, str] | None = None, http: bool = False) -> ServerProcess:
+    """emqd as `python -m emqd` on a free port; `--appendonly no` unless flags say otherwise.
+
+    The HTTP side is off (`--http-port 0`), so that servers started side by side
+    never race for the default 6391; `http=True` gives it a free port of its
+    own, as `server.http_port`, and waits for it too.
+    """
     port = port or free_port()
     argv = [sys.executable, "-m", "emqd"]
     if "--port" not in flags:  # a TLS-only server says `--port 0` and is waited for on `port`
         argv += ["--port", str(port)]
     if "--appendonly" not in flags:
         argv += ["--appendonly", "no"]
+    http_port = free_port() if http else 0
+    if "--http-port" not in flags:
+        argv += ["--http-port", str(http_port)]
     if dir is not None:
         argv += ["--dir", dir]
     argv += list(flags)
@@ -100,7 +109,15 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
     # The checkout under test, not whatever `pip install -e` last pointed at.
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
-    return ServerProcess(argv, port, env=full_env, cwd=dir)
+    server = ServerProcess(argv, port, env=full_env, cwd=dir)
+    server.http_port = http_port
+    if http_port:
+        try:
+            wait_for_port(http_port, server.proc)
+        except Exception:
+            server.stop()
+            raise RuntimeError(f"{argv!r}: no HTTP side:\n{server.output()}") from None
+    return server
 
 
 def redis_server_path() -> str | None:

@@ -21,6 +21,8 @@ def test_defaults() -> None:
     assert config == Config()
     assert (config.bind, config.port, config.dir, config.appendonly) == ("127.0.0.1", 6390, ".", True)
     assert (config.appendfsync, config.max_payload, config.maxclients) == ("everysec", 16 << 20, 10000)
+    assert config.http_port == 6391
+    assert config_from([], {"EMQD_HTTP_PORT": "0"}).http_port == 0  # off
 
 
 def test_every_flag_has_an_env_variable_and_flags_win() -> None:
@@ -38,6 +40,8 @@ def test_every_flag_has_an_env_variable_and_flags_win() -> None:
     [
         (["--port", "x"], {}, "--port must be an integer"),
         (["--port", "70000"], {}, "--port must be at most 65535"),
+        (["--http-port", "70000"], {}, "--http-port must be at most 65535"),
+        ([], {"EMQD_HTTP_PORT": "web"}, "--http-port must be an integer"),
         (["--maxclients", "-1"], {}, "must not be negative"),
         (["--appendfsync", "sometimes"], {}, "invalid choice"),
         ([], {"EMQD_APPENDFSYNC": "sometimes"}, "--appendfsync must be one of"),

@@ -95,11 +95,13 @@ class Server:
 def start_emqd(workdir: str, cpus: set[int] | None, *flags: str) -> Server:
     """emqd as `python -m emqd`, the same emqd this benchmark was imported from.
 
-    `--appendonly no` unless `flags` set it; every other setting at its default.
+    `--appendonly no` unless `flags` set it; no HTTP side (the dashboard is not
+    what is measured, and two benchmarks must not race for its port); every
+    other setting at its default.
     """
     port = free_port()
     argv = [sys.executable, "-m", "emqd", "--port", str(port), "--dir", workdir,
-            "--loglevel", "warning"]
+            "--loglevel", "warning", "--http-port", "0"]
     if "--appendonly" not in flags:
         argv += ["--appendonly", "no"]
     argv += list(flags)
