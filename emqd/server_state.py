@@ -57,6 +57,9 @@ class ServerState:
         self._batch: list[Plan] | None = None  # plans of an EXEC in progress
         self.shutdown_requested: Callable[[], None] | None = None
         self.pubsub = PubSub()  # channels and patterns -> sessions; publish() from anywhere
+        # Called with the seconds each fsync of the log took, from the loop and from
+        # the everysec thread (so it must be thread-safe): /metrics' histogram.
+        self.on_fsync: Callable[[float], None] | None = None
 
     def commit(self, plan: Plan) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""

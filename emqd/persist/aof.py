@@ -215,7 +215,7 @@ class AppendOnlyFile:
         if self.synced == target:
             return True
         try:
-            self._fsync(self.fd)
+            self._timed_fsync(self.fd)
         except OSError as exc:
             if self.fsync_error is None:
                 log.error("cannot fsync %s: %s; refusing writes until it can", self.path, exc)
@@ -241,7 +241,7 @@ class AppendOnlyFile:
             with self._fd_lock:
                 fd = os.dup(self.fd)
             try:
-                self._fsync(fd)
+                self._timed_fsync(fd)
                 self.synced = max(self.synced, target)
                 if self.fsync_error is not None:
                     self._errors(self.write_error, None)
@@ -250,6 +250,14 @@ class AppendOnlyFile:
                 self._errors(self.write_error, exc)
             finally:
                 os.close(fd)
+
+    def _timed_fsync(self, fd: int) -> None:
+        """fsync, handing its duration to `state.on_fsync` (thread-safe: /metrics)."""
+        started = time.monotonic()
+        self._fsync(fd)
+        hook = self.state.on_fsync
+        if hook is not None:
+            hook(time.monotonic() - started)
 
     # --- SAVE, shutdown --------------------------------------------------------
     def save(self) -> bool:
