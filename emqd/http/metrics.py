@@ -1,0 +1,185 @@
+"""/metrics: the Prometheus text exposition, built with prometheus_client.
+
+Two kinds of figures, kept apart on purpose:
+
+- **Read at scrape time** (`StoreCollector`, a custom collector): the job
+  counts per state, the counters kept in the store (they survive a restart
+  because they are in the keyspace and the log), the latency, the lanes, and
+  the server's own figures. All come from `reading.py` and `ServerState`, so
+  a scrape is O(queues) and counts no rows.
+- **Observed as it happens** (`Timings`): the histograms of a job's wait
+  (add to claim) and duration (claim to complete), fed by the events each
+  committed plan carries (`emqd/events.py`), and of the log's fsyncs, fed by
+  the log itself (from the everysec thread too: a prometheus_client
+  Histogram is thread-safe). These live in memory and start empty at each
+  start, as a process's histograms do.
+
+Queue names are bytes and Prometheus labels are UTF-8 text: a name that is not
+UTF-8 is shown with its bad bytes as `\\xNN` escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import choose_encoder
+
+from emqd import __version__
+from emqd.commands.server import _rss_bytes
+from emqd.events import CLAIMED, COMPLETED, Event
+from emqd.http import reading
+from emqd.server_state import ServerState
+
+# Jobs last from milliseconds to hours; the default buckets stop at 10 s.
+JOB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+COUNTER_HELP = {
+    "added": "Jobs added (EMQ.ADD that created a job)",
+    "completed": "Jobs completed",
+    "failed": "EMQ.FAIL calls (each failure, retried or not)",
+    "retried": "Failures that scheduled a retry",
+    "dead": "Jobs that died (dead-lettered)",
+    "stalled": "Counted stall recoveries (a lease ran out under a live server)",
+    "revived": "Dead jobs revived",
+}
+
+
+def label(name: bytes) -> str:
+    """A queue name as a label value: UTF-8, its bad bytes as `\\xNN`."""
+    return name.decode("utf-8", "backslashreplace")
+
+
+class Timings:
+    """The histograms fed as things happen (events, fsyncs)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.wait = Histogram(
+            "emqd_job_wait_seconds", "Time from a job's creation to its claim",
+            ["queue"], buckets=JOB_BUCKETS, registry=registry)
+        self.duration = Histogram(
+            "emqd_job_duration_seconds", "Time from a job's claim to its completion",
+            ["queue"], buckets=JOB_BUCKETS, registry=registry)
+        self.fsync = Histogram(
+            "emqd_aof_fsync_seconds", "Time an fsync of the append-only file took",
+            buckets=FSYNC_BUCKETS, registry=registry)
+        self._children: dict[tuple[str, bytes], Any] = {}
+
+    def _child(self, histogram: Histogram, kind: str, queue: bytes) -> Any:
+        child = self._children.get((kind, queue))
+        if child is None:
+            child = self._children[(kind, queue)] = histogram.labels(label(queue))
+        return child
+
+    def listen(self, events: list[Event]) -> None:
+        """A `ServerState.listeners` entry: O(events), two comparisons for most."""
+        for name, queue, _id, _ts, extra in events:
+            if name == CLAIMED:
+                value, histogram, kind = extra and extra.get("wait_ms"), self.wait, "wait"
+            elif name == COMPLETED:
+                value, histogram, kind = extra and extra.get("duration_ms"), self.duration, "run"
+            else:
+                continue
+            if type(value) is int:
+                self._child(histogram, kind, queue).observe(max(0, value) / 1000)
+
+    def fsynced(self, seconds: float) -> None:
+        """The log's `on_fsync` hook (called from the loop and the everysec thread)."""
+        self.fsync.observe(seconds)
+
+
+class StoreCollector:
+    """The figures read at scrape time, from the store and the server's state."""
+
+    def __init__(self, state: ServerState, blocked: Callable[[], int],
+                 now_ms: Callable[[], int]) -> None:
+        self.state = state
+        self.blocked = blocked
+        self.now_ms = now_ms
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._queues()
+        yield from self._server()
+
+    def _queues(self) -> Iterator[Metric]:
+        keyspace = self.state.keyspace
+        now = self.now_ms()
+        jobs = GaugeMetricFamily("emqd_jobs", "Jobs in each state (completed: rows retained)",
+                                 labels=["queue", "state"])
+        totals = {name: CounterMetricFamily(f"emqd_jobs_{name}", help_, labels=["queue"])
+                  for name, help_ in COUNTER_HELP.items()}
+        latency = GaugeMetricFamily("emqd_queue_latency_seconds",
+                                    "Age of the job a claim would take next (0: none waits)",
+                                    labels=["queue"])
+        paused = GaugeMetricFamily("emqd_queue_paused", "1 when the queue is paused",
+                                   labels=["queue"])
+        lanes = GaugeMetricFamily("emqd_lanes", "Lanes with waiting jobs and a free slot",
+                                  labels=["queue"])
+        lane_active = GaugeMetricFamily("emqd_lane_active", "Lanes with at least one active job",
+                                        labels=["queue"])
+        for queue in reading.queue_names(keyspace):
+            figures = reading.queue_figures(keyspace, queue, now)
+            name = label(queue)
+            for state, count in figures.counts.items():
+                if count is not None:
+                    jobs.add_metric([name, state], count)
+            for counter, value in figures.totals.items():
+                if value is not None:
+                    totals[counter].add_metric([name], value)
+            if figures.latency_ms is not None:
+                latency.add_metric([name], figures.latency_ms / 1000)
+            paused.add_metric([name], int(figures.paused))
+            if figures.lanes_ready or figures.lanes_active:
+                lanes.add_metric([name], figures.lanes_ready or 0)
+                lane_active.add_metric([name], figures.lanes_active or 0)
+        yield jobs
+        yield from totals.values()
+        yield from (latency, paused, lanes, lane_active)
+
+    def _server(self) -> Iterator[Metric]:
+        state = self.state
+        yield GaugeMetricFamily("emqd_up", "1 while emqd serves", value=1)
+        yield GaugeMetricFamily("emqd_start_time_seconds", "When this process started (Unix time)",
+                                value=state.started_ms / 1000)
+        info = InfoMetricFamily("emqd", "This emqd's version and epoch (run_id)")
+        info.add_metric([], {"version": __version__, "run_id": state.run_id})
+        yield info
+        yield GaugeMetricFamily("emqd_connected_clients", "Open RESP connections",
+                                value=len(state.clients))
+        yield GaugeMetricFamily("emqd_blocked_clients", "Clients parked in a blocking claim",
+                                value=self.blocked())
+        calls = CounterMetricFamily("emqd_commands", "Commands run, by name", labels=["command"])
+        for command, count in sorted(state.command_calls.items()):
+            calls.add_metric([command], count)
+        yield calls
+        if state.aof is not None:
+            yield GaugeMetricFamily("emqd_aof_size_bytes", "Size of the append-only file",
+                                    value=state.aof.size)
+        yield GaugeMetricFamily("emqd_memory_rss_bytes", "Resident memory of the process",
+                                value=_rss_bytes())
+
+
+class Metrics:
+    """The registry /metrics serves: the store's figures and the observed histograms."""
+
+    def __init__(self, state: ServerState, blocked: Callable[[], int],
+                 now_ms: Callable[[], int]) -> None:
+        # `*_created` series are noise for a server's own histograms (its start
+        # time is emqd_start_time_seconds); the switch is the library's, per process.
+        disable_created_metrics()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.timings = Timings(self.registry)
+        self.registry.register(StoreCollector(state, blocked, now_ms))
+
+    def exposition(self, accept: str | None) -> tuple[bytes, str]:
+        """The body and its content type, in the format the scraper's Accept asks for."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type

@@ -1,0 +1,259 @@
+"""What the dashboard and /metrics read from the store: the one module that reads it.
+
+Every figure is read the way the verbs read (the runner's read tuples, or
+one walk of a sorted set), synchronously, so a page or a scrape sees one
+consistent keyspace, like a verb. The costs are the issue's:
+
+- `queue_figures` is O(1) per queue (set sizes, a few hash fields, the heads
+  of two sets for the latency): a scrape or the overview is O(queues).
+- `job_page` is O(log n + page); `search_payloads` looks at no more than
+  SEARCH_ROWS rows and SEARCH_BYTES payload bytes per call.
+
+Why not EMQ.STATS's planner: a verb must refuse when a stored counter is not
+an integer (protocol section 14, decision 2), and that would take every
+figure of the queue out of a scrape. Here a stored value a client's HSET made
+unreadable (not an integer, or a key of the other type) is read as None and
+only that figure is skipped: /metrics leaves its series out (Prometheus reads
+a missing sample as unknown, where 0 would read as a counter reset) and the
+dashboard shows `?`.
+
+The counters and where the core keeps them:
+
+    added_total       meta            added
+    completed_total   metrics:completed count
+    dead_total        metrics:failed  count      (EMQ.STATS' failed_total: jobs that died)
+    failed_total      metrics         failed     (every EMQ.FAIL)
+    retried_total     metrics         retried    (FAILs that scheduled a retry)
+    stalled_total     metrics         stalled    (counted stall recoveries)
+    revived_total     metrics         revived
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.errors import ReplyError
+from emqd.keys import QUEUES, QueueKeys, queue_keys
+from emqd.numbers import parse_int
+from emqd.store.keyspace import Keyspace
+from emqd.verbs.lanes import FLAT, LANES_PENDING
+from emqd.verbs.pause import PAUSED, is_paused
+from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZHEAD, ZSCORE, Read, perform
+
+STATES = ("pending", "active", "scheduled", "dead", "completed")
+COUNTERS = ("added", "completed", "failed", "retried", "dead", "stalled", "revived")
+SEARCH_ROWS = 10_000  # rows one payload search looks at, at most
+SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
+
+
+def _counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
+    metrics = keys.prefix + b"metrics"
+    return {
+        "added": (keys.meta, b"added"),
+        "completed": (keys.metrics_completed, b"count"),
+        "failed": (metrics, b"failed"),
+        "retried": (metrics, b"retried"),
+        "dead": (keys.metrics_failed, b"count"),
+        "stalled": (metrics, b"stalled"),
+        "revived": (metrics, b"revived"),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFigures:
+    """One queue's figures; None is a figure that could not be read (see the module doc)."""
+
+    name: bytes
+    counts: dict[str, int | None]  # state -> jobs (pending: the flat queue and the lanes)
+    totals: dict[str, int | None]  # COUNTERS -> value
+    latency_ms: int | None  # age of the job CLAIM would hand out next; 0 when none waits
+    paused: bool
+    lanes_active: int | None  # lanes with at least one active job
+    lanes_ready: int | None  # lanes with waiting jobs and a free slot
+
+
+def _read(keyspace: Keyspace, read: Read) -> Any:
+    """A read; None when its key holds the other type (WRONGTYPE)."""
+    try:
+        return perform(keyspace, read)
+    except ReplyError:
+        return None
+
+
+def _integer(value: bytes | None) -> int | None:
+    """A stored counter: absent is 0, a value that is not an integer is None."""
+    if value is None:
+        return 0
+    return parse_int(value)
+
+
+def queue_names(keyspace: Keyspace) -> list[bytes]:
+    """Every queue of `emq:queues`, in creation order (EMQ.QUEUES' order)."""
+    size = _read(keyspace, (ZCARD, QUEUES)) or 0
+    return [name for name, _ in _read(keyspace, (ZHEAD, QUEUES, size)) or []]
+
+
+def queue_exists(keyspace: Keyspace, queue: bytes) -> bool:
+    """Listed in `emq:queues`, or steered before its first job (it has a `meta`)."""
+    if _read(keyspace, (ZSCORE, QUEUES, queue)) is not None:
+        return True
+    return keyspace.type_name(queue_keys(queue).meta) != "none"
+
+
+def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures:
+    keys = queue_keys(queue)
+    counts: dict[str, int | None] = {
+        state: _read(keyspace, (ZCARD, getattr(keys, state))) for state in STATES
+    }
+    lanes_pending = _integer(_read(keyspace, (HGET, keys.meta, LANES_PENDING)))
+    flat = counts["pending"]
+    counts["pending"] = None if flat is None or lanes_pending is None else flat + lanes_pending
+    totals = {
+        name: _integer(_read(keyspace, (HGET, key, field)))
+        for name, (key, field) in _counter_fields(keys).items()
+    }
+    ring = _read(keyspace, (ZCARD, keys.ring))
+    ring_head = _read(keyspace, (ZHEAD, keys.ring, 1)) or []
+    lanes_ready = None if ring is None else ring - (1 if _in_ring(keyspace, keys) else 0)
+    return QueueFigures(
+        name=queue,
+        counts=counts,
+        totals=totals,
+        latency_ms=_latency(keyspace, keys, ring_head, now_ms),
+        paused=is_paused(_read(keyspace, (HGET, keys.meta, PAUSED))),
+        lanes_active=_hash_size(keyspace, keys.gactive),
+        lanes_ready=lanes_ready,
+    )
+
+
+def rate_counters(keyspace: Keyspace, queue: bytes) -> tuple[int | None, int | None]:
+    """(completed_total, failed_total): what the overview's per-minute charts sample."""
+    fields = _counter_fields(queue_keys(queue))
+    return tuple(_integer(_read(keyspace, (HGET, *fields[name]))) for name in ("completed", "failed"))  # type: ignore[return-value]
+
+
+def _hash_size(keyspace: Keyspace, key: bytes) -> int | None:
+    """HLEN: 0 when absent, None when the key holds a sorted set."""
+    if keyspace.type_name(key) == "zset":
+        return None
+    return len(_read(keyspace, (HGETALL, key)) or ())
+
+
+def _in_ring(keyspace: Keyspace, keys: QueueKeys) -> bool:
+    """Whether the flat queue is a member of the ring (it is then not a lane)."""
+    return _read(keyspace, (ZSCORE, keys.ring, FLAT)) is not None
+
+
+def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: list, now_ms: int) -> int | None:
+    """How long the job CLAIM would hand out next has existed (now - created_ms).
+
+    The fronts looked at: `pending`'s, and, when the next turn is a lane's,
+    that lane's. For a queue without priorities that is the oldest claimable
+    job; with them it is the one that waits to be served next. 0 when no job
+    waits; None when the front row's `created_ms` is unreadable.
+    """
+    fronts = [keys.pending]
+    if ring_head and ring_head[0][0] != FLAT:
+        fronts.append(keys.lane(ring_head[0][0]))
+    oldest: int | None = None
+    for front in fronts:
+        head = _read(keyspace, (ZHEAD, front, 1)) or []
+        if not head:
+            continue
+        created = _read(keyspace, (HGET, keys.job(head[0][0]), b"created_ms"))
+        created_ms = None if created is None else parse_int(created)
+        if created_ms is None:
+            return None
+        oldest = created_ms if oldest is None else min(oldest, created_ms)
+    return 0 if oldest is None else max(0, now_ms - oldest)
+
+
+# --- jobs ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One job of a list: its id, its score in the set, its row (None: a ghost)."""
+
+    id: bytes
+    score: float
+    row: dict | None
+
+
+def _zset(keyspace: Keyspace, key: bytes) -> Any:
+    try:
+        return keyspace.zset(key)
+    except ReplyError:
+        return None
+
+
+def set_key(queue: bytes, state: str) -> bytes:
+    """The sorted set a state's jobs are listed in (pending: the flat queue)."""
+    if state not in STATES:
+        raise ValueError(f"unknown state {state!r}")
+    return getattr(queue_keys(queue), state)
+
+
+def job_page(keyspace: Keyspace, queue: bytes, state: str, offset: int,
+             limit: int) -> tuple[int, list[Listed]]:
+    """(jobs in the set, the `limit` jobs from `offset`, newest first: highest score first)."""
+    zset = _zset(keyspace, set_key(queue, state))
+    if zset is None:
+        return 0, []
+    pairs = zset.walk(max(0, len(zset) - offset - limit), max(0, len(zset) - offset), reverse=True)
+    return len(zset), [Listed(member, score, job_row(keyspace, queue, member))
+                       for score, member in pairs]
+
+
+def oldest(keyspace: Keyspace, queue: bytes, state: str, count: int) -> list[bytes]:
+    """The ids of the `count` lowest-scored jobs of a state (the oldest dead letters first)."""
+    zset = _zset(keyspace, set_key(queue, state))
+    return [] if zset is None else [member for _, member in zset.walk(0, count)]
+
+
+def job_row(keyspace: Keyspace, queue: bytes, job_id: bytes) -> dict | None:
+    """A copy of the job's row; None when there is none (or the key is not a hash)."""
+    row = _read(keyspace, (HGETALL, queue_keys(queue).job(job_id)))
+    return None if row is None else dict(row)
+
+
+def job_score(keyspace: Keyspace, queue: bytes, state: str, job_id: bytes) -> float | None:
+    """The job's score in its state's set (a lease deadline, a due time, ...)."""
+    if state not in STATES:
+        return None
+    return _read(keyspace, (ZSCORE, set_key(queue, state), job_id))
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    jobs: list[Listed]  # the matches, newest first
+    scanned: int  # rows looked at in this call
+    resume: int | None  # the offset to go on from, None when the set was searched to its end
+
+
+def search_payloads(keyspace: Keyspace, queue: bytes, state: str, needle: bytes,
+                    offset: int, limit: int) -> Found:
+    """Jobs of one state whose payload contains `needle`, newest first, boundedly.
+
+    Looks at rows from `offset` on and stops at `limit` matches, SEARCH_ROWS
+    rows or SEARCH_BYTES payload bytes, whichever comes first; `resume` says
+    where the next call goes on.
+    """
+    zset = _zset(keyspace, set_key(queue, state))
+    if zset is None:
+        return Found([], 0, None)
+    size = len(zset)
+    jobs: list[Listed] = []
+    scanned = compared = 0
+    position = offset
+    top = max(0, size - offset)
+    for score, member in zset.walk(max(0, top - SEARCH_ROWS), top, reverse=True):
+        if len(jobs) >= limit or compared >= SEARCH_BYTES:
+            break
+        scanned += 1
+        position += 1
+        row = job_row(keyspace, queue, member)
+        payload = (row or {}).get(b"payload", b"")
+        compared += len(payload)
+        if needle in payload:
+            jobs.append(Listed(member, score, row))
+    return Found(jobs, scanned, position if position < size else None)
