@@ -17,6 +17,7 @@ import uvloop
 from emqd.blocking import Waiters
 from emqd.config import Config
 from emqd.housekeeping import Housekeeping
+from emqd.http.app import HttpSide
 from emqd.listen import Listener, bind_listeners, close, listen
 from emqd.output_limit import OutputLimit
 from emqd.persist.aof import open_log
@@ -40,6 +41,7 @@ class Server:
         self.connections: dict[int, Connection] = {}
         self.listeners: list[asyncio.AbstractServer] = []
         self.stopped = asyncio.Event()
+        self.http: HttpSide | None = None  # the dashboard and /metrics (emqd/http/)
         self.state.shutdown_requested = self.request_shutdown
         self.housekeeping = Housekeeping(self.state, wake=self.wake_parked)
         self.state.info_fields.setdefault("clients", []).append(
@@ -154,6 +156,9 @@ class Server:
             self.listeners.append(server)
             log.info("emqd listening on %s%s run_id=%s", listener.address,
                      " (TLS)" if listener.ssl else "", self.state.run_id)
+        if self.config.http_port:
+            self.http = HttpSide(self.state, lambda: len(self.waiters))
+            await self.http.start(self.config.bind, self.config.http_port)
         self.housekeeping.start(loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_shutdown)
@@ -181,6 +186,8 @@ class Server:
             raise
         await self.start(bound)
         await self.stopped.wait()
+        if self.http is not None:
+            await self.http.stop()  # no action may start once the log closes
         self.flush_log()
         if self.state.aof is not None:
             if self.state.aof.close():

@@ -1,0 +1,126 @@
+"""The dashboard's buttons: each one is an EMQ verb, run like any client's.
+
+A POST builds the verb's argv and hands it to the dispatcher on a server-side
+`Session` (the HTTP side has checked the password already), so the action is
+parsed, fenced, planned, applied, logged and counted exactly as the same
+command from redis-cli would be. Then, as a connection does after its batch:
+parked claimers are woken (a revived job is claimable at once), and the log
+is written (and, under `--appendfsync always`, fsynced) before the response
+leaves, so a page never shows an action that a crash could lose.
+
+A verb's refusal (`EMQSTATE job is not dead`: someone was faster) is shown as
+a page with the verb's own text, status 409. Success answers 303 to the page
+the button was on, with a `done` code the page turns into a sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from emqd import dispatch
+from emqd.errors import ReplyError
+from emqd.http import reading
+from emqd.http.context import Dashboard, found, job_url, queue_url, segment
+from emqd.numbers import parse_int
+from emqd.server_state import ServerState
+from emqd.session import Session
+
+REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
+
+
+def run_verbs(state: ServerState, argvs: list[list[bytes]]) -> list[Any]:
+    """EMQ verbs through the dispatcher, then woken and logged as a connection's batch is."""
+    session = Session(state, addr="http")
+    session.authenticated = True
+    replies = [dispatch.execute(session, argv) for argv in argvs]
+    state.wake()
+    if state.aof is not None:
+        state.aof.end_of_iteration()
+    return replies
+
+
+def run_verb(state: ServerState, argv: list[bytes]) -> Any:
+    return run_verbs(state, [argv])[0]
+
+
+def _refused(dashboard: Dashboard, request: web.Request, argv: list[bytes],
+             error: ReplyError) -> web.Response:
+    return dashboard.render(request, "refused.html", status=409, command=b" ".join(argv),
+                            message=error.message, back=queue_url(argv[1]))
+
+
+def _back(request: web.Request, queue: bytes, job_id: bytes | None, form: Any,
+          done: str) -> web.Response:
+    """303 to the page the form came from (named by its `back` field, never a URL)."""
+    back = form.get("back")
+    if back == "dead":
+        url = queue_url(queue, "/dead")
+    elif back == "job" and job_id is not None:
+        url = job_url(queue, job_id)
+    else:
+        url = queue_url(queue)
+    raise web.HTTPSeeOther(f"{url}?done={done}")
+
+
+async def steer(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/pause and /resume."""
+    dashboard = Dashboard.of(request)
+    queue = found(request, dashboard.state.keyspace)
+    verb = segment(request, 2)
+    argv = [b"EMQ." + verb.upper(), queue]
+    reply = run_verb(dashboard.state, argv)
+    if isinstance(reply, ReplyError):
+        return _refused(dashboard, request, argv, reply)
+    return _back(request, queue, None, await request.post(), verb.decode() + "d")
+
+
+_JOB_VERBS = {b"revive": b"EMQ.REVIVE", b"promote": b"EMQ.PROMOTE", b"remove": b"EMQ.REMOVE"}
+_DONE = {b"revive": "revived", b"promote": "promoted", b"remove": "removed"}
+
+
+async def job_action(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/jobs/{id}/revive, /promote, /remove."""
+    dashboard = Dashboard.of(request)
+    queue = found(request, dashboard.state.keyspace)
+    job_id = segment(request, 3)
+    action = segment(request, 4)
+    form = await request.post()
+    argv = [_JOB_VERBS[action], queue]
+    if action == b"promote":
+        argv += [b"ID", job_id]
+    else:
+        argv.append(job_id)
+    if action == b"revive" and form.get("reset"):
+        argv.append(b"RESET")
+    reply = run_verb(dashboard.state, argv)
+    if isinstance(reply, ReplyError):
+        return _refused(dashboard, request, argv, reply)
+    if action == b"promote" and reply == 0:
+        return _refused(dashboard, request, argv, ReplyError("the job is not scheduled"))
+    if action == b"remove":
+        if reply == 0:
+            return _refused(dashboard, request, argv, ReplyError("there is no such job"))
+        if form.get("back") == "job":  # its page is gone
+            raise web.HTTPSeeOther(queue_url(queue) + "?done=removed")
+    return _back(request, queue, job_id, form, _DONE[action])
+
+
+async def revive_all(request: web.Request) -> web.Response:
+    """POST /queues/{queue}/dead/revive-all: the oldest `count` dead letters (at most the cap).
+
+    `count` is the number the confirmation page showed, so a click never
+    revives more than its user agreed to, even if more died meanwhile.
+    """
+    dashboard = Dashboard.of(request)
+    queue = found(request, dashboard.state.keyspace)
+    form = await request.post()
+    count = parse_int(str(form.get("count", "")).encode())
+    if form.get("confirm") != "yes" or count is None or not 0 < count <= REVIVE_ALL_MAX:
+        raise web.HTTPSeeOther(queue_url(queue, "/dead/revive-all"))
+    reset = [b"RESET"] if form.get("reset") else []
+    ids = reading.oldest(dashboard.state.keyspace, queue, "dead", count)
+    replies = run_verbs(dashboard.state, [[b"EMQ.REVIVE", queue, job_id, *reset] for job_id in ids])
+    revived = sum(1 for reply in replies if reply == "OK")
+    raise web.HTTPSeeOther(queue_url(queue, "/dead") + f"?done=revived_all&n={revived}")

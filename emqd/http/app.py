@@ -1,0 +1,104 @@
+"""The HTTP side: the aiohttp application, started on the server's own event loop.
+
+`start(server)` is all `emqd/server.py` calls: it builds the app, listens on
+`--bind`:`--http-port`, registers the metrics' event listener and the log's
+fsync hook, and starts the minute timer that samples the rates; `stop()`
+undoes it. Pages and /metrics read the store synchronously inside their
+handler (one atomic read, like a verb), and actions run EMQ verbs
+(actions.py), so nothing here needs a lock or a thread.
+
+Why aiohttp: its server runs on the running asyncio loop (uvloop here) with
+no thread or second loop, so a handler can read the keyspace between two
+verbs the way a connection does; it is maintained, typed, and has the
+multipart/form parsing, cookies and static files a dashboard needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from emqd import clock
+from emqd.http import actions, pages
+from emqd.http.context import DASHBOARD, Dashboard
+from emqd.http.rates import MINUTE_MS
+from emqd.http.security import Handler, guard
+from emqd.server_state import ServerState
+
+log = logging.getLogger("emqd")
+
+STATIC = Path(__file__).parent / "static"
+TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}
+
+
+@web.middleware
+async def error_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A 400, 404 or 405 as a page of ours (with its reason), not aiohttp's plain text."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status not in TITLES:
+            raise
+        return Dashboard.of(request).render(
+            request, "error.html", status=exc.status, title=TITLES[exc.status],
+            reason=exc.reason, headers=exc.headers)
+
+
+def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
+    app = web.Application(middlewares=[guard(password), error_pages],
+                          client_max_size=64 << 10)  # the largest form is a few fields
+    app[DASHBOARD] = dashboard
+    get, post = app.router.add_get, app.router.add_post
+    get("/", pages.overview)
+    get("/live/overview", pages.overview_live)
+    get("/metrics", pages.metrics)
+    get("/queues/{queue}", pages.queue_page)
+    get("/queues/{queue}/dead", pages.dead_page)
+    get("/queues/{queue}/dead/revive-all", pages.revive_all_confirm)
+    post("/queues/{queue}/dead/revive-all", actions.revive_all)
+    post("/queues/{queue}/{verb:pause|resume}", actions.steer)
+    get("/queues/{queue}/jobs/{id}", pages.job_page)
+    post("/queues/{queue}/jobs/{id}/{action:revive|promote|remove}", actions.job_action)
+    app.router.add_static("/static/", STATIC)
+    return app
+
+
+class HttpSide:
+    """The running HTTP side of one server."""
+
+    def __init__(self, state: ServerState, blocked: Callable[[], int]) -> None:
+        self.state = state
+        self.dashboard = Dashboard(state, blocked)
+        self.runner: web.AppRunner | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def start(self, host: str, port: int) -> None:
+        app = build_app(self.dashboard, self.state.config.requirepass)
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, host, port, reuse_address=True).start()
+        self.state.listeners.append(self.dashboard.metrics.timings.listen)
+        self.state.on_fsync = self.dashboard.metrics.timings.fsynced
+        self._sample()
+        shown = f"[{host}]" if ":" in host else host
+        log.info("emqd dashboard on http://%s:%d/ (metrics on /metrics)", shown, port)
+
+    def _sample(self) -> None:
+        """Sample the rates now, then again just after the next minute boundary."""
+        self.dashboard.sample_rates()
+        wait_ms = MINUTE_MS - clock.now_ms() % MINUTE_MS + 50
+        self._timer = asyncio.get_running_loop().call_later(wait_ms / 1000, self._sample)
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        listen = self.dashboard.metrics.timings.listen
+        if listen in self.state.listeners:
+            self.state.listeners.remove(listen)
+        self.state.on_fsync = None
+        if self.runner is not None:
+            await self.runner.cleanup()

@@ -1,0 +1,187 @@
+"""The dashboard's pages (GET), each one synchronous read of the store, like a verb.
+
+Costs: the overview is O(queues) (`reading.queue_figures` is O(1) a queue);
+a queue's job list and the dead letters are O(log n + PAGE); a job is one row;
+a payload search is bounded by `reading.SEARCH_ROWS` / `SEARCH_BYTES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from emqd import clock
+from emqd.commands.server import _rss_bytes
+from emqd.http import present, reading
+from emqd.http.actions import REVIVE_ALL_MAX
+from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
+from emqd.http.rates import MINUTES, MINUTE_MS
+from emqd.numbers import parse_int
+
+PAGE = 50  # jobs per page
+PAGE_MAX = 10**9
+
+NOTICES = {
+    "paused": "The queue is paused: claims hand out nothing until it is resumed.",
+    "resumed": "The queue is running again.",
+    "revived": "The job is pending again.",
+    "promoted": "The job is pending now.",
+    "removed": "The job was removed.",
+}
+
+# What a state's score means, for the list's time column.
+SCORE_MEANING = {"active": "lease until", "scheduled": "due", "dead": "died",
+                 "completed": "finished"}
+
+COUNTERS_EXPLAINED = {
+    "attempts": "the fencing token: how many times the job was claimed. Every verb a "
+                 "worker sends about the job must present it; a holder with an older token "
+                 "is refused (EMQSTALE).",
+    "failures": "the retry budget spent: how many times EMQ.FAIL was called for it. At "
+                 "max_attempts the job dies.",
+    "stalled": "the stall budget spent: how often its lease ran out while the server that "
+                "granted it was running (a worker that vanished). At max_stalled it dies.",
+}
+
+
+def _page_number(request: web.Request) -> int:
+    number = parse_int(request.query.get("page", "1").encode())
+    if number is None or not 1 <= number <= PAGE_MAX:
+        raise web.HTTPBadRequest(reason="page must be a positive integer")
+    return number
+
+
+def _notice(request: web.Request) -> str | None:
+    done = request.query.get("done")
+    if done == "revived_all":
+        count = parse_int(request.query.get("n", "").encode())
+        return None if count is None else f"{count} dead letters are pending again."
+    return NOTICES.get(done or "")
+
+
+def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
+    state = dashboard.state
+    now = clock.now_ms()
+    first_minute = now // MINUTE_MS - MINUTES + 1
+    queues = []
+    for queue in reading.queue_names(state.keyspace):
+        figures = reading.queue_figures(state.keyspace, queue, now)
+        live = (figures.totals["completed"], figures.totals["failed"])
+        completed, failed = dashboard.rates.series(queue, now, live)
+        queues.append((figures, present.chart(completed, first_minute),
+                       present.chart(failed, first_minute)))
+    aof = state.aof
+    server = {
+        "clients": len(state.clients),
+        "blocked": dashboard.blocked(),
+        "memory": _rss_bytes(),
+        "aof": None if aof is None else aof.size,
+        "uptime": present.span(now - state.started_ms),
+        "run_id": state.run_id,
+        "commands": state.total_commands,
+    }
+    return {"queues": queues, "server": server, "states": reading.STATES}
+
+
+async def overview(request: web.Request) -> web.Response:
+    """GET /: every queue, its counts, rates and latency; the server."""
+    dashboard = Dashboard.of(request)
+    return dashboard.render(request, "overview.html", **_overview_context(dashboard))
+
+
+async def overview_live(request: web.Request) -> web.Response:
+    """GET /live/overview: the part of / that refreshes itself (app.js swaps it in)."""
+    dashboard = Dashboard.of(request)
+    return dashboard.render(request, "overview_live.html", **_overview_context(dashboard))
+
+
+async def queue_page(request: web.Request) -> web.Response:
+    """GET /queues/<queue>: the jobs of one state, paged, newest first; searches."""
+    dashboard = Dashboard.of(request)
+    keyspace = dashboard.state.keyspace
+    queue = found(request, keyspace)
+    state = request.query.get("state", "pending")
+    if state not in reading.STATES:
+        raise web.HTTPBadRequest(reason=f"state must be one of {', '.join(reading.STATES)}")
+    wanted_id = query_bytes(request, "id")
+    if wanted_id:
+        if reading.job_row(keyspace, queue, wanted_id) is not None:
+            raise web.HTTPSeeOther(job_url(queue, wanted_id))
+    needle = query_bytes(request, "q")
+    page = _page_number(request)
+    figures = reading.queue_figures(keyspace, queue, clock.now_ms())
+    context: dict[str, Any] = {
+        "queue": queue, "figures": figures, "state": state, "states": reading.STATES,
+        "notice": _notice(request), "wanted_id": wanted_id, "needle": needle,
+        "meaning": SCORE_MEANING.get(state), "page": page, "search": None,
+    }
+    if needle:
+        offset = parse_int(request.query.get("from", "0").encode())
+        if offset is None or offset < 0:
+            raise web.HTTPBadRequest(reason="from must be a non-negative integer")
+        search = reading.search_payloads(keyspace, queue, state, needle, offset, PAGE)
+        context.update(jobs=present.lines(search.jobs), total=None, pages=1, search=search, offset=offset,
+                       rows=reading.SEARCH_ROWS)
+    else:
+        total, jobs = reading.job_page(keyspace, queue, state, (page - 1) * PAGE, PAGE)
+        context.update(jobs=present.lines(jobs), total=total, pages=max(1, -(-total // PAGE)))
+    return dashboard.render(request, "queue.html", **context)
+
+
+async def dead_page(request: web.Request) -> web.Response:
+    """GET /queues/<queue>/dead: the dead letters with their last error, paged, newest first."""
+    dashboard = Dashboard.of(request)
+    keyspace = dashboard.state.keyspace
+    queue = found(request, keyspace)
+    page = _page_number(request)
+    total, jobs = reading.job_page(keyspace, queue, "dead", (page - 1) * PAGE, PAGE)
+    return dashboard.render(
+        request, "dead.html", queue=queue, jobs=present.lines(jobs), total=total, page=page,
+        pages=max(1, -(-total // PAGE)), notice=_notice(request), cap=REVIVE_ALL_MAX)
+
+
+async def revive_all_confirm(request: web.Request) -> web.Response:
+    """GET /queues/<queue>/dead/revive-all: what a "revive all" would do, and its button."""
+    dashboard = Dashboard.of(request)
+    queue = found(request, dashboard.state.keyspace)
+    total, _ = reading.job_page(dashboard.state.keyspace, queue, "dead", 0, 0)
+    return dashboard.render(request, "revive_all.html", queue=queue, total=total,
+                            count=min(total, REVIVE_ALL_MAX), cap=REVIVE_ALL_MAX)
+
+
+async def job_page(request: web.Request) -> web.Response:
+    """GET /queues/<queue>/jobs/<id>: the row, explained, and the actions its state allows."""
+    dashboard = Dashboard.of(request)
+    keyspace = dashboard.state.keyspace
+    queue = found(request, keyspace)
+    job_id = segment(request, 3)
+    row = reading.job_row(keyspace, queue, job_id) if job_id else None
+    if row is None:
+        raise web.HTTPNotFound(reason="no such job")
+    state = present.shown(row.get(b"state"))
+    return dashboard.render(
+        request, "job.html", queue=queue, job_id=job_id, state=state,
+        items=[(present.shown(field), _kind(field), value) for field, value in row.items()],
+        present_fields={present.shown(field) for field in row},
+        payload=present.payload(row.get(b"payload", b"")),
+        score=reading.job_score(keyspace, queue, state, job_id),
+        meaning=SCORE_MEANING.get(state), explained=COUNTERS_EXPLAINED,
+        notice=_notice(request))
+
+
+def _kind(field: bytes) -> str:
+    """How the job page shows a field: the payload, a time, a counter, or as stored."""
+    if field == b"payload":
+        return "payload"
+    if field.endswith(b"_ms"):
+        return "time"
+    return "counter" if field.decode("latin-1") in COUNTERS_EXPLAINED else "plain"
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """GET /metrics: the Prometheus exposition (OpenMetrics when the scraper asks for it)."""
+    body, content_type = Dashboard.of(request).metrics.exposition(request.headers.get("Accept"))
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = content_type
+    return response

@@ -1,0 +1,274 @@
+"""The dashboard's pages over the wire: a real emqd, a real HTTP client, the RESP side to check.
+
+Escaping (a `<script>` queue name and payload show as text), names that are
+not UTF-8, paging, searches, 404s, and every action through its form, whose
+effect is read back through the RESP side.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.http.web import Web
+from tests.support import ServerProcess, start_emqd
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    process = start_emqd(http=True)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def r(server: ServerProcess) -> Iterator[redis.Redis]:
+    client = redis.Redis(port=server.port)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def web(server: ServerProcess, r: redis.Redis) -> Web:
+    return Web(server.http_port)
+
+
+def ids_listed(page: str) -> list[str]:
+    return [html.unescape(m) for m in re.findall(r'<a class="job" href="[^"]*">([^<]*)</a>', page)]
+
+
+def test_the_overview_lists_every_queue_with_its_counts(r: redis.Redis, web: Web) -> None:
+    for i in range(3):
+        r.execute_command("EMQ.ADD", "mail", f"m{i}")
+    r.execute_command("EMQ.ADD", "reports", "r", "DELAY", 60_000)
+    r.execute_command("EMQ.CLAIM", "mail", 30_000)
+    page = web.get("/")
+    assert page.status == 200 and page.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert '<a class="queue" href="/queues/mail">mail</a>' in page.text
+    assert '<a href="/queues/mail?state=pending" data-state="pending">2</a>' in page.text
+    assert '<a href="/queues/mail?state=active" data-state="active">1</a>' in page.text
+    assert '<a href="/queues/reports?state=scheduled" data-state="scheduled">1</a>' in page.text
+    assert 'data-refresh="/live/overview"' in page.text
+    live = web.get("/live/overview")
+    assert live.status == 200 and "<html" not in live.text and "/queues/reports" in live.text
+
+
+def test_an_empty_server_says_how_to_begin(web: Web) -> None:
+    assert "No queue yet" in web.get("/").text
+
+
+def test_script_in_names_payloads_and_errors_shows_as_text(r: redis.Redis, web: Web) -> None:
+    evil = "<script>alert(1)</script>"
+    r.execute_command("EMQ.ADD", evil, evil, "ID", evil)
+    r.execute_command("EMQ.CLAIM", evil, 30_000)
+    r.execute_command("EMQ.FAIL", evil, evil, 1, "MAXATTEMPTS", 1, "ERROR", '<img src=x onerror="x">')
+    pages = [web.get("/"), web.get("/queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E?state=dead"),
+             web.get("/queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E/dead"),
+             web.get("/queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E/jobs/"
+                     "%3Cscript%3Ealert(1)%3C%2Fscript%3E")]
+    for page in pages:
+        assert page.status == 200, page.url
+        assert "<script>alert" not in page.text and "<img src=x" not in page.text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+        assert page.text.count("<script") == 1  # ours: <script src="/static/app.js">
+    assert "&lt;img src=x onerror=&#34;x&#34;&gt;" in pages[2].text
+    assert "script-src 'self'" in pages[0].headers["Content-Security-Policy"]
+
+
+def test_names_and_payloads_that_are_not_utf8_show_escaped(r: redis.Redis, web: Web) -> None:
+    queue, job_id = b"caf\xe9/\x00", b"\xff/id%2F"
+    r.execute_command("EMQ.ADD", queue, b"pay\xc3\x28load\x1b", "ID", job_id)
+    overview = web.get("/")
+    assert "caf\\xe9/\\x00" in overview.text
+    assert 'href="/queues/caf%E9%2F%00"' in overview.text
+    listing = web.get("/queues/caf%E9%2F%00")
+    assert listing.status == 200 and ids_listed(listing.text) == ["\\xff/id%2F"]
+    job = web.get("/queues/caf%E9%2F%00/jobs/%FF%2Fid%252F")
+    assert job.status == 200
+    assert "pay\\xc3(load\\x1b" in job.text
+
+
+def test_a_missing_queue_or_job_is_a_404_page(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x")
+    for path in ["/queues/nope", "/queues/nope/dead", "/queues/q/jobs/404",
+                 "/queues/%7Bbad%7D", "/no/such/page", "/queues/nope/jobs/1"]:
+        page = web.get(path)
+        assert page.status == 404, path
+        assert "<h1>Not found</h1>" in page.text
+    assert "no such job" in web.get("/queues/q/jobs/404").text
+
+
+def test_bad_parameters_are_a_400_page(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x")
+    for query in ["state=lost", "page=0", "page=x", "page=01", "q=x&from=-1"]:
+        page = web.get(f"/queues/q?{query}")
+        assert page.status == 400, query
+        assert "<h1>Bad request</h1>" in page.text
+
+
+def test_jobs_are_paged_newest_first(r: redis.Redis, web: Web) -> None:
+    for i in range(1, 121):
+        r.execute_command("EMQ.ADD", "q", f"p{i}")
+    first = web.get("/queues/q")
+    assert ids_listed(first.text) == [str(i) for i in range(120, 70, -1)]
+    assert "page 1 of 3" in first.text and 'rel="next" href="/queues/q?state=pending&amp;page=2"' in first.text
+    second = web.get("/queues/q?state=pending&page=2")
+    third = web.get("/queues/q?state=pending&page=3")
+    assert ids_listed(second.text) == [str(i) for i in range(70, 20, -1)]
+    assert ids_listed(third.text) == [str(i) for i in range(20, 0, -1)]
+    assert 'rel="next"' not in third.text
+    assert ids_listed(web.get("/queues/q?state=pending&page=9").text) == []
+
+
+def test_each_state_has_its_tab(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "a")
+    r.execute_command("EMQ.ADD", "q", "b", "DELAY", 60_000)
+    r.execute_command("EMQ.ADD", "q", "c")
+    r.execute_command("EMQ.CLAIM", "q", 30_000)
+    assert ids_listed(web.get("/queues/q?state=active").text) == ["1"]
+    assert ids_listed(web.get("/queues/q?state=scheduled").text) == ["2"]
+    assert ids_listed(web.get("/queues/q?state=pending").text) == ["3"]
+    assert "No completed job" in web.get("/queues/q?state=completed").text
+
+
+def test_search_by_id_opens_the_job_and_by_payload_filters(r: redis.Redis, web: Web) -> None:
+    for i in range(1, 6):
+        r.execute_command("EMQ.ADD", "q", f'{{"user": "u{i}", "vip": {str(i % 2 == 0).lower()}}}')
+    found = web.get("/queues/q?state=pending&id=3")
+    assert found.url.endswith("/queues/q/jobs/3") and "<code>3</code>" in found.text
+    missing = web.get("/queues/q?state=pending&id=nine")
+    assert missing.status == 200 and "No job <code>nine</code>" in missing.text
+    vip = web.get("/queues/q?state=pending&q=%22vip%22%3A+true")
+    assert ids_listed(vip.text) == ["4", "2"]
+    assert "2 matches for <code>&#34;vip&#34;: true</code> among 5 pending jobs" in vip.text
+
+
+def test_the_job_page_explains_the_row(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", '{"to":"ann","n":[1,2]}', "DELAY", 60_000)
+    page = web.get("/queues/q/jobs/1")
+    assert '<pre class="payload json">{\n  &#34;to&#34;: &#34;ann&#34;,' in page.text
+    assert re.search(r"<th>created_ms</th>\s*<td>\s*20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", page.text)
+    assert "<th>due</th>" in page.text and "(in " in page.text
+    for counter in ("attempts", "failures", "stalled"):
+        assert f"<th>{counter}</th>" in page.text
+    assert "the fencing token" in page.text and "the retry budget" in page.text
+    assert 'action="/queues/q/jobs/1/promote"' in page.text
+    assert 'action="/queues/q/jobs/1/remove"' in page.text
+    assert "/revive" not in page.text
+
+
+def test_an_active_job_offers_no_action(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x")
+    r.execute_command("EMQ.CLAIM", "q", 30_000)
+    page = web.get("/queues/q/jobs/1")
+    assert "<th>lease until</th>" in page.text and "Held by a worker" in page.text
+    assert 'method="post"' not in page.text
+
+
+def test_pause_and_resume_from_the_queue_page(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x")
+    paused = web.submit(web.get("/queues/q"), "/queues/q/pause")
+    assert paused.status == 200 and paused.url.endswith("/queues/q?done=paused")
+    assert "The queue is paused" in paused.text
+    assert r.execute_command("EMQ.CLAIM", "q", 30_000) is None
+    assert r.hget("emq:{q}:meta", "paused") == b"1"
+    resumed = web.submit(paused, "/queues/q/resume")
+    assert "running again" in resumed.text
+    assert r.execute_command("EMQ.CLAIM", "q", 30_000)[0] == b"1"
+
+
+def dead_letters(r: redis.Redis, queue: str, count: int) -> None:
+    for i in range(count):
+        r.execute_command("EMQ.ADD", queue, f"p{i}")
+    for _ in range(count):
+        job_id, token, _, _ = r.execute_command("EMQ.CLAIM", queue, 30_000)
+        r.execute_command("EMQ.FAIL", queue, job_id, token, "MAXATTEMPTS", 1, "ERROR", "boom")
+
+
+def test_the_dead_letters_page_revives_and_deletes(r: redis.Redis, web: Web) -> None:
+    dead_letters(r, "q", 3)
+    page = web.get("/queues/q/dead")
+    assert ids_listed(page.text) == ["3", "2", "1"] and page.text.count(">boom<") == 3
+    revived = web.submit(page, "/queues/q/jobs/2/revive")
+    assert revived.url.endswith("/queues/q/dead?done=revived") and "pending again" in revived.text
+    assert ids_listed(revived.text) == ["3", "1"]
+    row = r.hgetall("emq:{q}:job:2")
+    assert row[b"state"] == b"pending" and b"failures" not in row  # RESET
+    deleted = web.submit(revived, "/queues/q/jobs/3/remove")
+    assert ids_listed(deleted.text) == ["1"] and not r.exists("emq:{q}:job:3")
+
+
+def test_revive_all_is_confirmed_and_capped(r: redis.Redis, web: Web) -> None:
+    dead_letters(r, "q", 4)
+    confirm = web.get("/queues/q/dead/revive-all")
+    assert "revives the <strong>4</strong> oldest" in confirm.text
+    unconfirmed = web.submit(confirm, "/queues/q/dead/revive-all")  # the box left unticked
+    assert unconfirmed.url.endswith("/queues/q/dead/revive-all")
+    assert r.zcard("emq:{q}:dead") == 4
+    r.execute_command("EMQ.ADD", "q", "late")  # more die after the page was shown
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
+    r.execute_command("EMQ.FAIL", "q", job_id, token, "MAXATTEMPTS", 1)
+    done = web.submit(confirm, "/queues/q/dead/revive-all", confirm="yes", reset="1")
+    assert done.url.endswith("?done=revived_all&n=4") and "4 dead letters are pending again" in done.text
+    assert r.zrange("emq:{q}:dead", 0, -1) == [job_id]  # the one the user did not see
+    assert r.zcard("emq:{q}:pending") == 4
+    too_many = web.post("/queues/q/dead/revive-all", {
+        "csrf": re.search(r'name="csrf" value="([^"]+)"', confirm.text).group(1),
+        "confirm": "yes", "count": "1001"})
+    assert too_many.url.endswith("/queues/q/dead/revive-all") and r.zcard("emq:{q}:dead") == 1
+
+
+def test_a_refused_action_says_why_and_changes_nothing(r: redis.Redis, web: Web) -> None:
+    dead_letters(r, "q", 1)
+    page = web.get("/queues/q/dead")
+    assert web.submit(page, "/queues/q/jobs/1/revive").status == 200
+    again = web.submit(page, "/queues/q/jobs/1/revive")  # the page is stale now
+    assert again.status == 409 and "EMQSTATE job is not dead" in again.text
+    assert "Nothing was changed" in again.text
+
+
+@pytest.mark.xfail(strict=True, reason="EMQ.PROMOTE ID lands with the core")
+def test_promote_a_scheduled_job_now(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x", "DELAY", 600_000)
+    done = web.submit(web.get("/queues/q/jobs/1"), "/queues/q/jobs/1/promote")
+    assert done.url.endswith("/queues/q/jobs/1?done=promoted"), done.text
+    assert r.hget("emq:{q}:job:1", "state") == b"pending"
+
+
+def test_a_post_without_the_token_changes_nothing(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x")
+    assert web.post("/queues/q/pause", {}).status == 403  # no cookie yet
+    page = web.get("/queues/q")
+    assert web.post("/queues/q/pause", {"csrf": "guess"}).status == 403
+    real = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+    other_site = web.post("/queues/q/pause", {"csrf": real}, Origin="http://evil.example")
+    assert other_site.status == 403
+    assert r.hget("emq:{q}:meta", "paused") is None
+    assert web.post("/queues/q/pause", {"csrf": real}).status == 200
+    assert r.hget("emq:{q}:meta", "paused") == b"1"
+
+
+def test_the_cookie_is_strict_and_the_page_headers_are_safe(web: Web) -> None:
+    page = web.get("/")
+    cookie = page.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_another_host_name_is_refused_without_a_password(web: Web) -> None:
+    assert web.get("/", Host="attacker.example:6391").status == 421
+    assert web.get("/metrics", Host="attacker.example").status == 421
+    assert web.get("/", Host="localhost:6391").status == 200
+
+
+def test_static_files_are_served(web: Web) -> None:
+    script = web.get("/static/app.js")
+    assert script.status == 200 and "data-refresh" in script.text
+    assert web.get("/static/style.css").status == 200
+    assert web.get("/static/../app.py").status == 404
