@@ -3,6 +3,9 @@
 Tests that compare with a real redis-server use the `redis_ref` fixture. When
 redis-server is not installed they are skipped with a loud reason, except when
 EMQD_REQUIRE_REDIS=1 (as .ci/run sets it), where its absence is a failure.
+The dashboard's browser tests do the same with Chromium and
+EMQD_REQUIRE_BROWSER=1 (tests/http/browser.py); both warnings are repeated at
+the end of the run.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from tests.http.browser import BROWSER_MISSING
 from tests.support import RawClient, ServerProcess, redis_server_path, start_emqd, start_redis
 
 REDIS_MISSING = (
@@ -102,5 +106,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
     skipped = terminalreporter.stats.get("skipped", [])
-    if any(REDIS_MISSING in str(getattr(rep, "longrepr", "")) for rep in skipped):
-        terminalreporter.write_sep("!", REDIS_MISSING, red=True, bold=True)
+    for missing in (REDIS_MISSING, BROWSER_MISSING):
+        if any(missing in str(getattr(rep, "longrepr", "")) for rep in skipped):
+            terminalreporter.write_sep("!", missing, red=True, bold=True)
