@@ -143,7 +143,9 @@ def test_the_overview_screenshot(server: ServerProcess, r: redis.Redis, watched:
     r.execute_command("EMQ.PAUSE", "webhooks")
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.http_port}/")
-    page.locator("rect").first.wait_for()  # this minute's completed bar
+    mail = page.locator("table.queues tr", has_text="mail")
+    assert "30 in the last hour" in mail.locator(".chart-label").first.inner_text()
+    assert mail.locator('svg.completed rect[height="32.0"]').count() == 1  # this minute, the peak
     path = Path(os.environ.get("EMQD_SCREENSHOT") or tmp_path / "dashboard.png")
     page.screenshot(path=str(path), full_page=True)
     data = path.read_bytes()
