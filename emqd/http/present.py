@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 from emqd.numbers import parse_int
@@ -98,7 +99,8 @@ class Line:
     fields: dict[str, bytes] | None  # None: the set lists an id without a row (a ghost)
 
 
-def lines(listed: list) -> list[Line]:
+def lines(listed: list[Any]) -> list[Line]:
+    """`reading.Listed` jobs as the templates read them."""
     return [Line(job.id, job.score, text_keys(job.row)) for job in listed]
 
 

@@ -130,7 +130,9 @@ def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures
 def rate_counters(keyspace: Keyspace, queue: bytes) -> tuple[int | None, int | None]:
     """(completed_total, failed_total): what the overview's per-minute charts sample."""
     fields = _counter_fields(queue_keys(queue))
-    return tuple(_integer(_read(keyspace, (HGET, *fields[name]))) for name in ("completed", "failed"))  # type: ignore[return-value]
+    completed, failed = (_integer(_read(keyspace, (HGET, *fields[name])))
+                         for name in ("completed", "failed"))
+    return completed, failed
 
 
 def _hash_size(keyspace: Keyspace, key: bytes) -> int | None:

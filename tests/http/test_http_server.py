@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 import socket
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.web import Web
-from tests.support import ROOT, free_port, start_emqd
+from tests.support import ROOT, ServerProcess, free_port, start_emqd
 
 ISSUE_NAMES = {
     "emqd_jobs", "emqd_jobs_added", "emqd_jobs_completed", "emqd_jobs_failed",
@@ -70,7 +71,7 @@ def test_the_histograms_count_what_the_verbs_did() -> None:
 
 
 @pytest.fixture(scope="module")
-def protected() -> object:
+def protected() -> Iterator[ServerProcess]:
     server = start_emqd("--requirepass", "sekret", http=True)
     yield server
     server.stop()
@@ -78,8 +79,8 @@ def protected() -> object:
 
 @pytest.mark.parametrize("path", ["/", "/metrics", "/live/overview", "/queues/q", "/queues/q/dead",
                                   "/queues/q/jobs/1", "/static/app.js", "/no/such/page"])
-def test_with_a_password_nothing_is_served_without_it(protected: object, path: str) -> None:
-    port = protected.http_port  # type: ignore[attr-defined]
+def test_with_a_password_nothing_is_served_without_it(protected: ServerProcess, path: str) -> None:
+    port = protected.http_port
     for web in (Web(port), Web(port, password="wrong")):
         answer = web.get(path)
         assert answer.status == 401, path
@@ -88,9 +89,9 @@ def test_with_a_password_nothing_is_served_without_it(protected: object, path: s
         assert b"<html" not in answer.body and b"emqd_" not in answer.body
 
 
-def test_with_the_password_any_user_name_gets_in(protected: object) -> None:
-    port = protected.http_port  # type: ignore[attr-defined]
-    with redis.Redis(port=protected.port, password="sekret") as r:  # type: ignore[attr-defined]
+def test_with_the_password_any_user_name_gets_in(protected: ServerProcess) -> None:
+    port = protected.http_port
+    with redis.Redis(port=protected.port, password="sekret") as r:
         r.flushall()
         r.execute_command("EMQ.ADD", "q", "x")
     web = Web(port, password="sekret")
@@ -100,9 +101,9 @@ def test_with_the_password_any_user_name_gets_in(protected: object) -> None:
     assert web.get("/", Host="emqd.internal:6391").status == 200
 
 
-def test_a_post_without_the_password_changes_nothing(protected: object) -> None:
-    port = protected.http_port  # type: ignore[attr-defined]
-    with redis.Redis(port=protected.port, password="sekret") as r:  # type: ignore[attr-defined]
+def test_a_post_without_the_password_changes_nothing(protected: ServerProcess) -> None:
+    port = protected.http_port
+    with redis.Redis(port=protected.port, password="sekret") as r:
         r.flushall()
         r.execute_command("EMQ.ADD", "q", "x")
         page = Web(port, password="sekret").get("/queues/q")
