@@ -157,7 +157,7 @@ class Server:
             log.info("emqd listening on %s%s run_id=%s", listener.address,
                      " (TLS)" if listener.ssl else "", self.state.run_id)
         if self.config.http_port:
-            self.http = HttpSide(self.state, lambda: len(self.waiters))
+            self.http = HttpSide(self.state, lambda: len(self.waiters), self.wake_parked)
             await self.http.start(self.config.bind, self.config.http_port)
         self.housekeeping.start(loop)
         for sig in (signal.SIGTERM, signal.SIGINT):

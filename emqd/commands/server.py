@@ -21,8 +21,8 @@ from typing import Any
 from emqd import __version__, clock, errors
 from emqd.command import Command, command
 from emqd.commands import helps
-from emqd.commands.docs import ARGUMENTS
 from emqd.commands.connection import REDIS_VERSION
+from emqd.commands.docs import ARGUMENTS
 from emqd.glob import compile_pattern
 from emqd.reply import Raw, Set, Verbatim
 from emqd.server_state import ServerState

@@ -24,25 +24,33 @@ from emqd.errors import ReplyError
 from emqd.http import reading
 from emqd.http.context import Dashboard, found, job_url, queue_url, segment
 from emqd.numbers import parse_int
-from emqd.server_state import ServerState
 from emqd.session import Session
 
 REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
 
 
-def run_verbs(state: ServerState, argvs: list[list[bytes]]) -> list[Any]:
-    """EMQ verbs through the dispatcher, then woken and logged as a connection's batch is."""
+def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]:
+    """EMQ verbs through the dispatcher, then woken and logged as a connection's batch is.
+
+    The response is this side's reply: it leaves once the log holds the
+    actions (written, and under `always` fsynced), as a connection's would. A
+    disk that refuses them now answers 503: they are applied and will be in
+    the file once the disk takes it (the server retries), like a held reply.
+    """
+    state = dashboard.state
     session = Session(state, addr="http")
     session.authenticated = True
     replies = [dispatch.execute(session, argv) for argv in argvs]
-    state.wake()
-    if state.aof is not None:
-        state.aof.end_of_iteration()
+    dashboard.wake()
+    if state.aof is not None and not state.aof.flush():
+        raise web.HTTPServiceUnavailable(
+            text=f"the log cannot be written ({state.aof.failing}); the action is applied "
+                 "and waits for the disk")
     return replies
 
 
-def run_verb(state: ServerState, argv: list[bytes]) -> Any:
-    return run_verbs(state, [argv])[0]
+def run_verb(dashboard: Dashboard, argv: list[bytes]) -> Any:
+    return run_verbs(dashboard, [argv])[0]
 
 
 def _refused(dashboard: Dashboard, request: web.Request, argv: list[bytes],
@@ -70,7 +78,7 @@ async def steer(request: web.Request) -> web.Response:
     queue = found(request, dashboard.state.keyspace)
     verb = segment(request, 2)
     argv = [b"EMQ." + verb.upper(), queue]
-    reply = run_verb(dashboard.state, argv)
+    reply = run_verb(dashboard, argv)
     if isinstance(reply, ReplyError):
         return _refused(dashboard, request, argv, reply)
     return _back(request, queue, None, await request.post(), verb.decode() + "d")
@@ -94,7 +102,7 @@ async def job_action(request: web.Request) -> web.Response:
         argv.append(job_id)
     if action == b"revive" and form.get("reset"):
         argv.append(b"RESET")
-    reply = run_verb(dashboard.state, argv)
+    reply = run_verb(dashboard, argv)
     if isinstance(reply, ReplyError):
         return _refused(dashboard, request, argv, reply)
     if action == b"promote" and reply == 0:
@@ -121,6 +129,6 @@ async def revive_all(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther(queue_url(queue, "/dead/revive-all"))
     reset = [b"RESET"] if form.get("reset") else []
     ids = reading.oldest(dashboard.state.keyspace, queue, "dead", count)
-    replies = run_verbs(dashboard.state, [[b"EMQ.REVIVE", queue, job_id, *reset] for job_id in ids])
+    replies = run_verbs(dashboard, [[b"EMQ.REVIVE", queue, job_id, *reset] for job_id in ids])
     revived = sum(1 for reply in replies if reply == "OK")
     raise web.HTTPSeeOther(queue_url(queue, "/dead") + f"?done=revived_all&n={revived}")

@@ -70,9 +70,10 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
 class HttpSide:
     """The running HTTP side of one server."""
 
-    def __init__(self, state: ServerState, blocked: Callable[[], int]) -> None:
+    def __init__(self, state: ServerState, blocked: Callable[[], int],
+                 wake: Callable[[], None]) -> None:
         self.state = state
-        self.dashboard = Dashboard(state, blocked)
+        self.dashboard = Dashboard(state, blocked, wake)
         self.runner: web.AppRunner | None = None
         self._timer: asyncio.TimerHandle | None = None
 

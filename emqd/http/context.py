@@ -46,9 +46,11 @@ def _environment() -> jinja2.Environment:
 class Dashboard:
     """The HTTP side's view of one server."""
 
-    def __init__(self, state: ServerState, blocked: Callable[[], int]) -> None:
+    def __init__(self, state: ServerState, blocked: Callable[[], int],
+                 wake: Callable[[], None]) -> None:
         self.state = state
         self.blocked = blocked
+        self.wake = wake  # re-runs parked claimers after an action (Server.wake_parked)
         self.metrics = Metrics(state, blocked, clock.now_ms)
         self.rates = RateHistory()
         self.templates = _environment()

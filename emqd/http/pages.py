@@ -16,7 +16,7 @@ from emqd.commands.server import _rss_bytes
 from emqd.http import present, reading
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
-from emqd.http.rates import MINUTES, MINUTE_MS
+from emqd.http.rates import MINUTE_MS, MINUTES
 from emqd.numbers import parse_int
 
 PAGE = 50  # jobs per page

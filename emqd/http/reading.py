@@ -1,7 +1,7 @@
 """What the dashboard and /metrics read from the store: the one module that reads it.
 
-Every figure is read the way the verbs read (the runner's read tuples, or
-one walk of a sorted set), synchronously, so a page or a scrape sees one
+Every figure is read the way the verbs read (the keyspace's `hash` and
+`zset`, or one walk of a sorted set), synchronously, so a page or a scrape sees one
 consistent keyspace, like a verb. The costs are the issue's:
 
 - `queue_figures` is O(1) per queue (set sizes, a few hash fields, the heads
@@ -31,15 +31,15 @@ The counters and where the core keeps them:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from emqd.errors import ReplyError
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import parse_int
+from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
+from emqd.store.zset import ZSet
 from emqd.verbs.lanes import FLAT, LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
-from emqd.verbs.runner import HGET, HGETALL, ZCARD, ZHEAD, ZSCORE, Read, perform
 
 STATES = ("pending", "active", "scheduled", "dead", "completed")
 COUNTERS = ("added", "completed", "failed", "retried", "dead", "stalled", "revived")
@@ -48,7 +48,7 @@ SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
 
 
 def _counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
-    metrics = keys.prefix + b"metrics"
+    metrics = keys.metrics
     return {
         "added": (keys.meta, b"added"),
         "completed": (keys.metrics_completed, b"count"),
@@ -73,12 +73,35 @@ class QueueFigures:
     lanes_ready: int | None  # lanes with waiting jobs and a free slot
 
 
-def _read(keyspace: Keyspace, read: Read) -> Any:
-    """A read; None when its key holds the other type (WRONGTYPE)."""
+def _zset(keyspace: Keyspace, key: bytes) -> ZSet | None:
+    """The sorted set at `key`; None when absent or when the key holds a hash."""
     try:
-        return perform(keyspace, read)
+        return keyspace.zset(key)
     except ReplyError:
         return None
+
+
+def _zcard(keyspace: Keyspace, key: bytes) -> int | None:
+    """ZCARD: 0 when absent, None when the key holds a hash (WRONGTYPE)."""
+    if keyspace.type_name(key) == "hash":
+        return None
+    zset = keyspace.zset(key)
+    return 0 if zset is None else len(zset)
+
+
+def _hget(keyspace: Keyspace, key: bytes, name: bytes) -> bytes | None:
+    """HGET: None when absent, or when the key holds a sorted set."""
+    try:
+        row = keyspace.hash(key)
+    except ReplyError:
+        return None
+    return None if row is None else hashes.get(row, name)
+
+
+def _front(keyspace: Keyspace, key: bytes) -> bytes | None:
+    """The lowest-scored member of the sorted set at `key`, if any."""
+    zset = _zset(keyspace, key)
+    return None if zset is None else zset.first_member()
 
 
 def _integer(value: bytes | None) -> int | None:
@@ -90,13 +113,14 @@ def _integer(value: bytes | None) -> int | None:
 
 def queue_names(keyspace: Keyspace) -> list[bytes]:
     """Every queue of `emq:queues`, in creation order (EMQ.QUEUES' order)."""
-    size = _read(keyspace, (ZCARD, QUEUES)) or 0
-    return [name for name, _ in _read(keyspace, (ZHEAD, QUEUES, size)) or []]
+    queues = _zset(keyspace, QUEUES)
+    return [] if queues is None else list(queues.members())
 
 
 def queue_exists(keyspace: Keyspace, queue: bytes) -> bool:
     """Listed in `emq:queues`, or steered before its first job (it has a `meta`)."""
-    if _read(keyspace, (ZSCORE, QUEUES, queue)) is not None:
+    queues = _zset(keyspace, QUEUES)
+    if queues is not None and queue in queues:
         return True
     return keyspace.type_name(queue_keys(queue).meta) != "none"
 
@@ -104,24 +128,24 @@ def queue_exists(keyspace: Keyspace, queue: bytes) -> bool:
 def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures:
     keys = queue_keys(queue)
     counts: dict[str, int | None] = {
-        state: _read(keyspace, (ZCARD, getattr(keys, state))) for state in STATES
+        state: _zcard(keyspace, getattr(keys, state)) for state in STATES
     }
-    lanes_pending = _integer(_read(keyspace, (HGET, keys.meta, LANES_PENDING)))
+    lanes_pending = _integer(_hget(keyspace, keys.meta, LANES_PENDING))
     flat = counts["pending"]
     counts["pending"] = None if flat is None or lanes_pending is None else flat + lanes_pending
     totals = {
-        name: _integer(_read(keyspace, (HGET, key, field)))
+        name: _integer(_hget(keyspace, key, field))
         for name, (key, field) in _counter_fields(keys).items()
     }
-    ring = _read(keyspace, (ZCARD, keys.ring))
-    ring_head = _read(keyspace, (ZHEAD, keys.ring, 1)) or []
+    ring = _zcard(keyspace, keys.ring)
+    ring_head = _front(keyspace, keys.ring)
     lanes_ready = None if ring is None else ring - (1 if _in_ring(keyspace, keys) else 0)
     return QueueFigures(
         name=queue,
         counts=counts,
         totals=totals,
         latency_ms=_latency(keyspace, keys, ring_head, now_ms),
-        paused=is_paused(_read(keyspace, (HGET, keys.meta, PAUSED))),
+        paused=is_paused(_hget(keyspace, keys.meta, PAUSED)),
         lanes_active=_hash_size(keyspace, keys.gactive),
         lanes_ready=lanes_ready,
     )
@@ -130,7 +154,7 @@ def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures
 def rate_counters(keyspace: Keyspace, queue: bytes) -> tuple[int | None, int | None]:
     """(completed_total, failed_total): what the overview's per-minute charts sample."""
     fields = _counter_fields(queue_keys(queue))
-    completed, failed = (_integer(_read(keyspace, (HGET, *fields[name])))
+    completed, failed = (_integer(_hget(keyspace, *fields[name]))
                          for name in ("completed", "failed"))
     return completed, failed
 
@@ -139,15 +163,18 @@ def _hash_size(keyspace: Keyspace, key: bytes) -> int | None:
     """HLEN: 0 when absent, None when the key holds a sorted set."""
     if keyspace.type_name(key) == "zset":
         return None
-    return len(_read(keyspace, (HGETALL, key)) or ())
+    row = keyspace.hash(key)
+    return 0 if row is None else hashes.length(row)
 
 
 def _in_ring(keyspace: Keyspace, keys: QueueKeys) -> bool:
     """Whether the flat queue is a member of the ring (it is then not a lane)."""
-    return _read(keyspace, (ZSCORE, keys.ring, FLAT)) is not None
+    ring = _zset(keyspace, keys.ring)
+    return ring is not None and FLAT in ring
 
 
-def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: list, now_ms: int) -> int | None:
+def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: bytes | None,
+             now_ms: int) -> int | None:
     """How long the job CLAIM would hand out next has existed (now - created_ms).
 
     The fronts looked at: `pending`'s, and, when the next turn is a lane's,
@@ -156,14 +183,14 @@ def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: list, now_ms: int) 
     waits; None when the front row's `created_ms` is unreadable.
     """
     fronts = [keys.pending]
-    if ring_head and ring_head[0][0] != FLAT:
-        fronts.append(keys.lane(ring_head[0][0]))
+    if ring_head is not None and ring_head != FLAT:
+        fronts.append(keys.lane(ring_head))
     oldest: int | None = None
     for front in fronts:
-        head = _read(keyspace, (ZHEAD, front, 1)) or []
-        if not head:
+        head = _front(keyspace, front)
+        if head is None:
             continue
-        created = _read(keyspace, (HGET, keys.job(head[0][0]), b"created_ms"))
+        created = _hget(keyspace, keys.job(head), b"created_ms")
         created_ms = None if created is None else parse_int(created)
         if created_ms is None:
             return None
@@ -179,13 +206,6 @@ class Listed:
     id: bytes
     score: float
     row: dict | None
-
-
-def _zset(keyspace: Keyspace, key: bytes) -> Any:
-    try:
-        return keyspace.zset(key)
-    except ReplyError:
-        return None
 
 
 def set_key(queue: bytes, state: str) -> bytes:
@@ -214,15 +234,19 @@ def oldest(keyspace: Keyspace, queue: bytes, state: str, count: int) -> list[byt
 
 def job_row(keyspace: Keyspace, queue: bytes, job_id: bytes) -> dict | None:
     """A copy of the job's row; None when there is none (or the key is not a hash)."""
-    row = _read(keyspace, (HGETALL, queue_keys(queue).job(job_id)))
-    return None if row is None else dict(row)
+    try:
+        row = keyspace.hash(queue_keys(queue).job(job_id))
+    except ReplyError:
+        return None
+    return None if row is None else hashes.as_dict(row)
 
 
 def job_score(keyspace: Keyspace, queue: bytes, state: str, job_id: bytes) -> float | None:
     """The job's score in its state's set (a lease deadline, a due time, ...)."""
     if state not in STATES:
         return None
-    return _read(keyspace, (ZSCORE, set_key(queue, state), job_id))
+    zset = _zset(keyspace, set_key(queue, state))
+    return None if zset is None else zset.score(job_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ emqd's own compact/dict choice.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator
-
 from operator import itemgetter
 
 from emqd import errors

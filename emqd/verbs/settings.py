@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from emqd import errors
 from emqd.config import Config
-from emqd.numbers import parse_int
 from emqd.keys import QueueKeys
+from emqd.numbers import parse_int
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.store.keyspace import View

@@ -14,9 +14,9 @@ from emqd import dispatch
 from emqd.config import Config
 from emqd.errors import HASH_NOT_INTEGER, NOT_INTEGER, OVERFLOW, WRONGTYPE, ReplyError
 from emqd.plan import Plan
-from tests.support import plain_value
 from emqd.server_state import ServerState
 from emqd.session import Session
+from tests.support import plain_value
 
 
 @pytest.fixture

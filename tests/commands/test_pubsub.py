@@ -22,7 +22,6 @@ from tests.commands.conversations import converse, frames
 from tests.support import RawClient, encode_request
 from tests.wire.compare import same_replies
 
-
 Ports = tuple[int, int]
 _HELLO_ID = re.compile(rb"\$2\r\nid\r\n:[0-9]+\r\n")
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,7 +54,6 @@ def test_a_scrape_has_every_name_of_the_issue(tmp_path: Path) -> None:
         server.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="events land with the core (ServerState.commit calls the listeners)")
 def test_the_histograms_count_what_the_verbs_did() -> None:
     server = start_emqd(http=True)
     try:

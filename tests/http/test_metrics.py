@@ -14,10 +14,10 @@ from emqd import __version__
 from emqd.events import CLAIMED, COMPLETED, DEAD
 from emqd.http.metrics import Metrics
 from emqd.persist.aof import AppendOnlyFile
+from emqd.plan import Plan
 from tests.http.inprocess import Local
 
 NOW = 10**13
-CORE = "the counter is written by the core's plans (lands with the core)"
 
 
 def scrape(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -135,10 +135,11 @@ async def test_every_fsync_of_the_log_is_timed(tmp_path: Path, policy: str) -> N
         time.sleep(0.003)
         os.fsync(fd)
 
-    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 30, local.state, fsync=slow_fsync)
+    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 30, local.state,
+                         lambda: None, fsync=slow_fsync)
     try:
-        aof.log([(b"HSET", b"h", b"f", b"v")])
-        aof.end_of_iteration()
+        aof.append(Plan([(b"HSET", b"h", b"f", b"v")]))
+        aof.flush()
         deadline = time.monotonic() + 5  # everysec: the thread's next second
         while scrape(metrics)[("emqd_aof_fsync_seconds_count", ())] < 1:
             assert time.monotonic() < deadline, "no fsync was observed"
@@ -151,14 +152,12 @@ async def test_every_fsync_of_the_log_is_timed(tmp_path: Path, policy: str) -> N
 
 
 # --- the counters the core's plans will write (emqd/http/reading.py names them) ----------
-@pytest.mark.xfail(strict=True, reason=CORE)
 def test_added_is_counted_by_add() -> None:
     local = Local()
     local.run("EMQ.ADD", "q", "x")
     assert scrape(metrics_of(local))[("emqd_jobs_added_total", q("q"))] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=CORE)
 def test_failed_retried_and_revived_are_counted() -> None:
     local = Local()
     local.run("EMQ.ADD", "q", "x")
@@ -175,7 +174,6 @@ def test_failed_retried_and_revived_are_counted() -> None:
     assert samples[("emqd_jobs_revived_total", q("q"))] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=CORE)
 def test_counted_stalls_are_counted() -> None:
     local = Local()
     local.run("EMQ.ADD", "q", "x")

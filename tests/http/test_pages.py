@@ -232,7 +232,6 @@ def test_a_refused_action_says_why_and_changes_nothing(r: redis.Redis, web: Web)
     assert "Nothing was changed" in again.text
 
 
-@pytest.mark.xfail(strict=True, reason="EMQ.PROMOTE ID lands with the core")
 def test_promote_a_scheduled_job_now(r: redis.Redis, web: Web) -> None:
     r.execute_command("EMQ.ADD", "q", "x", "DELAY", 600_000)
     done = web.submit(web.get("/queues/q/jobs/1"), "/queues/q/jobs/1/promote")

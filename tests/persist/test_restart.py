@@ -21,7 +21,6 @@ from emqd.store.keyspace import Keyspace
 from tests.persist.helpers import dump_file
 from tests.support import (
     ROOT,
-    RawClient,
     ServerProcess,
     free_port,
     send_shutdown,

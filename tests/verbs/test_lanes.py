@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from emqd import errors
+from emqd.config import Config
 from emqd.plan import Plan
 from emqd.reply import NULL_ARRAY
 from emqd.verbs import (
@@ -33,7 +34,6 @@ from tests.verbs.jobs import (
     run,
     snapshot,
 )
-from emqd.config import Config
 from tests.verbs.planner import (
     NOW,
     OTHER_RUN_ID,
