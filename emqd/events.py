@@ -28,8 +28,9 @@ tuple costs a third of a slotted instance to build.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-Event = tuple  # (name: str, queue: bytes, id: bytes, ts: int, extra: dict | None)
+Event = tuple[str, bytes, bytes, int, "dict[str, Any] | None"]  # (name, queue, id, ts, extra)
 Listener = Callable[[list[Event]], None]
 
 ADDED = "added"

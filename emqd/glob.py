@@ -12,6 +12,8 @@ as in Redis.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 
 _STAR = object()
@@ -38,9 +40,9 @@ def _signed(c: int) -> int:
     return c - 256 if c >= 128 else c
 
 
-def _tokens(pattern: bytes) -> list:
+def _tokens(pattern: bytes) -> list[Any]:
     """Walk the pattern exactly as stringmatchlen does."""
-    tokens: list = []
+    tokens: list[Any] = []
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
@@ -99,15 +101,15 @@ def compile_pattern(pattern: bytes, *, star_matches_empty: bool = True) -> Calla
     return lambda s: _match(tokens, s) if s else not pattern
 
 
-def _one(token: object, c: int) -> bool:
+def _one(token: Any, c: int) -> bool:
     if type(token) is int:
         return token == c
     if token is _ANY:
         return True
-    return token.matches(c)  # type: ignore[union-attr]
+    return bool(token.matches(c))
 
 
-def _match(tokens: list, s: bytes) -> bool:
+def _match(tokens: list[Any], s: bytes) -> bool:
     ti = si = 0
     star_ti, star_si = -1, 0
     nt, ns = len(tokens), len(s)

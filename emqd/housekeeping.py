@@ -128,7 +128,7 @@ class Deadlines:
         self.timer = self.timer_at = None
         now = clock.now_ms()
         heap, earliest = self.heap, self.earliest
-        ready = []
+        ready: list[bytes] = []
         while heap and heap[0][0] <= now and len(ready) < QUEUES_PER_TURN:
             at, queue = heapq.heappop(heap)
             if earliest.get(queue) == at:  # else a stale entry: an earlier one replaced it
@@ -184,7 +184,7 @@ class Housekeeping:
         self.planners = planners or default_planners()
         self.sweep_interval = state.config.stalled_interval  # 0: no stall sweep
         self.counters = Counters()
-        self.logged: set[tuple] = set()  # refusals already logged: each is logged once
+        self.logged: set[tuple[Any, ...]] = set()  # refusals already logged: each is logged once
         self.promotion = Deadlines(self._promote)
         self.sweep = Deadlines(self._sweep)
         self.retention = Deadlines(self._trim)

@@ -181,7 +181,8 @@ def score_arg(score: float) -> int | float:
     return score
 
 
-_last_ms: list = [None, b""]  # [ms, its text]: one timestamp's text, shared
+_last_ms = -1  # the last timestamp given to ms_text, and its text
+_last_text = b""
 
 
 def ms_text(ms: int) -> bytes:
@@ -192,7 +193,8 @@ def ms_text(ms: int) -> bytes:
     each. Only the last value is remembered, so this is a pure function with a
     memo of one.
     """
-    if _last_ms[0] != ms:
-        _last_ms[0] = ms
-        _last_ms[1] = b"%d" % ms
-    return _last_ms[1]  # type: ignore[no-any-return]
+    global _last_ms, _last_text
+    if ms != _last_ms:
+        _last_ms = ms
+        _last_text = b"%d" % ms
+    return _last_text

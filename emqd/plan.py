@@ -22,13 +22,13 @@ from typing import Any
 
 from emqd.events import Event
 
-Op = tuple  # (b"HSET", key, field, value, ...): bytes | int | float after the name
+Op = tuple[Any, ...]  # (b"HSET", key, field, value, ...): bytes | int | float after the name
 
 # Plan.due entries, (what, queue, at_ms), for housekeeping (emqd/housekeeping.py):
 SCHEDULED = 0  # a job waits in `scheduled` until at_ms (promotion)
 LEASED = 1  # a lease runs out at at_ms (the stall sweep)
 CONFIGURED = 2  # the queue's settings changed (retention may have rows to trim); at_ms 0
-Due = tuple  # (SCHEDULED | LEASED | CONFIGURED, queue: bytes, at_ms: int)
+Due = tuple[int, bytes, int]  # (SCHEDULED | LEASED | CONFIGURED, queue, at_ms)
 
 
 @dataclass(slots=True)
@@ -98,7 +98,7 @@ class Shape:
 
     __slots__ = ("name", "template", "ops", "body")
 
-    def __init__(self, name: str, *template: tuple) -> None:
+    def __init__(self, name: str, *template: tuple[Any, ...]) -> None:
         self.name = name
         self.template = template
         slots: list[str] = []

@@ -9,6 +9,7 @@ here. The codec in `wire/resp.py` is the only place that turns them into bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -36,7 +37,7 @@ class Verbatim:
 class Set:
     """RESP3 set (`~`), an array under RESP2."""
 
-    items: list
+    items: Sequence[object]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ redis-benchmark) to CPU 1, as the issue's reference measurement was taken;
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import asyncio
 import dataclasses
@@ -103,7 +105,7 @@ class Bench:
         self.sizes = sizes
         self.workdir = new_workdir()
         self.live: list[Server] = []
-        self.started: list[dict] = []  # every server this run started, for the record
+        self.started: list[dict[Any, Any]] = []  # every server this run started, for the record
         self.results = report.Results()
         pin = not args.no_pin and (os.cpu_count() or 1) >= 2
         self.server_cpus = {0} if pin else None

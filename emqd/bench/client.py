@@ -30,7 +30,7 @@ def encode(*args: bytes | str | int) -> bytes:
 class _Protocol(asyncio.Protocol):
     def __init__(self) -> None:
         self.reader = hiredis.Reader()
-        self.waiting: deque[tuple[asyncio.Future, int, list[Any]]] = deque()
+        self.waiting: deque[tuple[asyncio.Future[list[Any]], int, list[Any]]] = deque()
         self.transport: asyncio.Transport | None = None
         self.lost: Exception | None = None
 
@@ -78,7 +78,7 @@ class Client:
         protocol = self._protocol
         if protocol.lost is not None:
             raise protocol.lost
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         protocol.waiting.append((future, len(requests), []))
         protocol.transport.write(b"".join(requests))  # type: ignore[union-attr]
         return await future

@@ -8,6 +8,8 @@ always emqd / redis, so for latency and memory lower is better.
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import os
 import platform
@@ -68,7 +70,7 @@ class Results:
         values = self.samples.get((scenario, key), {}).get(server)
         return statistics.median(values) if values else None
 
-    def rows(self, scenarios: list[str], load_jobs: int) -> list[dict]:
+    def rows(self, scenarios: list[str], load_jobs: int) -> list[dict[Any, Any]]:
         rows = []
         for fig in FIGURES:
             if fig.scenario not in scenarios:
@@ -117,7 +119,7 @@ def _number(value: float | None, skipped: str | None) -> str:
     return f"{value:.2f}"
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict[Any, Any]]) -> str:
     head = ("scenario", "figure", "emqd", "redis+lua", "emqd/redis", "target", "")
     lines = [head]
     notes: dict[str, str] = {}
@@ -145,7 +147,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def machine() -> dict:
+def machine() -> dict[Any, Any]:
     """What the figures were measured on."""
     cpu = ""
     try:
@@ -169,5 +171,5 @@ def machine() -> dict:
     }
 
 
-def write_json(path: str, rows: list[dict], info: dict) -> None:
+def write_json(path: str, rows: list[dict[Any, Any]], info: dict[Any, Any]) -> None:
     Path(path).write_text(json.dumps({**info, "rows": rows}, indent=2) + "\n")

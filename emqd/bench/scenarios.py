@@ -94,7 +94,7 @@ async def pending_count(target: Target) -> int:
     finally:
         client.close()
     _check(count, "ZCARD")
-    return count
+    return int(count)
 
 
 class Stock:

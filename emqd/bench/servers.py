@@ -27,7 +27,8 @@ EMQD_ROOT = Path(emqd.__file__).resolve().parent.parent  # the checkout (or site
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class Server:

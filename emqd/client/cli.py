@@ -69,7 +69,7 @@ def load_handler(spec: str) -> Callable[..., Any]:
                              f"{module_name} has no {attribute!r}") from None
     if not callable(target):
         raise SystemExit(f"emqd-worker: {spec} is not callable")
-    return target
+    return target  # type: ignore[no-any-return]
 
 
 def _where(exc: BaseException) -> str:

@@ -36,8 +36,9 @@ class Fail:
     backoff_ms: int | None = None
 
     async def send(self, queue: Any, job: Job) -> FailVerdict:
-        return await queue.fail(job, self.error, max_attempts=self.max_attempts,
-                                backoff_ms=self.backoff_ms)
+        verdict: FailVerdict = await queue.fail(job, self.error, max_attempts=self.max_attempts,
+                                                backoff_ms=self.backoff_ms)
+        return verdict
 
 
 @dataclass(frozen=True)

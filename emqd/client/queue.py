@@ -65,7 +65,9 @@ _METHODS = ("add", "add_json", "add_many", "get", "stats", "revive", "remove", "
             "promote", "ping", "claim", "complete", "fail", "requeue", "extend")
 
 
-def _with_methods(wrap: Callable[[Callable[..., Operation[Any]]], Callable[..., Any]]):
+def _with_methods(
+        wrap: Callable[[Callable[..., Operation[Any]]], Callable[..., Any]]
+) -> Callable[[type], type]:
     def decorate(cls: type) -> type:
         for name in _METHODS:
             setattr(cls, name, wrap(getattr(QueueCommands, name)))

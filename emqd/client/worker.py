@@ -127,9 +127,10 @@ class Worker:
         self.counts = Counts()
         self.running: dict[str, JobRun] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._hurry: asyncio.Event | None = None
-        self._slot_freed: asyncio.Event | None = None
+        # Made afresh by each run(); an Event binds to no loop until it is awaited.
+        self._stopping = asyncio.Event()
+        self._hurry = asyncio.Event()
+        self._slot_freed = asyncio.Event()
         self._resync_needed = False
         self._grace_ends = 0.0  # set by stop(); 0 (no grace) when the claimer itself failed
         self._fatal: PermanentError | None = None  # why the worker gave up, raised by run()
@@ -189,7 +190,7 @@ class Worker:
             self._stopping.set()
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
-        installed = []
+        installed: list[int] = []
         for sig in STOP_SIGNALS:
             try:
                 loop.add_signal_handler(sig, self.stop)

@@ -23,7 +23,7 @@ _FLAG_NAMES = ("optional", "multiple", "multiple_token")
 
 
 def _arg(name: str, kind: str, *, token: str | None = None, since: str | None = None,
-         key_spec: int | None = None, arguments: tuple[dict, ...] = (),
+         key_spec: int | None = None, arguments: tuple[dict[Any, Any], ...] = (),
          optional: bool = False, multiple: bool = False,
          multiple_token: bool = False) -> dict[bytes, Any]:
     spec: dict[bytes, Any] = {b"name": name.encode(), b"type": kind.encode()}

@@ -128,7 +128,7 @@ def hscan(session: Session, argv: list[bytes]) -> Any:
         cursor, names = 0, list(hashes.names(row))
     else:
         cursor, names = scan.walk(hashes.names(row), cursor, count)
-    items: list[bytes] = []
+    items: list[bytes | None] = []
     for name in names:
         if pattern is None or pattern(name):
             items += (name, hashes.get(row, name))

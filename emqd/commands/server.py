@@ -76,7 +76,7 @@ _GROUP_CATEGORY = {
 }
 
 
-def _key_specs(row: Command) -> list:
+def _key_specs(row: Command) -> list[Any]:
     first, last, step = row.keys
     if not first:
         return []
@@ -97,7 +97,7 @@ def _listed_flags(row: Command) -> list[str]:
     return sorted(row.flags & set(_FLAG_ORDER), key=_FLAG_ORDER.index)
 
 
-def command_info(row: Command) -> list:
+def command_info(row: Command) -> list[Any]:
     """One COMMAND INFO entry, in Redis 7.0's ten-field shape.
 
     Under RESP3 Redis sends the tips and key specs as sets, and the
@@ -117,9 +117,9 @@ def command_info(row: Command) -> list:
     ]
 
 
-def command_docs(row: Command) -> dict:
+def command_docs(row: Command) -> dict[Any, Any]:
     _, subtables = _dispatch_tables()
-    docs: dict = {b"summary": row.summary.encode(), b"group": row.group.encode()}
+    docs: dict[Any, Any] = {b"summary": row.summary.encode(), b"group": row.group.encode()}
     arguments = ARGUMENTS.get(row.name)
     if arguments is not None:
         docs[b"arguments"] = arguments

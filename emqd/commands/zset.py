@@ -88,11 +88,11 @@ def _lex_range(low: bytes, high: bytes) -> LexRange:
     return LexRange(lo[0], hi[0], lo[1], hi[1])
 
 
-def _with_scores(session: Session, pairs: Iterable[tuple[float, bytes]]) -> list:
+def _with_scores(session: Session, pairs: Iterable[tuple[float, bytes]]) -> list[Any]:
     """[member, score] pairs nested under RESP3, flattened under RESP2."""
     if session.resp == 3:
         return [[member, score] for score, member in pairs]
-    out: list = []
+    out: list[Any] = []
     for score, member in pairs:
         out += (member, score)
     return out
@@ -144,7 +144,7 @@ def _add(session: Session, key: bytes, pairs: list[tuple[float, bytes]], *, nx: 
     if zset is None and xx:
         return None if incr else 0
     seen: dict[bytes, float] = {}  # scores this command already set
-    changes: list = []
+    changes: list[Any] = []
     added = updated = processed = 0
     new_score: float = 0.0
     for score, member in pairs:
@@ -187,7 +187,7 @@ def zrem(session: Session, argv: list[bytes]) -> Any:
     zset = _zset(session, argv[1])
     if zset is None:
         return 0
-    return removal((b"ZREM", argv[1]), zset, argv[2:])
+    return removal((b"ZREM", argv[1]), zset.keys, argv[2:])
 
 
 def zscore(session: Session, argv: list[bytes]) -> Any:
@@ -288,6 +288,7 @@ def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool 
     zset = _zset(session, argv[1])
     if zset is None:
         return []
+    pairs: Iterable[tuple[float, bytes]]
     if kind == RANK:
         pairs = _by_rank(zset, start, end, reverse)
     elif kind == SCORE:
@@ -360,7 +361,7 @@ def _lex_page(zset: ZSet, lex: LexRange, reverse: bool, offset: int,
     else:
         pairs = zset.walk(first + offset, len(zset))
         inside = lex.lte_max
-    out = []
+    out: list[tuple[float, bytes]] = []
     for pair in pairs:
         if not inside(pair[1]) or len(out) == limit:
             break

@@ -85,7 +85,7 @@ def relative(ms: int | float | bytes | None, now_ms: int) -> str:
     return f"in {span(ms - now_ms)}" if ms > now_ms else f"{span(now_ms - ms)} ago"
 
 
-def text_keys(row: dict | None) -> dict[str, bytes] | None:
+def text_keys(row: dict[Any, Any] | None) -> dict[str, bytes] | None:
     """A row with its field names as text, for templates (which have no bytes literals)."""
     return None if row is None else {shown(field): value for field, value in row.items()}
 

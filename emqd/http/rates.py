@@ -18,6 +18,8 @@ from 0, as Prometheus reads a reset.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections import deque
 
 MINUTE_MS = 60_000
@@ -55,8 +57,9 @@ class RateHistory:
         return completed, failed
 
 
-def _increase(begin: tuple | None, end: tuple | None, which: int) -> int | None:
+def _increase(begin: tuple[Any, ...] | None, end: tuple[Any, ...] | None, which: int) -> int | None:
     if begin is None or end is None or begin[which] is None or end[which] is None:
         return None
-    before, after = begin[which], end[which]
+    before: int = begin[which]
+    after: int = end[which]
     return after - before if after >= before else after

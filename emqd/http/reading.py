@@ -30,6 +30,8 @@ The counters and where the core keeps them:
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from emqd.errors import ReplyError
@@ -205,14 +207,15 @@ class Listed:
 
     id: bytes
     score: float
-    row: dict | None
+    row: dict[Any, Any] | None
 
 
 def set_key(queue: bytes, state: str) -> bytes:
     """The sorted set a state's jobs are listed in (pending: the flat queue)."""
     if state not in STATES:
         raise ValueError(f"unknown state {state!r}")
-    return getattr(queue_keys(queue), state)
+    key: bytes = getattr(queue_keys(queue), state)
+    return key
 
 
 def job_page(keyspace: Keyspace, queue: bytes, state: str, offset: int,
@@ -232,7 +235,7 @@ def oldest(keyspace: Keyspace, queue: bytes, state: str, count: int) -> list[byt
     return [] if zset is None else [member for _, member in zset.walk(0, count)]
 
 
-def job_row(keyspace: Keyspace, queue: bytes, job_id: bytes) -> dict | None:
+def job_row(keyspace: Keyspace, queue: bytes, job_id: bytes) -> dict[Any, Any] | None:
     """A copy of the job's row; None when there is none (or the key is not a hash)."""
     try:
         row = keyspace.hash(queue_keys(queue).job(job_id))

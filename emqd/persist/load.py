@@ -30,6 +30,8 @@ into a scratch keyspace, which only happens when the start fails anyway.
 
 from __future__ import annotations
 
+from typing import Any
+
 import gc
 import mmap
 import os
@@ -113,7 +115,7 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
     feed, gets, has_data = reader.feed, reader.gets, reader.has_data
     apply = keyspace.apply
     specs = _SPECS
-    txn: list | None = None  # ops of an open MULTI, applied at its EXEC
+    txn: list[Any] | None = None  # ops of an open MULTI, applied at its EXEC
     anchor = 0
     start = 0
     try:
@@ -121,7 +123,7 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
             end = _slice_end(buf, start + SLICE_BYTES)
             end = size if end < 0 else end + 2
             feed(buf, start, end - start)
-            ops: list = []
+            ops: list[Any] = []
             while (cmd := gets()) is not False:
                 spec = specs.get(cmd[0])
                 if spec is not None:
@@ -166,7 +168,7 @@ def _slice_end(buf: mmap.mmap, after: int) -> int:
     return end if end >= 0 else buf.find(b"\r\n*", after)
 
 
-def _apply_slice(path: str, buf: mmap.mmap, size: int, apply, ops: list) -> None:  # type: ignore[no-untyped-def]
+def _apply_slice(path: str, buf: mmap.mmap, size: int, apply, ops: list[Any]) -> None:  # type: ignore[no-untyped-def]
     try:
         apply(ops)
     except Exception:
@@ -210,7 +212,7 @@ def _check(path: str, offset: int, cmd: list[bytes]) -> None:
 def _replay_for_error(buf: mmap.mmap, size: int) -> tuple[int, str]:
     """Replay record by record into a scratch keyspace to find the op that fails."""
     scratch = Keyspace()
-    txn: list | None = None
+    txn: list[Any] | None = None
     txn_at = 0
     try:
         for offset, cmd in _commands(buf, 0, size):

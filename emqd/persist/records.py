@@ -25,9 +25,7 @@ def text(value: bytes | int | float) -> bytes:
         return value
     if type(value) is float:
         return repr(value).encode()
-    if isinstance(value, int):
-        return b"%d" % value
-    return bytes(value)
+    return b"%d" % value  # type: ignore[str-format]
 
 
 # Length headers encoded once: `b"$%d\r\n%b\r\n" % ...` per argument was the
@@ -37,9 +35,9 @@ _ARRAY_HEADS = tuple(b"*%d\r\n" % n for n in range(64))
 _CRLF = b"\r\n"
 
 
-def append_command(args: Iterable[bytes | int | float], out: list[bytes]) -> None:
+def append_command(op: Iterable[bytes | int | float], out: list[bytes]) -> None:
     """Append one command's RESP multi-bulk encoding to `out`, in pieces."""
-    args = [a if type(a) is bytes else text(a) for a in args]
+    args = [a if type(a) is bytes else text(a) for a in op]
     count = len(args)
     out.append(_ARRAY_HEADS[count] if count < 64 else b"*%d\r\n" % count)
     append = out.append

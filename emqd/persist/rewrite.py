@@ -19,6 +19,8 @@ a crash at any instant loses nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 import logging
 import os
@@ -67,15 +69,15 @@ class Rewrite:
         self._keys = iter(self._t0)
         self._done: set[bytes] = set()  # t0 keys written out or captured
         self._frozen = False  # after a FLUSHALL nobody changes the t0 objects any more
-        self._captured: dict[bytes, tuple[bool, dict]] = {}  # key -> (is_zset, t0 items)
+        self._captured: dict[bytes, tuple[bool, Mapping[Any, Any]]] = {}  # key -> (is_zset, t0 items)
         # A big value written over several slices: its key, kind, the pairs
         # still to write, how many were written, and the live mapping they
         # come from (None once they come from a copy nobody writes).
-        self._current: Iterator[tuple] | None = None
+        self._current: Iterator[tuple[Any, ...]] | None = None
         self._current_key = b""
         self._current_is_zset = False
         self._current_done = 0
-        self._current_live: dict | None = None
+        self._current_live: Mapping[Any, Any] | None = None
         asyncio.get_running_loop().call_soon(self._slice)
 
     # --- copy-on-write: called by ServerState.commit before a plan is applied ----
@@ -116,9 +118,10 @@ class Rewrite:
                 key, (is_zset, items) = self._captured.popitem()
                 self._start_value(key, is_zset, items, live=False)
                 continue
-            key = self._next_key()
-            if key is None:
+            next_key = self._next_key()
+            if next_key is None:
                 break
+            key = next_key
             is_zset, items = _items(self._t0[key], copy=False)
             if len(items) > SLICE_ITEMS:
                 self._start_value(key, is_zset, items, live=not self._frozen)
@@ -146,7 +149,8 @@ class Rewrite:
                 return key
         return None
 
-    def _start_value(self, key: bytes, is_zset: bool, items: dict, live: bool) -> None:
+    def _start_value(self, key: bytes, is_zset: bool, items: Mapping[Any, Any],
+                     live: bool) -> None:
         self._current = iter(items.items())
         self._current_key = key
         self._current_is_zset = is_zset
@@ -168,7 +172,7 @@ class Rewrite:
             self._current = self._current_live = None
         return len(items) + 1
 
-    def _synced(self, future: asyncio.Future) -> None:
+    def _synced(self, future: asyncio.Future[None]) -> None:
         self._syncing = False
         if self.cancelled:
             os.close(self.fd)
@@ -211,7 +215,7 @@ class Rewrite:
             os.close(self.fd)
 
 
-def _items(value: object, copy: bool) -> tuple[bool, Mapping]:
+def _items(value: Any, copy: bool) -> tuple[bool, Mapping[Any, Any]]:
     """(is_zset, field -> value or member -> score) of a stored value.
 
     A small hash is an immutable Row: its pairs never change under the
@@ -222,11 +226,11 @@ def _items(value: object, copy: bool) -> tuple[bool, Mapping]:
         scores = _Scores(value)
         return True, dict(scores) if copy else scores
     if type(value) is tuple:
-        return False, hashes.as_dict(value)  # type: ignore[arg-type]
-    return False, dict(value) if copy else value  # type: ignore[call-overload]
+        return False, hashes.as_dict(value)
+    return False, dict(value) if copy else value
 
 
-class _Scores(Mapping):
+class _Scores(Mapping[Any, Any]):
     """A live sorted set seen as member -> score, without copying it."""
 
     def __init__(self, zset: ZSet) -> None:
@@ -245,11 +249,11 @@ class _Scores(Mapping):
         return len(self.zset)
 
 
-def _append_value(key: bytes, is_zset: bool, items: list, out: list[bytes]) -> None:
+def _append_value(key: bytes, is_zset: bool, items: list[Any], out: list[bytes]) -> None:
     """HSET key f v ... or ZADD key s m ..., `ITEMS_PER_COMMAND` items a command."""
     for start in range(0, len(items), ITEMS_PER_COMMAND):
         chunk = items[start : start + ITEMS_PER_COMMAND]
-        args: list = [_ZADD if is_zset else _HSET, key]
+        args: list[Any] = [_ZADD if is_zset else _HSET, key]
         if is_zset:
             for member, score in chunk:
                 args.append(score)

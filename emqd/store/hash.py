@@ -26,6 +26,7 @@ emqd's own compact/dict choice.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator
+from typing import Any
 from operator import itemgetter
 
 from emqd import errors
@@ -132,13 +133,14 @@ def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
 _EMPTY = schema_of((), True)
 _EMPTY_ROW = (_EMPTY,)
 
-Row = tuple  # (Schema, value, ...): see the module docstring
+Row = tuple[Any, ...]  # (Schema, value, ...): see the module docstring
 
 
-class BigHash(dict):  # type: ignore[type-arg]
+class BigHash(dict[bytes, bytes]):
     """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it."""
 
     __slots__ = ("listpack",)
+    listpack: bool
 
 
 Hash = Row | BigHash
@@ -147,41 +149,41 @@ Hash = Row | BigHash
 # --- reads ---------------------------------------------------------------------------------
 def get(row: Hash, name: bytes) -> bytes | None:
     """The value of field `name`, None when absent."""
-    if type(row) is tuple:
-        where = row[0].slot.get(name)
-        return None if where is None else row[where]  # type: ignore[no-any-return]
-    return row.get(name)  # type: ignore[union-attr]
+    if isinstance(row, BigHash):
+        return row.get(name)
+    where = row[0].slot.get(name)
+    return None if where is None else row[where]
 
 
 def has(row: Hash, name: bytes) -> bool:
-    if type(row) is tuple:
-        return name in row[0].slot
-    return name in row
+    if isinstance(row, BigHash):
+        return name in row
+    return name in row[0].slot
 
 
 def field_set(row: Hash) -> Container[bytes]:
     """Something `field in` answers for (the fields, never the values)."""
-    return row[0].slot if type(row) is tuple else row  # type: ignore[no-any-return]
+    return row if isinstance(row, BigHash) else row[0].slot
 
 
 def length(row: Hash) -> int:
-    return len(row) - 1 if type(row) is tuple else len(row)
+    return len(row) if isinstance(row, BigHash) else len(row) - 1
 
 
 def names(row: Hash) -> Iterable[bytes]:
     """The field names, in order."""
-    return row[0].fields if type(row) is tuple else row.keys()  # type: ignore[union-attr]
+    return row.keys() if isinstance(row, BigHash) else row[0].fields
 
 
 def values(row: Hash) -> Iterable[bytes]:
-    return row[1:] if type(row) is tuple else row.values()  # type: ignore[union-attr]
+    return row.values() if isinstance(row, BigHash) else row[1:]
 
 
 def items(row: Hash) -> Iterator[tuple[bytes, bytes]]:
     """(field, value) pairs, in order."""
-    if type(row) is tuple:
-        return zip(row[0].fields, row[1:], strict=True)
-    return iter(row.items())  # type: ignore[union-attr]
+    if isinstance(row, BigHash):
+        return iter(row.items())
+    return zip(row[0].fields, row[1:], strict=True)
 
 
 def as_dict(row: Hash | None) -> dict[bytes, bytes]:
@@ -193,7 +195,7 @@ def as_dict(row: Hash | None) -> dict[bytes, bytes]:
 
 def is_listpack(row: Hash) -> bool:
     """True while Redis would hold this hash as a listpack (OBJECT ENCODING, HSCAN)."""
-    return row[0].listpack if type(row) is tuple else row.listpack  # type: ignore[union-attr, no-any-return]
+    return row.listpack if isinstance(row, BigHash) else row[0].listpack
 
 
 # --- writes (keyspace.apply only): each returns the new value -----------------------------
@@ -202,8 +204,8 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
     """`row` after HSET of `names[i] = values[i]` (a missing row is empty)."""
     if row is None:
         row = _EMPTY_ROW
-    if type(row) is tuple:
-        old = row[0]
+    if not isinstance(row, BigHash):
+        old: Schema = row[0]
         transition = old._after.get(names) or old.after(names)
         schema = transition.target(values, limits) if old.listpack else transition.hashtable
         if transition.count > COMPACT_MAX:
@@ -221,7 +223,7 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
 
 def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
     """`row` after HDEL of `names` (absent ones ignored); None once it is empty."""
-    if type(row) is tuple:
+    if not isinstance(row, BigHash):
         gone = set(names)
         schema = row[0]
         kept = [i for i, name in enumerate(schema.fields) if name not in gone]
@@ -232,7 +234,7 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
         fields = tuple(schema.fields[i] for i in kept)
         return (schema_of(fields, schema.listpack), *(row[i + 1] for i in kept))
     for name in names:
-        row.pop(name, None)  # type: ignore[union-attr]
+        row.pop(name, None)
     return row if row else None
 
 

@@ -218,7 +218,7 @@ class ZSet:
     # --- lexicographic ranges ------------------------------------------------
     def _one_score(self) -> bool:
         order = self.order
-        return order[0][:PREFIX] == order[-1][:PREFIX]
+        return bool(order[0][:PREFIX] == order[-1][:PREFIX])
 
     def lex_first(self, lex: LexRange) -> int | None:
         """The rank ZRANGEBYLEX starts at: the first member >= min, if it is <= max."""

@@ -24,6 +24,8 @@ with AT or a bad option; `ERR invalid group name`; a corrupt `meta.seq`
 
 from __future__ import annotations
 
+from typing import Any
+
 import sys
 from dataclasses import dataclass
 
@@ -31,7 +33,7 @@ from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX, ms_text, parse_int
-from emqd.plan import SCHEDULED, Plan, Shape, Slot
+from emqd.plan import SCHEDULED, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
@@ -147,10 +149,9 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     event = (events.ADDED, keys.queue, job_id, now_ms, None if due is None else {"due_ms": due})
     if (due is None and ring is None and not new_queue and args.priority is None
             and args.max_attempts is None and args.backoff is None and args.group is None):
-        ops = PLAIN.ops(keys.job(job_id), args.payload, now, keys.pending, seq_text, job_id,
-                        keys.meta, b"%d" % added)
-        return Plan(ops, job_id, [event], (), PLAIN)
-    row: list = [b"HSET", keys.job(job_id), b"state", b"scheduled" if due is not None else
+        return Plan(PLAIN.ops(keys.job(job_id), args.payload, now, keys.pending, seq_text,
+                              job_id, keys.meta, b"%d" % added), job_id, [event], (), PLAIN)
+    row: list[Any] = [b"HSET", keys.job(job_id), b"state", b"scheduled" if due is not None else
                  b"pending", b"payload", args.payload, b"created_ms", now]
     if args.priority is not None:
         row += [b"priority", b"%d" % args.priority]
@@ -160,7 +161,7 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         row += [b"backoff", args.backoff]
     if args.group is not None:
         row += [lanes.GROUP, args.group]
-    ops: list[tuple] = [tuple(row)]
+    ops: list[Op] = [tuple(row)]
     if due is not None:
         ops.append((b"ZADD", keys.scheduled, due, job_id))
         lane_ops = []

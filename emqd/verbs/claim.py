@@ -152,7 +152,7 @@ def judge(row: Hash) -> int | bytes:
     return token
 
 
-def _claimed(keys: QueueKeys, job_id: bytes, row: Hash, token: bytes, now: int) -> tuple:
+def _claimed(keys: QueueKeys, job_id: bytes, row: Hash, token: bytes, now: int) -> tuple[Any, ...]:
     """The reply row of one job and its `claimed` event."""
     failures = hashes.get(row, job.FAILURES)
     created = parse_int(hashes.get(row, job.CREATED_MS) or b"")
@@ -174,14 +174,14 @@ def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: in
                 ((LEASED, keys.queue, deadline),), ONE)
 
 
-def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list, corrupt: list,
+def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],
              now: int, run_id: bytes, lane_ops: list[Op] | None = None) -> Any:
     keys = args.keys
     ops = list(removed)
     replies = []
     happened = []
     deadline = now + args.lease_ms
-    zadd: list = [b"ZADD", keys.active]
+    zadd: list[Any] = [b"ZADD", keys.active]
     for job_id, row, number in jobs:
         token = b"%d" % number
         ops.append((b"HSET", keys.job(job_id), job.ATTEMPTS, token, job.STATE, job.ACTIVE,
@@ -205,7 +205,7 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list, corrupt
     return _answer(args, replies, ops, happened, deadline if jobs else None)
 
 
-def _answer(args: ClaimArgs, jobs: list, ops: list[Op], happened: list | None = None,
+def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any] | None = None,
             deadline: int | None = None) -> Any:
     """The reply (or the park), with the plan of what was claimed and skipped."""
     keys = args.keys

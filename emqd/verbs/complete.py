@@ -16,6 +16,8 @@ Every refusal writes nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sys
 from dataclasses import dataclass
 
@@ -36,10 +38,10 @@ _KEYWORDS = frozenset({b"RESULT"})
 
 def _shape(name: str, result: bool, trim: bool) -> Shape:
     """A flat job's COMPLETE, with or without RESULT, with or without one row trimmed."""
-    row: tuple = (b"HSET", Slot("row"), job.STATE, job.COMPLETED, job.FINISHED_MS, Slot("now"))
+    row: tuple[Any, ...] = (b"HSET", Slot("row"), job.STATE, job.COMPLETED, job.FINISHED_MS, Slot("now"))
     if result:
         row += (b"result", Slot("result"))
-    ops: list[tuple] = [
+    ops: list[tuple[Any, ...]] = [
         (b"ZREM", Slot("active"), Slot("id")),
         row,
         (b"ZADD", Slot("completed"), Slot("now"), Slot("id")),
@@ -94,7 +96,7 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         if trim:
             values += [tail[2][2], tail[3][1]]
         return Plan(shape.ops(*values), "OK", [event], (), shape)
-    fields: list = [job.STATE, job.COMPLETED, job.FINISHED_MS, now]
+    fields: list[Any] = [job.STATE, job.COMPLETED, job.FINISHED_MS, now]
     if args.result is not None:
         fields += [b"result", args.result]
     ops = [*leave, (b"HSET", keys.job(args.id), *fields), *tail, *lane_ops]

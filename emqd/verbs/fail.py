@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 
 from emqd import errors, events
+from emqd.events import Event
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX
@@ -120,7 +121,7 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         tail = job.finish_ops(view, keys, job.DEAD, [args.id], now_ms, settings.keep_dead)
         ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *tail, *lane_ops,
                job.count_op(view, keys, b"failed")]
-        event = (events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})
+        event: Event = (events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})
         return Plan(ops, [job.DEAD, verdict.failures], [event], ())
     due = verdict.due  # type: ignore[union-attr]
     ops = [

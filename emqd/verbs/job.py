@@ -14,6 +14,8 @@ return ops; a refusal raises before anything is written.
 
 from __future__ import annotations
 
+from typing import Any
+
 from emqd import errors
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
@@ -168,7 +170,7 @@ def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: 
     incremented(hget(view, metric, b"count"), len(ids))
     added = [(now, job_id) for job_id in ids]
     trim = retention.trim_ops(view, keys, kind.decode(), keep, added)
-    zadd: list = [b"ZADD", retention.set_key(keys, kind.decode())]
+    zadd: list[Any] = [b"ZADD", retention.set_key(keys, kind.decode())]
     for job_id in ids:
         zadd += [now, job_id]
     return [tuple(zadd), (b"HINCRBY", metric, b"count", len(ids)), *trim]

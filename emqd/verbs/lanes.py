@@ -36,6 +36,8 @@ then looks at the ring's size and stops).
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -235,7 +237,7 @@ def settle(ledger: Ledger) -> list[Op]:
         if not ledger.flat or not _zcard(view, keys.ring):
             return []  # no servable lane: no ring, and pending is served directly
     ops: list[Op] = []
-    set_active: list = []
+    set_active: list[Any] = []
     drop_active: list[bytes] = []
     entered = left = 0
     for group in _groups(ledger):
@@ -265,7 +267,7 @@ def settle(ledger: Ledger) -> list[Op]:
         ops.append((b"HDEL", keys.gactive, *drop_active))
     if ledger.placed:
         ops += _ring_ops(ledger)
-    meta_fields: list = []
+    meta_fields: list[Any] = []
     meta = view.hash(keys.meta)
     if ledger.rr is not None:
         incremented(None if meta is None else hashes.get(meta, RR), 0)  # to_back read it too
@@ -311,7 +313,7 @@ def _settle_flat(ledger: Ledger, entered: int, left: int) -> None:
 def _ring_ops(ledger: Ledger) -> list[Op]:
     ring = ledger.keys.ring
     out = [m for m, score in ledger.placed.items() if score is None and ledger.was_in(m)]
-    into: list = []
+    into: list[Any] = []
     for member, score in ledger.placed.items():
         if score is not None:
             into += [score, member]
@@ -410,7 +412,7 @@ def _still_servable(source: _Source, ledger: Ledger) -> bool:
 
 
 def _next_job(view: View, keys: QueueKeys, source: _Source, ledger: Ledger, judge: Judge,
-              taken: dict[bytes, list[bytes]], corrupt: list) -> tuple | None:
+              taken: dict[bytes, list[bytes]], corrupt: list[Any]) -> tuple[Any, ...] | None:
     """The source's next claimable job (id, row, token), None when it ran out."""
     for job_id in source.members:
         taken.setdefault(source.key, []).append(job_id)

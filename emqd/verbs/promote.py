@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 
 from emqd import errors, events
+from emqd.events import Event
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
@@ -73,7 +74,7 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ops: list[Op] = [(b"ZREM", keys.scheduled, *members)]
     seq_raw = None if meta is None else hashes.get(meta, b"seq")
     seq = None
-    happened = []
+    happened: list[Event] = []
     ledger = lanes.Ledger(view, keys, args.config)
     for member, row in zip(members, rows, strict=True):
         if row is None:

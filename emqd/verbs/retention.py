@@ -16,6 +16,8 @@ completed rows are not counted (`completed_total` already counts them).
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 
 from emqd.config import Config
@@ -37,7 +39,7 @@ def set_key(keys: QueueKeys, kind: str) -> bytes:
 
 
 def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
-             added: tuple | list = ()) -> list[Op]:
+             added: tuple[Any, ...] | list[Any] = ()) -> list[Op]:
     """The ops that trim `kind`'s set towards `keep` rows, deleting at most SLICE.
 
     `added` holds the (score, id) pairs the same plan adds to the set before

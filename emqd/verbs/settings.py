@@ -8,6 +8,8 @@ corrupt value refuses the verb (nothing written) instead of breaking a plan.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,14 +82,14 @@ def effective_raw(row: Hash | None, config: Config) -> dict[bytes, bytes]:
 # always find the same row, so parsing it again is wasted work. A compact row
 # is an immutable tuple, so it is its own cache key; only valid settings are
 # kept, and a corrupt value is refused again on every call.
-_validated: dict[tuple, tuple[Config, Settings]] = {}
+_validated: dict[tuple[Any, ...], tuple[Config, Settings]] = {}
 _VALIDATED_MAX = 1024
 
 
 def effective(row: Hash | None, config: Config) -> Settings:
     """The validated settings; a corrupt stored value raises `corrupt_setting`."""
     if row is None:
-        key: tuple = (id(config),)
+        key: tuple[Any, ...] = (id(config),)
     elif type(row) is tuple:
         key = (id(config), row)
     else:

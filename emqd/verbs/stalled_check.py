@@ -34,6 +34,8 @@ corrupt `priority` of a member to re-enter; a corrupt queue setting.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sys
 from dataclasses import dataclass
 
@@ -85,7 +87,7 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ops: list[Op] = []
     recovered: list[bytes] = []
     dead: list[bytes] = []
-    happened: list[tuple] = []
+    happened: list[tuple[Any, ...]] = []
     counted = 0
     ledger = lanes.Ledger(view, keys, args.config)
     for member, row in zip(expired, rows, strict=True):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from emqd import clock, errors
 from emqd.dispatch import execute
@@ -61,8 +61,9 @@ class Connection(asyncio.Protocol):
         self.holding = 0  # replies the server holds for the log (Server.write)
 
     # --- asyncio callbacks -----------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, base)  # a stream server's: it can write
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("sockname")
         state = self.server.state
@@ -100,7 +101,7 @@ class Connection(asyncio.Protocol):
         self.session.last_ms = clock.now_ms()
         self._accept(self.parser.feed(data, self.session.authenticated))
 
-    def _accept(self, requests: list) -> None:
+    def _accept(self, requests: list[Any]) -> None:
         """Run (or queue) parsed requests, then any the parser still holds back."""
         while True:
             if requests:
@@ -116,7 +117,7 @@ class Connection(asyncio.Protocol):
             requests = self.parser.feed(b"", self.session.authenticated)
 
     # --- running requests ---------------------------------------------------------
-    def _run(self, requests: list) -> None:
+    def _run(self, requests: list[Any]) -> None:
         """Run requests in order; stop at a park, a QUIT or a full socket.
 
         The parser stops at broken framing, so only the last request can be a

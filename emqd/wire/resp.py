@@ -29,6 +29,8 @@ Replies: `encode(value, resp)` for RESP2 (`resp=2`) or RESP3 (`resp=3`); see
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
 import hiredis
@@ -76,11 +78,11 @@ class RequestParser:
         """Unparsed bytes wait for `feed(b"")`: one-at-a-time mode, before AUTH."""
         return self._held and not self.failed
 
-    def feed(self, data: bytes, authenticated: bool = True) -> list:
+    def feed(self, data: bytes, authenticated: bool = True) -> list[Any]:
         """Requests completed by `data`, in order; a `ProtocolError` last if framing broke."""
         if self.failed:
             return []
-        requests: list = []
+        requests: list[Any] = []
         self._held = False
         try:
             if self._tail:
@@ -100,7 +102,7 @@ class RequestParser:
         return requests
 
     # --- fast path: hiredis ----------------------------------------------------------
-    def _feed_fast(self, data: bytes, requests: list) -> None:
+    def _feed_fast(self, data: bytes, requests: list[Any]) -> None:
         continuing = self._tail > 0
         start = 0  # where this chunk's own requests begin
         if continuing:
@@ -184,7 +186,7 @@ class RequestParser:
         self._tail = len(data) - offset
 
     # --- slow path: Redis's rules in Python --------------------------------------------
-    def _feed_slow(self, data: bytes, authenticated: bool, requests: list, fast_ok: bool) -> None:
+    def _feed_slow(self, data: bytes, authenticated: bool, requests: list[Any], fast_ok: bool) -> None:
         if self._pos >= len(self._buf):
             buf, pos = data, 0
         elif data:
@@ -330,7 +332,7 @@ def _wire_size(request: list[bytes]) -> int:
     return size
 
 
-def _inline(buf: bytes, pos: int, requests: list) -> int:
+def _inline(buf: bytes, pos: int, requests: list[Any]) -> int:
     """Redis's processInlineBuffer: the offset after the line, or -1 if it is unfinished."""
     newline = buf.find(b"\n", pos)
     if buf.find(b"\0", pos, newline if newline >= 0 else len(buf)) >= 0:
@@ -418,42 +420,43 @@ _SIMPLE: dict[str, bytes] = {}
 _SIMPLE_MAX = 256
 
 
-def encode(value: object, resp: int) -> bytes:
+def encode(value: Any, resp: int) -> bytes:
     """The RESP bytes for a reply value (see emqd/reply.py for the mapping)."""
     t = type(value)
     if t is bytes:
-        return b"$%d\r\n%b\r\n" % (len(value), value)  # type: ignore[arg-type]
+        return b"$%d\r\n%b\r\n" % (len(value), value)
     if t is int:
-        if 0 <= value < 1024:  # type: ignore[operator]
-            return _SMALL_INTS[value]  # type: ignore[index]
-        return b":%d\r\n" % value  # type: ignore[str-format]
+        number: int = value
+        if 0 <= number < 1024:
+            return _SMALL_INTS[number]
+        return b":%d\r\n" % number
     if t is str:
-        encoded = _SIMPLE.get(value)  # type: ignore[call-overload]
+        encoded = _SIMPLE.get(value)
         if encoded is None:
-            encoded = b"+%b\r\n" % value.encode()  # type: ignore[union-attr]
+            encoded = b"+%b\r\n" % value.encode()
             if len(_SIMPLE) < _SIMPLE_MAX:
-                _SIMPLE[value] = encoded  # type: ignore[index]
+                _SIMPLE[value] = encoded
         return encoded
     if t is list or t is tuple:
         # Bulk strings inline: most arrays (a claimed job, HGETALL, ZRANGE) hold
         # mostly bytes, and a call per element cost as much as its formatting.
-        return b"*%d\r\n" % len(value) + b"".join(  # type: ignore[arg-type]
+        return b"*%d\r\n" % len(value) + b"".join(
             [
                 b"$%d\r\n%b\r\n" % (len(v), v) if type(v) is bytes else encode(v, resp)
-                for v in value  # type: ignore[union-attr]
+                for v in value
             ]
         )
     if value is None:
         return b"_\r\n" if resp == 3 else b"$-1\r\n"
     if t is dict:
-        items = value.items()  # type: ignore[union-attr]
+        items = value.items()
         parts = [encode(k, resp) + encode(v, resp) for k, v in items]
         head = b"%%%d\r\n" % len(parts) if resp == 3 else b"*%d\r\n" % (2 * len(parts))
         return head + b"".join(parts)
     if isinstance(value, ReplyError):
         return b"-%b\r\n" % value.message
     if t is float:
-        text = format_double(value)  # type: ignore[arg-type]
+        text = format_double(value)
         return b",%b\r\n" % text if resp == 3 else b"$%d\r\n%b\r\n" % (len(text), text)
     if t is bool:
         if resp == 3:
@@ -463,13 +466,14 @@ def encode(value: object, resp: int) -> bytes:
         return b"_\r\n" if resp == 3 else b"*-1\r\n"
     if t is Verbatim:
         if resp == 3:
-            body = value.format + b":" + value.text  # type: ignore[union-attr]
+            body = value.format + b":" + value.text
             return b"=%d\r\n%b\r\n" % (len(body), body)
-        return encode(value.text, resp)  # type: ignore[union-attr]
+        return encode(value.text, resp)
     if t is Set:
-        items = value.items  # type: ignore[union-attr]
+        items = value.items
         head = b"~%d\r\n" if resp == 3 else b"*%d\r\n"
         return head % len(items) + b"".join([encode(v, resp) for v in items])
     if t is Raw:
-        return value.data  # type: ignore[union-attr]
+        raw: bytes = value.data
+        return raw
     raise TypeError(f"cannot encode {value!r} as a reply")

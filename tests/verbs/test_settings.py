@@ -7,7 +7,13 @@ import pytest
 from emqd import errors
 from emqd.config import Config
 from emqd.verbs import settings
+from emqd.store import hash as hashes
 from emqd.verbs.backoff import Backoff, parse_backoff
+
+
+def row(fields: dict[bytes, bytes]) -> hashes.Hash:
+    """A queue's `config` hash as the store holds it."""
+    return hashes.written(None, tuple(fields), tuple(fields.values()), hashes.Limits())
 
 
 def test_defaults_come_from_the_server_config() -> None:
@@ -18,14 +24,14 @@ def test_defaults_come_from_the_server_config() -> None:
 
 
 def test_queue_values_win() -> None:
-    got = settings.effective({b"max_attempts": b"9", b"other": b"x"}, Config())
+    got = settings.effective(row({b"max_attempts": b"9", b"other": b"x"}), Config())
     assert got.max_attempts == 9
 
 
 @pytest.mark.parametrize("field", [b"max_attempts", b"max_stalled", b"keep_dead", b"backoff"])
 def test_corrupt_stored_value_refuses(field: bytes) -> None:
     with pytest.raises(errors.ReplyError) as caught:
-        settings.effective({field: b"-1x"}, Config())
+        settings.effective(row({field: b"-1x"}), Config())
     assert caught.value == errors.corrupt_setting(field)
 
 
