@@ -30,7 +30,7 @@ into a scratch keyspace, which only happens when the start fails anyway.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gc
 import mmap
@@ -122,7 +122,7 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
         while start < size:
             end = _slice_end(buf, start + SLICE_BYTES)
             end = size if end < 0 else end + 2
-            feed(buf, start, end - start)
+            feed(cast(bytes, buf), start, end - start)  # hiredis reads any buffer
             ops: list[Any] = []
             while (cmd := gets()) is not False:
                 spec = specs.get(cmd[0])

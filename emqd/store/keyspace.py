@@ -14,8 +14,8 @@ without flags, ZREM, FLUSHALL), which is also what the append-only file logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from emqd import errors
 from emqd.plan import Op
@@ -77,7 +77,7 @@ class Keyspace:
         return key in self.data
 
     # --- writes --------------------------------------------------------------
-    def apply(self, ops: Iterable[Op]) -> None:
+    def apply(self, ops: Iterable[Sequence[Any]]) -> None:
         """Run `ops` in order. Never raises for a plan built by a command."""
         watched = self.watched
         for op in ops:
@@ -91,14 +91,14 @@ class Keyspace:
         return ready
 
 
-def _hset(space: Keyspace, op: Op) -> None:
+def _hset(space: Keyspace, op: Sequence[Any]) -> None:
     data = space.data
     key = op[1]
     # tuple() of a tuple is the tuple itself; the loader's ops are lists
     data[key] = hashes.written(data.get(key), tuple(op[2::2]), tuple(op[3::2]), space.limits)  # type: ignore[arg-type]
 
 
-def _hdel(space: Keyspace, op: Op) -> None:
+def _hdel(space: Keyspace, op: Sequence[Any]) -> None:
     data = space.data
     key = op[1]
     row = data.get(key)
@@ -111,7 +111,7 @@ def _hdel(space: Keyspace, op: Op) -> None:
         data[key] = left
 
 
-def _hincrby(space: Keyspace, op: Op) -> None:
+def _hincrby(space: Keyspace, op: Sequence[Any]) -> None:
     _, key, name, by = op
     row = space.data.get(key)
     current = None if row is None else hashes.get(row, name)  # type: ignore[arg-type]
@@ -119,13 +119,13 @@ def _hincrby(space: Keyspace, op: Op) -> None:
     space.data[key] = hashes.written(row, (name,), (value,), space.limits)  # type: ignore[arg-type]
 
 
-def _del(space: Keyspace, op: Op) -> None:
+def _del(space: Keyspace, op: Sequence[Any]) -> None:
     data = space.data
     for key in op[1:]:
         data.pop(key, None)
 
 
-def _zadd(space: Keyspace, op: Op) -> None:
+def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
     data = space.data
     key = op[1]
     zset = data.get(key)
@@ -142,7 +142,7 @@ def _zadd(space: Keyspace, op: Op) -> None:
         zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
 
 
-def _zrem(space: Keyspace, op: Op) -> None:
+def _zrem(space: Keyspace, op: Sequence[Any]) -> None:
     data = space.data
     key = op[1]
     zset = data.get(key)
@@ -154,11 +154,11 @@ def _zrem(space: Keyspace, op: Op) -> None:
         del data[key]
 
 
-def _flushall(space: Keyspace, op: Op) -> None:
+def _flushall(space: Keyspace, op: Sequence[Any]) -> None:
     space.data.clear()
 
 
-_APPLY: dict[bytes, Callable[[Keyspace, Op], None]] = {
+_APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
     b"HSET": _hset,
     b"HDEL": _hdel,
     b"HINCRBY": _hincrby,
