@@ -30,13 +30,12 @@ into a scratch keyspace, which only happens when the start fails anyway.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import gc
 import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import hiredis
 

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from emqd import errors
-from emqd.plan import Op
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, Limits
 from emqd.store.zset import ZSet
