@@ -110,9 +110,8 @@ class Server:
         later, and again, until the records are in."""
         self._flush_scheduled = False
         aof = self.state.aof
-        if aof is None:
-            durable = float("inf")
-        else:
+        durable = -1  # no log: nothing waits for one
+        if aof is not None:
             aof.flush()
             durable = aof.durable
         held = self.held
@@ -120,7 +119,7 @@ class Server:
         kept: deque[tuple[Connection, bytes, int]] = deque()
         while held:
             conn, data, needed = held.popleft()
-            if needed > durable or conn in stuck:
+            if (aof is not None and needed > durable) or conn in stuck:
                 stuck.add(conn)
                 kept.append((conn, data, needed))
                 continue

@@ -69,7 +69,11 @@ class ServerState:
         aof = self.aof
         if aof is not None and aof.rewrite is not None:
             aof.rewrite.capture(ops)  # a compaction keeps the old values of what changes
-        self.keyspace.apply(ops)
+        shape = plan.shape
+        if shape is not None:
+            shape.apply(self.keyspace, ops)
+        else:
+            self.keyspace.apply(ops)
         self.dirty += len(ops)
         if self._batch is not None:
             self._batch.append(plan)

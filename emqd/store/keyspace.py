@@ -84,17 +84,59 @@ class Keyspace:
             if watched and len(op) > 1 and op[1] in watched:
                 self.ready.add(op[1])
 
+    def touched(self, keys: tuple[bytes, ...]) -> None:
+        """Note the watched ones among keys a plan wrote (a Shape's applier)."""
+        watched = self.watched
+        for key in keys:
+            if key in watched:
+                self.ready.add(key)
+
     def take_ready(self) -> set[bytes]:
         """Watched keys written since the last call."""
         ready, self.ready = self.ready, set()
         return ready
 
 
-def _hset(space: Keyspace, op: Sequence[Any]) -> None:
+# --- the primitives each op is made of (and what a Shape's applier calls directly) -----
+def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
+               values: tuple[bytes, ...]) -> None:
+    """HSET key names[0] values[0] ..."""
     data = space.data
-    key = op[1]
+    data[key] = hashes.written(data.get(key), names, values, space.limits)  # type: ignore[arg-type]
+
+
+def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
+    """ZADD key score member: one member (a score as the plan wrote it: int, float, bytes)."""
+    data = space.data
+    zset = data.get(key)
+    if zset is None:
+        zset = data[key] = _new_zset(space.limits, 1, len(member))
+    zset.add(member, float(score), space.limits)  # type: ignore[union-attr]
+
+
+def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
+    """ZREM key member; the key goes with its last member."""
+    data = space.data
+    zset = data.get(key)
+    if zset is not None:
+        zset.remove(member)  # type: ignore[union-attr]
+        if not zset:
+            del data[key]
+
+
+def _new_zset(limits: Limits, count: int, longest: int) -> ZSet:
+    """A set as Redis makes it for a ZADD of `count` members, the longest `longest` bytes
+    long: born a skiplist when that is too big for a listpack (and then it keeps -0 scores
+    from its first member on)."""
+    zset = ZSet()
+    if count > limits.zset_entries or longest > limits.zset_value:
+        zset.listpack = False
+    return zset
+
+
+def _hset(space: Keyspace, op: Sequence[Any]) -> None:
     # tuple() of a tuple is the tuple itself; the loader's ops are lists
-    data[key] = hashes.written(data.get(key), tuple(op[2::2]), tuple(op[3::2]), space.limits)  # type: ignore[arg-type]
+    set_fields(space, op[1], tuple(op[2::2]), tuple(op[3::2]))
 
 
 def _hdel(space: Keyspace, op: Sequence[Any]) -> None:
@@ -130,13 +172,8 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
     zset = data.get(key)
     limits = space.limits
     if zset is None:
-        zset = data[key] = ZSet()
-        # Redis picks a new set's encoding from the whole ZADD (its size and
-        # longest member) before adding: a set born too big for a listpack
-        # keeps -0 scores from its first member on.
         members = op[3::2]
-        if len(members) > limits.zset_entries or max(map(len, members)) > limits.zset_value:
-            zset.listpack = False
+        zset = data[key] = _new_zset(limits, len(members), max(map(len, members)))
     for i in range(2, len(op), 2):
         zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
 
@@ -167,3 +204,34 @@ _APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
     b"FLUSHALL": _flushall,
 }
 
+
+def compile_applier(template: tuple[tuple[Any, ...], ...]) -> Callable[[Keyspace, Sequence[Any]], None]:
+    """Straight-line code applying ops built from `template` (a Shape's): each op is a
+    direct call of its primitive with its constant field names given once, where the
+    generic `apply` would look each op up by name and slice it. An argument of the
+    template that is not a constant is a value of the ops (a Shape's Slot)."""
+    def is_value(arg: Any) -> bool:
+        return not isinstance(arg, (bytes, int, float))
+
+    lines = [f"def apply(space, ops):\n    {', '.join(f'o{i}' for i in range(len(template)))}, = ops"]
+    for i, op in enumerate(template):
+        name, key = op[0], f"o{i}[1]"
+        if name == b"HSET" and not any(is_value(n) for n in op[2::2]):
+            values = ", ".join(f"o{i}[{j}]" if is_value(op[j]) else repr(op[j])
+                               for j in range(3, len(op), 2))
+            lines.append(f"    set_fields(space, {key}, {tuple(op[2::2])!r}, ({values},))")
+        elif name == b"ZADD" and len(op) == 4:
+            lines.append(f"    add_member(space, {key}, o{i}[2], o{i}[3])")
+        elif name == b"ZREM" and len(op) == 3:
+            lines.append(f"    remove_member(space, {key}, o{i}[2])")
+        elif name == b"DEL" and len(op) == 2:
+            lines.append(f"    space.data.pop({key}, None)")
+        else:
+            lines.append(f"    APPLY[{name!r}](space, o{i})")
+    touched = ", ".join(f"o{i}[1]" for i in range(len(template)))
+    lines.append(f"    if space.watched:\n        space.touched(({touched},))")
+    namespace: dict[str, Any] = {"set_fields": set_fields, "add_member": add_member,
+                                 "remove_member": remove_member, "APPLY": _APPLY}
+    exec(compile("\n".join(lines) + "\n", "<shape applier>", "exec"), namespace)  # noqa: S102
+    applier: Callable[[Keyspace, Sequence[Any]], None] = namespace["apply"]
+    return applier

@@ -3,8 +3,9 @@
 Each member is kept as one *packed key*: 9 bytes that sort as its score sorts,
 then the member itself. Because bytes compare as memcmp, the packed keys of a
 set sort exactly in Redis's order (score, then member bytes, which is also
-ZPOPMIN's order), so one SortedList of packed keys gives ranks and ranges in
-O(log n), and a dict maps each member to its packed key for O(1) lookups. The
+ZPOPMIN's order), so one sorted list of packed keys (store/sorted.py) gives
+ranks and ranges, and a dict maps each member to its packed key for O(1)
+lookups. The
 score lives once, inside the key: no float object, no (score, member) tuple per
 member, which is what made a pending job cost more than it does in Redis.
 
@@ -36,9 +37,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sortedcontainers import SortedList
-
 from emqd.store.hash import Limits
+from emqd.store.sorted import SortedKeys
 
 PREFIX = 9  # bytes of a packed key before the member
 _DOUBLE = struct.Struct(">d")
@@ -59,9 +59,12 @@ def pack(score: float, member: bytes) -> bytes:
 
 def score_of(key: bytes) -> float:
     """The score a packed key holds (-0 comes back as 0)."""
+    score: float
     if key[0]:
-        return _DOUBLE.unpack_from(key, 1)[0]  # type: ignore[no-any-return]
-    return _DOUBLE.unpack(key[1:PREFIX].translate(_INVERT))[0]  # type: ignore[no-any-return]
+        (score,) = _DOUBLE.unpack_from(key, 1)
+    else:
+        (score,) = _DOUBLE.unpack(key[1:PREFIX].translate(_INVERT))
+    return score
 
 
 def _bound(score: float) -> bytes:
@@ -76,7 +79,7 @@ class ZSet:
 
     def __init__(self) -> None:
         self.keys: dict[bytes, bytes] = {}  # member -> packed key
-        self.order: SortedList = SortedList()  # the packed keys, sorted
+        self.order = SortedKeys()  # the packed keys, sorted
         self.listpack = True  # Redis would still hold this set as a listpack
         self.negative_zeros: set[bytes] | None = None  # members scored -0 (skiplist only)
 
@@ -89,7 +92,7 @@ class ZSet:
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
         return self.pairs(self.order)
 
-    def pairs(self, keys: Iterator[bytes] | SortedList) -> Iterator[tuple[float, bytes]]:
+    def pairs(self, keys: Iterator[bytes] | SortedKeys) -> Iterator[tuple[float, bytes]]:
         """(score, member) of each packed key, as the commands see them."""
         negative_zeros = self.negative_zeros
         for key in keys:
@@ -153,11 +156,15 @@ class ZSet:
         """The (score, member) pair ZPOPMIN would take, without taking it."""
         if not self.keys:
             return None
-        return next(self.pairs(iter((self.order[0],))))
+        key = self.order.first()
+        member = key[PREFIX:]
+        if self.negative_zeros and member in self.negative_zeros:
+            return -0.0, member
+        return score_of(key), member
 
     def first_member(self) -> bytes | None:
         """The member ZPOPMIN would take (CLAIM's read: no score to decode)."""
-        return self.order[0][PREFIX:] if self.keys else None
+        return self.order.first()[PREFIX:] if self.keys else None
 
     def members(self) -> Iterator[bytes]:
         """Every member in order, lazily (a walk that may stop early costs what it visits)."""
@@ -177,7 +184,7 @@ class ZSet:
         key = self.keys.get(member)
         if key is None:
             return None
-        return self.order.index(key)  # type: ignore[no-any-return]
+        return self.order.index(key)  
 
     def walk(self, start: int, stop: int, reverse: bool = False) -> Iterator[tuple[float, bytes]]:
         """Pairs of ranks `[start, stop)`, ascending, or descending when `reverse`."""
@@ -189,16 +196,16 @@ class ZSet:
         if exclusive:
             if math.isinf(score) and score > 0:
                 return len(self.order)
-            return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  # type: ignore[no-any-return]
-        return self.order.bisect_left(_bound(score))  # type: ignore[no-any-return]
+            return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  
+        return self.order.bisect_left(_bound(score))  
 
     def end_of(self, score: float, exclusive: bool = False) -> int:
         """One past the rank of the last pair whose score is <= score (< score when exclusive)."""
         if exclusive:
-            return self.order.bisect_left(_bound(score))  # type: ignore[no-any-return]
+            return self.order.bisect_left(_bound(score))  
         if math.isinf(score) and score > 0:
             return len(self.order)
-        return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  # type: ignore[no-any-return]
+        return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  
 
     def score_span(
         self, low: float, high: float, low_exclusive: bool = False, high_exclusive: bool = False
@@ -306,21 +313,21 @@ class LexRange:
         return cmp < 0 if self.max_exclusive else cmp <= 0
 
 
-def _bisect_min(order: SortedList, prefix: bytes, lex: LexRange) -> int:
+def _bisect_min(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
     """Where members >= lex.min start, in a set whose keys all begin with `prefix`."""
     if lex.min is MINUS_INF:
         return 0
     if lex.min is PLUS_INF:
         return len(order)
     bound = prefix + lex.min  # type: ignore[operator]
-    return order.bisect_right(bound) if lex.min_exclusive else order.bisect_left(bound)  # type: ignore[no-any-return]
+    return order.bisect_right(bound) if lex.min_exclusive else order.bisect_left(bound)  
 
 
-def _bisect_max(order: SortedList, prefix: bytes, lex: LexRange) -> int:
+def _bisect_max(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
     """One past where members <= lex.max end, in a set whose keys all begin with `prefix`."""
     if lex.max is PLUS_INF:
         return len(order)
     if lex.max is MINUS_INF:
         return 0
     bound = prefix + lex.max  # type: ignore[operator]
-    return order.bisect_left(bound) if lex.max_exclusive else order.bisect_right(bound)  # type: ignore[no-any-return]
+    return order.bisect_left(bound) if lex.max_exclusive else order.bisect_right(bound)  
