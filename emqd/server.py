@@ -14,11 +14,13 @@ from collections import deque
 
 import uvloop
 
+from emqd import clock
 from emqd.blocking import Waiters
 from emqd.config import Config
 from emqd.housekeeping import Housekeeping
 from emqd.http.app import HttpSide
 from emqd.listen import Listener, bind_listeners, close, listen
+from emqd.loop_lag import LagProbe
 from emqd.output_limit import OutputLimit
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
@@ -44,9 +46,11 @@ class Server:
         self.http: HttpSide | None = None  # the dashboard and /metrics (emqd/http/)
         self.state.shutdown_requested = self.request_shutdown
         self.housekeeping = Housekeeping(self.state, wake=self.wake_parked)
-        self.state.info_fields.setdefault("clients", []).append(
-            lambda: {"blocked_clients": len(self.waiters)}
-        )
+        self.lag_probe = LagProbe(self.state.loop_lag)
+        fields = self.state.info_fields
+        fields.setdefault("clients", []).append(lambda: {"blocked_clients": len(self.waiters)})
+        fields.setdefault("server", []).append(lambda: {"clock_skew_ms": clock.skew_ms()})
+        fields.setdefault("stats", []).append(self.state.loop_lag.info)
         # Replies waiting for the log: (connection, data, the log offset they need).
         self.held: deque[tuple[Connection, bytes, int]] = deque()
         self._flush_scheduled = False
@@ -159,6 +163,7 @@ class Server:
             self.http = HttpSide(self.state, lambda: len(self.waiters), self.wake_parked)
             await self.http.start(self.config.bind, self.config.http_port)
         self.housekeeping.start(loop)
+        self.lag_probe.start(loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_shutdown)
 
@@ -169,6 +174,7 @@ class Server:
         for listener in self.listeners:
             listener.close()
         self.housekeeping.stop()
+        self.lag_probe.stop()
         for conn in list(self.connections.values()):
             block = conn.parked
             if block is not None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from emqd import clock
 from emqd.config import Config
 from emqd.events import Listener
+from emqd.loop_lag import LoopLag
 from emqd.plan import Plan
 from emqd.pubsub import PubSub
 from emqd.store.keyspace import Keyspace
@@ -44,6 +45,9 @@ class ServerState:
         self.command_calls: dict[str, int] = {}  # full name -> calls (INFO commandstats, /metrics)
         self.total_connections = 0
         self.rejected_connections = 0  # refused at maxclients
+        # How late the event loop runs (emqd/loop_lag.py): INFO's latest and
+        # worst lag, and a cumulative histogram for /metrics.
+        self.loop_lag = LoopLag()
         # INFO: section name -> callables adding fields to it (housekeeping adds
         # its `housekeeping_*` counters to "stats", the log its `aof_*` fields to
         # "persistence", the server `blocked_clients` to "clients").
