@@ -25,6 +25,14 @@ later deadline (an EXTEND) never adds an entry; an entry that turns out early
 (its job was extended or removed) costs one empty pass, after which the
 queue's true earliest time is read from the store.
 
+The sweep judges only after the sockets were read (section 6.4): when its
+timer fires, it notes the time and waits for a timer of SETTLE_S, which runs
+after the loop's next poll of the sockets (a loop iteration runs its due
+timers *before* it polls, so without this, after one long command the sweep
+would run before the heartbeats already waiting in the sockets were read).
+It then counts only the leases that ran out by the time it fired, each of
+which was thus given a read of every socket begun after its deadline.
+
 Work is done in slices of SLICE jobs, one slice per queue and at most
 QUEUES_PER_TURN queues per loop iteration, so a backlog never stalls the loop.
 A refused slice (a corrupt row) is logged once with the queue and the job
@@ -66,6 +74,9 @@ _CONFIG = b"}:config"
 _PREFIX = b"emq:{"
 _UNWATCHED = ()  # a ZADD key that feeds no Deadlines
 TARGETS_MAX = 65_536  # keys remembered by `observe`; cleared when full
+# A timer this short runs after the loop's next I/O poll. 0 would not: uvloop
+# runs call_later(0) as call_soon, before the poll (tests/test_housekeeping.py).
+SETTLE_S = 0.001
 
 
 class Deadlines:
@@ -77,10 +88,16 @@ class Deadlines:
     and forgotten: `due` notes the queue's next time itself. `hold(queue,
     until)` (after a refusal) keeps new writes from bringing the queue back
     sooner than `until`.
+
+    With `after_io`, a fired timer first lets the loop read its sockets (a
+    SETTLE_S timer), then hands over the queues due by the time it fired,
+    with that time as `now_ms`.
     """
 
-    def __init__(self, due: Callable[[bytes, int], None]) -> None:
+    def __init__(self, due: Callable[[bytes, int], None], after_io: bool = False) -> None:
         self.due = due
+        self.after_io = after_io
+        self.fired_at: int | None = None  # with after_io: the time a fired timer waits to judge
         self.heap: list[tuple[int, bytes]] = []
         self.earliest: dict[bytes, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -110,10 +127,12 @@ class Deadlines:
     def stop(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.timer = self.timer_at = None
+        self.timer = self.timer_at = self.fired_at = None
         self.loop = None
 
     def _arm(self) -> None:
+        if self.fired_at is not None:
+            return  # the settle timer runs first; it arms the next deadline after judging
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
@@ -127,6 +146,21 @@ class Deadlines:
     def _fire(self) -> None:
         self.timer = self.timer_at = None
         now = clock.now_ms()
+        if self.after_io:
+            assert self.loop is not None  # stop() cancels the timer
+            self.fired_at = self.timer_at = now
+            self.timer = self.loop.call_later(SETTLE_S, self._settled)
+            return
+        self._run_due(now)
+
+    def _settled(self) -> None:
+        """The sockets were read since the timer fired: judge as of the time it fired."""
+        now = self.fired_at
+        assert now is not None  # set by _fire; stop() cancels this timer
+        self.timer = self.timer_at = self.fired_at = None
+        self._run_due(now)
+
+    def _run_due(self, now: int) -> None:
         heap, earliest = self.heap, self.earliest
         ready: list[bytes] = []
         while heap and heap[0][0] <= now and len(ready) < QUEUES_PER_TURN:
@@ -186,7 +220,7 @@ class Housekeeping:
         self.counters = Counters()
         self.logged: set[tuple[Any, ...]] = set()  # refusals already logged: each is logged once
         self.promotion = Deadlines(self._promote)
-        self.sweep = Deadlines(self._sweep)
+        self.sweep = Deadlines(self._sweep, after_io=True)  # heartbeats in the sockets win
         self.retention = Deadlines(self._trim)
         self._targets: dict[bytes, Any] = {}  # ZADD key -> (Deadlines, queue) | _UNWATCHED
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import uvloop
 
 from emqd import clock, errors
 from emqd.config import Config
@@ -190,6 +192,73 @@ async def test_a_failing_job_is_logged_and_retried_not_fatal(caplog: Any) -> Non
     deadlines.stop()
     assert deadlines.earliest[b"q"] >= clock.now_ms() + 500  # a retry later, not a spin
     assert "housekeeping" in caplog.text
+
+
+def _order_after_a_long_callback(after_io: bool) -> list[str]:
+    """On uvloop: a deadline passes while one socket's callback holds the loop and, meanwhile,
+    bytes land in another socket. Returns the order in which the loop then served them."""
+    order: list[str] = []
+    deadlines = Deadlines(lambda queue, now: order.append("sweep"), after_io=after_io)
+    heavy_peer, heavy_end = socket.socketpair()
+    beat_peer, beat_end = socket.socketpair()
+
+    class Recorder(asyncio.Protocol):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def data_received(self, data: bytes) -> None:
+            order.append(self.name)
+            if self.name == "heavy":
+                time.sleep(0.08)  # one long command; the deadline passes meanwhile
+                beat_peer.sendall(b"EXTEND")  # a heartbeat sent before the loop comes back
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        heavy, _ = await loop.connect_accepted_socket(lambda: Recorder("heavy"), heavy_end)
+        beat, _ = await loop.connect_accepted_socket(lambda: Recorder("heartbeat"), beat_end)
+        try:
+            deadlines.start(loop)
+            deadlines.note(b"q", clock.now_ms() + 30)
+            heavy_peer.sendall(b"KEYS *")
+            for _ in range(100):  # bounded: 1 s
+                if len(order) == 3:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            deadlines.stop()
+            heavy.close()
+            beat.close()
+            await asyncio.sleep(0.01)  # the transports close on the next iterations
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+        for sock in (heavy_peer, beat_peer):
+            sock.close()
+    return order
+
+
+def test_uvloop_runs_a_due_timer_before_the_bytes_waiting_in_a_socket() -> None:
+    """Why the sweep waits: without it, the timer wins over a heartbeat already sent."""
+    assert _order_after_a_long_callback(after_io=False) == ["heavy", "sweep", "heartbeat"]
+
+
+def test_a_fired_sweep_waits_until_the_sockets_were_read() -> None:
+    assert _order_after_a_long_callback(after_io=True) == ["heavy", "heartbeat", "sweep"]
+
+
+async def test_a_waiting_sweep_judges_as_of_the_time_it_fired() -> None:
+    fired: list[int] = []
+    deadlines = Deadlines(lambda queue, now: fired.append(now), after_io=True)
+    deadlines.start(asyncio.get_running_loop())
+    at = clock.now_ms() + 10
+    deadlines.note(b"q", at)
+    deadlines.note(b"r", at + 5)  # not due when the timer fires: judged at the next firing
+    await until(lambda: len(fired) == 2)
+    deadlines.stop()
+    assert at <= fired[0] < at + 5 <= fired[1]
 
 
 # --- promotion ----------------------------------------------------------------------
