@@ -11,10 +11,16 @@ Instead, slices end just before a MULTI (or any `*` that follows a CRLF), so
 most of them end on a record boundary; a slice after which the reader holds
 no byte and no MULTI is open is an *anchor*, a known clean offset (the next
 byte is a `*`, and inside a command the next element would start with `$`).
-The strict Python scan (`_commands`) reads only from the last anchor:
-it checks the last records (hiredis does not check a bulk string's CRLF), and
-when something is wrong (framing, an unknown command, EOF inside a record or a
-MULTI) it finds the exact offset and decides:
+hiredis does not check the CRLF after a bulk string (it skips two bytes), so
+the records between two anchors are checked there (`_framing_intact`), by
+counting at C speed, with no Python per argument: intact framing holds exactly
+one CRLF per header line and one per bulk string, plus the arguments' own. When
+no argument ends in CR, a damaged terminator cannot be made up for by any other
+CRLF, so the count is exact; when one does, the records are scanned strictly.
+
+The strict Python scan (`_commands`) reads only from the last anchor: it
+checks the last records, and when something is wrong (framing, an unknown
+command, EOF inside a record or a MULTI) it finds the exact offset and decides:
 
 - the bytes after the last complete record are a prefix of a record, or an
   unterminated MULTI block: a *torn tail* (a crash mid-write). It was not
@@ -35,6 +41,7 @@ import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain, repeat
 from typing import Any, cast
 
 import hiredis
@@ -117,6 +124,9 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
     txn: list[Any] | None = None  # ops of an open MULTI, applied at its EXEC
     anchor = 0
     start = 0
+    checked = 0  # the framing before this offset was checked
+    unchecked: list[list[Any]] = []  # the ops lists of the slices read since `checked`
+    records = 0  # MULTI ... EXEC records read since `checked`
     try:
         while start < size:
             end = _slice_end(buf, start + SLICE_BYTES)
@@ -138,13 +148,21 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
                 elif cmd == [_EXEC] and txn is not None:
                     ops.extend(txn)
                     txn = None
+                    records += 1
                 else:
                     raise _Problem
+            unchecked.append(ops)
+            # The reader has used every byte and the next one is a `*`: within a
+            # command the next element would be a `$`, so this is a boundary,
+            # where the framing read since the last one is checked. (The end of
+            # the file is left to the strict scan of the tail.)
+            boundary = txn is None and not has_data() and end < size
+            if boundary:
+                _check_framing(path, buf, checked, end, unchecked, records)
+                checked, unchecked, records = end, [], 0
             _apply_slice(path, buf, size, apply, ops)
             start = end
-            # The reader has used every byte and the next one is a `*`: within a
-            # command the next element would be a `$`, so this is a boundary.
-            if txn is None and not has_data() and end < size:
+            if boundary:
                 anchor = end
     except (_Problem, hiredis.ProtocolError, TypeError, IndexError):
         _scan_tail(path, buf, anchor, size)  # raises at the damage it finds
@@ -165,6 +183,48 @@ def _slice_end(buf: mmap.mmap, after: int) -> int:
     """
     end = buf.find(_RECORD_START, after, after + 4 * SLICE_BYTES)
     return end if end >= 0 else buf.find(b"\r\n*", after)
+
+
+def _check_framing(path: str, buf: mmap.mmap, start: int, end: int, slices: list[list[Any]],
+                   records: int) -> None:
+    """Raise _Problem (or LoadError) unless every bulk string of buf[start:end] ends in CRLF.
+
+    buf[start:end] holds exactly the ops of `slices` and `records` MULTI/EXEC pairs.
+    """
+    intact = _framing_intact(buf[start:end], slices, records)
+    if intact is None:  # the counts cannot tell: read these records strictly
+        try:
+            for _ in _commands(buf, start, end):
+                pass
+        except _Damage as damage:
+            raise LoadError(path, damage.offset, damage.reason) from None
+        except _Torn as torn:  # hiredis read it whole: its length lines disagree
+            raise LoadError(path, torn.offset, "a record cut short") from None
+    elif not intact:
+        raise _Problem
+
+
+def _framing_intact(data: bytes, slices: list[list[Any]], records: int) -> bool | None:
+    """Whether `data`, which hiredis read as the ops of `slices` and `records` MULTI/EXEC
+    pairs, has CRLF after every bulk string. None: the counts cannot tell.
+
+    Every header line ends in CRLF (hiredis finds its end there) and every
+    bulk string's two following bytes are its terminator, so intact framing
+    holds one CRLF per command and two per argument (three per MULTI and per
+    EXEC), plus the arguments' own. A damaged terminator loses its CRLF; the
+    only other CRLF it can make is with a CR that ends an argument (the byte
+    after it is a type byte, never an LF). So when no argument ends in CR the
+    count is exact, and the common case (no CR in any argument) costs a join
+    and two C-speed counts.
+    """
+    framing = sum(map(len, slices)) + 2 * sum(map(len, chain.from_iterable(slices))) + 6 * records
+    found = data.count(b"\r\n")
+    if b"\r" not in b"".join(map(b"".join, chain.from_iterable(slices))):
+        return found == framing
+    args = list(chain.from_iterable(chain.from_iterable(slices)))
+    if any(map(bytes.endswith, args, repeat(b"\r"))):
+        return None
+    return found == framing + sum(map(bytes.count, args, repeat(b"\r\n")))
 
 
 def _apply_slice(path: str, buf: mmap.mmap, size: int, apply, ops: list[Any]) -> None:  # type: ignore[no-untyped-def]

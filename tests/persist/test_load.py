@@ -178,3 +178,63 @@ def test_the_strict_scan_reads_only_the_tail_of_a_big_clean_file(
     assert load(str(path), space).torn_bytes == 0
     assert len(space) == 20_002
     assert 0 < len(scanned) < 2_000  # of 100_000 commands
+
+
+# --- the CRLF after each bulk string, in the middle of a big file -------------------
+def _middle_of_a_big_file(last_arg: bytes) -> tuple[bytes, int, bytes]:
+    """4,000 plans, one HSET whose value is `last_arg`, 4,000 plans: (head, offset of
+    that value's terminator, tail), the damage far from the strictly scanned tail."""
+    rng = RandomPlans(21)
+    head = encode_records(rng.plans(4000))
+    record = encode_records([[(b"HSET", b"damaged", b"f", last_arg)]])
+    return head + record[:-2], len(head) + len(record) - 2, encode_records(rng.plans(4000))
+
+
+@pytest.mark.parametrize(
+    "value, terminator",
+    [
+        (b"v", b"XX"),
+        (b"v", b"\r\r"),
+        (b"v", b"\n\n"),
+        (b"v", b"\n\r"),
+        (b"v", b"\rX"),
+        (b"v\r\nw", b"XX"),  # a value with its own CRLF
+        (b"v\r", b"\nX"),  # the LF of the damage pairs with the value's CR
+        (b"v\r", b"\n\r"),
+    ],
+)
+def test_a_damaged_crlf_after_a_bulk_string_mid_file_stops_the_load_at_it(
+    tmp_path: Path, slices: int, value: bytes, terminator: bytes
+) -> None:
+    head, offset, tail = _middle_of_a_big_file(value)
+    data = head + terminator + tail
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(data)
+    with pytest.raises(LoadError) as caught:
+        load(str(path), Keyspace())
+    assert caught.value.offset == offset
+    assert "bulk string not followed by CRLF" in str(caught.value)
+    assert path.read_bytes() == data
+
+
+def test_a_damaged_crlf_among_values_holding_crlfs_is_found(tmp_path: Path) -> None:
+    plans = [[(b"HSET", b"h%d" % i, b"f", b"a\r\nb" if i % 2 else b"ab")] for i in range(3000)]
+    data = bytearray(encode_records(plans))
+    first = data.index(b"ab\r\n", len(data) // 2) + 2
+    data[first : first + 2] = b"XY"
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(bytes(data))
+    with pytest.raises(LoadError) as caught:
+        load(str(path), Keyspace())
+    assert caught.value.offset == first
+
+
+@pytest.mark.parametrize("value", [b"a\r\nb", b"\r", b"ends in CR\r", b"\rstarts", b"\n\r\n", b""])
+def test_values_holding_cr_and_lf_are_not_damage(tmp_path: Path, slices: int, value: bytes) -> None:
+    plans = [[(b"HSET", b"h%d" % i, b"f", value * (i % 3)), (b"ZADD", b"z", i, value + b"%d" % i)]
+             for i in range(3000)]
+    path = str(tmp_path / "emqd.aof")
+    data = write_file(path, plans)
+    space = Keyspace()
+    assert load(path, space) == load_module.Loaded(len(data), 0)
+    assert dump(space) == dump(applied(plans))

@@ -185,6 +185,27 @@ def test_damage_before_the_end_stops_the_start_and_leaves_the_file(tmp_path: Pat
     assert path.read_bytes() == data
 
 
+def test_a_damaged_crlf_in_the_middle_of_the_file_stops_the_start_at_its_offset(
+    tmp_path: Path,
+) -> None:
+    """hiredis skips the two bytes after a bulk string; the start must not."""
+    head = encode_records([[(b"HSET", b"job:%d" % i, b"payload", b"p" * 40)] for i in range(2000)])
+    damaged = encode_records([[(b"HSET", b"a", b"f", b"value")]])[:-2] + b"\n\n"
+    tail = encode_records([[(b"HSET", b"job:%d" % i, b"payload", b"p" * 40)] for i in range(2000)])
+    data = head + damaged + tail
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(data)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "emqd", "--port", str(free_port()), "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=30, env=env,
+    )
+    assert done.returncode == 1
+    offset = len(head) + len(damaged) - 2
+    assert f"damaged at byte offset {offset}: bulk string not followed by CRLF" in done.stderr
+    assert path.read_bytes() == data
+
+
 def test_a_second_emqd_on_the_same_directory_refuses_to_start(tmp_path: Path) -> None:
     server = emqd(tmp_path)
     try:
