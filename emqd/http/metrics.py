@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Histogram, disable_created_metr
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
+    HistogramMetricFamily,
     InfoMetricFamily,
     Metric,
 )
@@ -36,6 +37,7 @@ from emqd import __version__
 from emqd.commands.server import _rss_bytes
 from emqd.events import CLAIMED, COMPLETED, Event
 from emqd.http import reading
+from emqd.loop_lag import LoopLag
 from emqd.server_state import ServerState
 
 # Jobs last from milliseconds to hours; the default buckets stop at 10 s.
@@ -165,6 +167,17 @@ class StoreCollector:
                                     value=state.aof.size)
         yield GaugeMetricFamily("emqd_memory_rss_bytes", "Resident memory of the process",
                                 value=_rss_bytes())
+        yield _loop_lag(state.loop_lag)
+
+
+def _loop_lag(lag: LoopLag) -> HistogramMetricFamily:
+    """The event loop's lateness as a histogram: the samples emqd/loop_lag.py keeps."""
+    buckets = [(repr(bound), count) for bound, count in zip(lag.bounds_s, lag.cumulative,
+                                                             strict=False)]
+    buckets.append(("+Inf", lag.cumulative[-1]))
+    return HistogramMetricFamily("emqd_loop_lag_seconds",
+                                 "How late the event loop ran its timers (a stall: one sample)",
+                                 buckets=buckets, sum_value=lag.sum_s)
 
 
 class Metrics:

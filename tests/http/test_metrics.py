@@ -181,3 +181,16 @@ def test_counted_stalls_are_counted() -> None:
     time.sleep(0.01)  # the 1 ms lease runs out
     assert local.run("EMQ.STALLED.CHECK", "q") == [[b"1"], []]
     assert scrape(metrics_of(local))[("emqd_jobs_stalled_total", q("q"))] == 1
+
+
+def test_the_loop_lag_is_a_histogram_of_what_the_probe_saw() -> None:
+    local = Local()
+    lag = local.state.loop_lag
+    for ms in (0.4, 3.0, 700.0):  # two quick ticks and one stall
+        lag.observe(ms, 1000.0)
+    samples = scrape(metrics_of(local))
+    assert samples[("emqd_loop_lag_seconds_count", ())] == 3
+    assert samples[("emqd_loop_lag_seconds_bucket", (("le", "0.001"),))] == 1
+    assert samples[("emqd_loop_lag_seconds_bucket", (("le", "0.5"),))] == 2
+    assert samples[("emqd_loop_lag_seconds_bucket", (("le", "1.0"),))] == 3
+    assert abs(samples[("emqd_loop_lag_seconds_sum", ())] - 0.7034) < 1e-9
