@@ -12,6 +12,7 @@ from emqd import __version__
 from emqd.config import Config
 
 _YES_NO = {"yes": True, "no": False}
+_OPTIONAL_INTS = {"id_base"}  # integer flags whose default (None) is worked out at start
 _CHOICES = {
     "appendonly": ["yes", "no"],
     "appendfsync": ["always", "everysec", "no"],
@@ -68,7 +69,7 @@ def config_from(argv: list[str], environ: dict[str, str]) -> Config:
             parser.error(f"{_flag(f.name)} must be one of {', '.join(_CHOICES[f.name])}")
         if type(default) is bool:
             values[f.name] = _YES_NO[raw]
-        elif type(default) is int:
+        elif type(default) is int or f.name in _OPTIONAL_INTS:
             try:
                 number = int(raw)
             except ValueError:

@@ -12,9 +12,8 @@ as in Redis.
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Callable
+from typing import Any
 
 _STAR = object()
 _ANY = object()

@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 from collections import deque
+from dataclasses import replace
 
 import uvloop
 
@@ -35,8 +36,16 @@ RETRY_WRITE_S = 1.0  # while the disk refuses the log, how often it is tried aga
 SHUTDOWN_FLUSH_S = 2.0  # how long a shutdown waits for replies to reach their clients
 
 
+ID_EPOCH_MS = 1_735_689_600_000  # 2025-01-01 UTC: ids below 2^40 (the score band) until 2059
+
+
 class Server:
     def __init__(self, config: Config) -> None:
+        if config.id_base is None:
+            # No log to say where ids stopped: start after this start's time, so that
+            # no (id, token) of an earlier process names a new job (PROTOCOL.md 6.1).
+            config = replace(config, id_base=0 if config.appendonly
+                             else clock.now_ms() - ID_EPOCH_MS)
         self.config = config
         self.state = ServerState(config)
         self.waiters = Waiters(self.state.keyspace)

@@ -86,12 +86,15 @@ class ServerProcess:
 
 
 def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
-               env: dict[str, str] | None = None, http: bool = False) -> ServerProcess:
+               env: dict[str, str] | None = None, http: bool = False,
+               ids_from_one: bool = True) -> ServerProcess:
     """emqd as `python -m emqd` on a free port; `--appendonly no` unless flags say otherwise.
 
     The HTTP side is off (`--http-port 0`), so that servers started side by side
     never race for the default 6391; `http=True` gives it a free port of its
-    own, as `server.http_port`, and waits for it too.
+    own, as `server.http_port`, and waits for it too. Ids start at 1 (`--id-base
+    0`), so tests can name the jobs they add, unless `ids_from_one` is False:
+    then, without a log, emqd starts them after its start time (PROTOCOL.md 6.1).
     """
     port = port or free_port()
     argv = [sys.executable, "-m", "emqd"]
@@ -99,6 +102,8 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
         argv += ["--port", str(port)]
     if "--appendonly" not in flags:
         argv += ["--appendonly", "no"]
+    if ids_from_one and "--id-base" not in flags:
+        argv += ["--id-base", "0"]
     http_port = free_port() if http else 0
     if "--http-port" not in flags:
         argv += ["--http-port", str(http_port)]

@@ -12,8 +12,6 @@ redis-benchmark) to CPU 1, as the issue's reference measurement was taken;
 
 from __future__ import annotations
 
-from typing import Any
-
 import argparse
 import asyncio
 import dataclasses
@@ -24,6 +22,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import uvloop
 

@@ -8,8 +8,6 @@ always emqd / redis, so for latency and memory lower is better.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import os
 import platform
@@ -17,6 +15,7 @@ import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)

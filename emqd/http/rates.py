@@ -18,9 +18,8 @@ from 0, as Prometheus reads a reset.
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections import deque
+from typing import Any
 
 MINUTE_MS = 60_000
 MINUTES = 60  # the charts' window

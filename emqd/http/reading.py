@@ -30,9 +30,8 @@ The counters and where the core keeps them:
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 from emqd.errors import ReplyError
 from emqd.keys import QUEUES, QueueKeys, queue_keys

@@ -19,14 +19,13 @@ a crash at any instant loses nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
+from typing import Any
 
 from emqd.persist.records import append_command
 from emqd.plan import Op

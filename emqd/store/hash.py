@@ -26,8 +26,8 @@ emqd's own compact/dict choice.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator
-from typing import Any
 from operator import itemgetter
+from typing import Any
 
 from emqd import errors
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int

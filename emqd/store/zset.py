@@ -184,7 +184,7 @@ class ZSet:
         key = self.keys.get(member)
         if key is None:
             return None
-        return self.order.index(key)  
+        return self.order.index(key)
 
     def walk(self, start: int, stop: int, reverse: bool = False) -> Iterator[tuple[float, bytes]]:
         """Pairs of ranks `[start, stop)`, ascending, or descending when `reverse`."""
@@ -196,16 +196,16 @@ class ZSet:
         if exclusive:
             if math.isinf(score) and score > 0:
                 return len(self.order)
-            return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  
-        return self.order.bisect_left(_bound(score))  
+            return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))
+        return self.order.bisect_left(_bound(score))
 
     def end_of(self, score: float, exclusive: bool = False) -> int:
         """One past the rank of the last pair whose score is <= score (< score when exclusive)."""
         if exclusive:
-            return self.order.bisect_left(_bound(score))  
+            return self.order.bisect_left(_bound(score))
         if math.isinf(score) and score > 0:
             return len(self.order)
-        return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))  
+        return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))
 
     def score_span(
         self, low: float, high: float, low_exclusive: bool = False, high_exclusive: bool = False
@@ -320,7 +320,7 @@ def _bisect_min(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
     if lex.min is PLUS_INF:
         return len(order)
     bound = prefix + lex.min  # type: ignore[operator]
-    return order.bisect_right(bound) if lex.min_exclusive else order.bisect_left(bound)  
+    return order.bisect_right(bound) if lex.min_exclusive else order.bisect_left(bound)
 
 
 def _bisect_max(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
@@ -330,4 +330,4 @@ def _bisect_max(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
     if lex.max is MINUS_INF:
         return 0
     bound = prefix + lex.max  # type: ignore[operator]
-    return order.bisect_left(bound) if lex.max_exclusive else order.bisect_right(bound)  
+    return order.bisect_left(bound) if lex.max_exclusive else order.bisect_right(bound)

@@ -24,10 +24,9 @@ with AT or a bad option; `ERR invalid group name`; a corrupt `meta.seq`
 
 from __future__ import annotations
 
-from typing import Any
-
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from emqd import errors, events
 from emqd.config import Config
@@ -38,7 +37,7 @@ from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import lanes
+from emqd.verbs import job, lanes
 from emqd.verbs.backoff import parse_backoff
 from emqd.verbs.job import PRIORITY_BAND
 from emqd.verbs.runner import verb_command
@@ -132,7 +131,7 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     queues = view.zset(QUEUES)
     view.zset(keys.scheduled if due is not None else lanes.waiting_key(keys, args.group))
     ring = view.zset(keys.ring)
-    seq = incremented(None if meta is None else hashes.get(meta, SEQ), 1)
+    seq = job.next_seq(None if meta is None else hashes.get(meta, SEQ), args.config)
     added = incremented(None if meta is None else hashes.get(meta, ADDED), 1)
     if args.id is not None:
         job_id = args.id

@@ -16,10 +16,9 @@ Every refusal writes nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from emqd import events
 from emqd.config import Config

@@ -34,8 +34,8 @@ import sys
 from dataclasses import dataclass
 
 from emqd import errors, events
-from emqd.events import Event
 from emqd.config import Config
+from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX
 from emqd.plan import SCHEDULED, Plan

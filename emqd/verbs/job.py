@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from emqd import errors
+from emqd.config import Config
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
 from emqd.plan import Op
@@ -83,6 +84,17 @@ def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     if hashes.get(row, STATE) != ACTIVE or active is None or job_id not in active:  # type: ignore[arg-type]
         raise errors.STALE_NOT_ACTIVE()
     return row  # type: ignore[return-value]
+
+
+def next_seq(stored: bytes | None, config: Config) -> int:
+    """The queue's next sequence number: `meta.seq + 1`, or the first of this process.
+
+    Without a log (--appendonly no) every queue starts empty at each start, so a
+    worker of the previous process could present an (id, token) that names a
+    new job: ids then start after `config.id_base`, the start time (PROTOCOL.md
+    6.1). A corrupt `meta.seq` refuses with HINCRBY's text.
+    """
+    return incremented(stored, 1) if stored is not None else (config.id_base or 0) + 1
 
 
 # --- the row's own settings, validated (rule 1: a plan cannot fail halfway) ----------

@@ -36,10 +36,9 @@ then looks at the ring's size and stops).
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from emqd import errors
 from emqd.config import Config

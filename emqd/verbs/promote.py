@@ -25,12 +25,11 @@ import sys
 from dataclasses import dataclass
 
 from emqd import errors, events
-from emqd.events import Event
 from emqd.config import Config
+from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
 from emqd.store import hash as hashes
-from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
@@ -82,7 +81,7 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         if hashes.has(row, job.ATTEMPTS):
             score = job.reentry_score(row)
         else:
-            seq = incremented(seq_raw if seq is None else b"%d" % seq, 1)
+            seq = job.next_seq(seq_raw if seq is None else b"%d" % seq, args.config)
             score = job.first_entry_score(row, seq)
         job.check_entry(view, keys, row)
         ops += job.enter_ops(keys, member, row, score, ledger=ledger)

@@ -16,9 +16,8 @@ completed rows are not counted (`completed_total` already counts them).
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys

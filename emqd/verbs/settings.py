@@ -8,10 +8,9 @@ corrupt value refuses the verb (nothing written) instead of breaking a plan.
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from emqd import errors
 from emqd.config import Config

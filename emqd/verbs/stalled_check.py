@@ -34,10 +34,9 @@ corrupt `priority` of a member to re-enter; a corrupt queue setting.
 
 from __future__ import annotations
 
-from typing import Any
-
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from emqd import events
 from emqd.config import Config

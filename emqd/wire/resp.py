@@ -29,9 +29,8 @@ Replies: `encode(value, resp)` for RESP2 (`resp=2`) or RESP3 (`resp=3`); see
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 import hiredis
 

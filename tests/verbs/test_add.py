@@ -136,3 +136,14 @@ def test_wrongtype_target_set_refuses_before_writing(key: str, argv: list) -> No
     assert drive(add, ["emq.add", "q", "x", *argv], space) == errors.WRONGTYPE
     assert drive(add, ["emq.add", "q", "x", *(["DELAY", "10"] if not argv else [])],
                  space).reply == b"1"
+
+
+def test_without_a_log_ids_start_after_the_process_base() -> None:
+    """Issue 12, finding 9: a worker of an earlier process presenting (1, token 1) must not
+    complete a new job 1. A queue with no meta.seq starts after `id_base`; one that has a
+    seq (a log was loaded) goes on from it."""
+    config = Config(id_base=60_000_000_000)
+    result = drive(add, ["emq.add", "q", "p"], keyspace(), config=config)
+    assert result.reply == b"60000000001"
+    going_on = keyspace(**{"emq:{q}:meta": {"seq": "7"}})
+    assert drive(add, ["emq.add", "q", "p"], going_on, config=config).reply == b"8"

@@ -6,8 +6,8 @@ import pytest
 
 from emqd import errors
 from emqd.config import Config
-from emqd.verbs import settings
 from emqd.store import hash as hashes
+from emqd.verbs import settings
 from emqd.verbs.backoff import Backoff, parse_backoff
 
 
