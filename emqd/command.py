@@ -9,7 +9,7 @@ least". `flags` are Redis's command flags as COMMAND reports them (`write`,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from emqd.session import Session
@@ -26,6 +26,16 @@ class Command:
     keys: tuple[int, int, int] = (0, 0, 0)
     group: str = "generic"  # COMMAND DOCS group: "hash", "sorted-set", "connection", ...
     summary: str = ""
+    # Worked out once from the above, for the dispatcher's per-request checks:
+    fewest: int = field(init=False)  # the arity as a range of argv lengths
+    most: int = field(init=False)
+    checks_disk: bool = field(init=False)  # refused while the log cannot be written
+
+    def __post_init__(self) -> None:
+        exact = self.arity > 0
+        object.__setattr__(self, "fewest", self.arity if exact else -self.arity)
+        object.__setattr__(self, "most", self.arity if exact else 1 << 62)
+        object.__setattr__(self, "checks_disk", "write" in self.flags or self.name == "ping")
 
 
 def command(

@@ -25,6 +25,7 @@ from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
 from emqd.reply import Raw
+from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.verbs import ALL as VERB_MODULES
 from emqd.wire.resp import encode
@@ -121,6 +122,11 @@ _BY_SPELLING: dict[bytes, Command] = {
 _SUBTABLE_OF: dict[str, dict[bytes, Command]] = {
     TABLE[name].name: subtable for name, subtable in SUBTABLES.items()
 }
+# The rows `execute` takes without `lookup`: every command but the containers, by
+# the spellings above; a mixed case, a container, or a wrong arity goes the long way.
+_DIRECT: dict[bytes, Command] = {
+    spelling: row for spelling, row in _BY_SPELLING.items() if row.name not in _SUBTABLE_OF
+}
 
 
 def lookup(argv: list[bytes]) -> Command | ReplyError:
@@ -144,33 +150,56 @@ def lookup(argv: list[bytes]) -> Command | ReplyError:
 
 
 def execute(session: Session, argv: list[bytes]) -> Any:
-    """Run one request; the reply value, or a `Block` for a parked client."""
+    """Run one request; the reply value, or a `Block` for a parked client.
+
+    Every request pays for what is here, so the common case (a known command
+    in a usual spelling, with the right number of arguments, from a client in
+    no special mode) is a few attribute tests; the rest goes the long way.
+    """
     state = session.server
     state.total_commands += 1
-    row = lookup(argv)
-    if type(row) is ReplyError:
-        return _reject(session, row, argv)
-    name = session.last_command = row.name  # type: ignore[union-attr]
+    direct = _DIRECT.get(argv[0])
+    if direct is not None and direct.fewest <= len(argv) <= direct.most:
+        row = direct
+    else:
+        found = lookup(argv)
+        if isinstance(found, ReplyError):
+            return _reject(session, found, argv)
+        row = found
+    name = session.last_command = row.name
     calls = state.command_calls
     calls[name] = calls.get(name, 0) + 1
-    if not session.authenticated and "no_auth" not in row.flags:  # type: ignore[union-attr]
-        return _reject(session, errors.NOAUTH(), argv)
+    if not session.authenticated or session.multi is not None or session.pubsub is not None:
+        return _special(session, row, argv)
+    if row.checks_disk and _disk_refuses(state):
+        return _reject(session, errors.misconf(state.aof.failing), argv)  # type: ignore[union-attr, arg-type]
+    return _run(session, row, argv)
+
+
+def _disk_refuses(state: ServerState) -> bool:
+    """Redis's rule: while the log cannot be written, refuse what would change the
+    keyspace (and PING, so that a client notices)."""
     aof = state.aof
-    if aof is not None and aof.failing is not None and (
-            "write" in row.flags or name == "ping"):  # type: ignore[union-attr]
-        # Redis's rule: while the log cannot be written, refuse what would
-        # change the keyspace (and PING, so that a client notices).
-        return _reject(session, errors.misconf(aof.failing), argv)
+    return aof is not None and aof.failing is not None
+
+
+def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
+    """A client that owes its password, is inside MULTI, or listens to channels: Redis
+    7.0's checks in processCommand's order (NOAUTH, MISCONF, Pub/Sub mode, MULTI)."""
+    if not session.authenticated and "no_auth" not in row.flags:
+        return _reject(session, errors.NOAUTH(), argv)
+    if row.checks_disk and _disk_refuses(session.server):
+        return _reject(session, errors.misconf(session.server.aof.failing), argv)  # type: ignore[union-attr, arg-type]
     if session.pubsub is not None:  # a Pub/Sub client: RESP2 allows it only a few commands
-        refusal = subscribed_mode_refusal(session, row)  # type: ignore[arg-type]
+        refusal = subscribed_mode_refusal(session, row)
         if refusal is not None:
             return _reject(session, refusal, argv)
-    if session.multi is not None and name not in _IN_MULTI_DIRECT:
-        if "no_multi" in row.flags:  # type: ignore[union-attr]
+    if session.multi is not None and row.name not in _IN_MULTI_DIRECT:
+        if "no_multi" in row.flags:
             return _reject(session, errors.NOT_IN_MULTI(), argv)
         session.multi.append(argv)
         return "QUEUED"
-    return _run(session, row, argv)  # type: ignore[arg-type]
+    return _run(session, row, argv)
 
 
 def _reject(session: Session, error: ReplyError, argv: list[bytes]) -> ReplyError:
