@@ -110,7 +110,7 @@ def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
     data = space.data
     zset = data.get(key)
     if zset is None:
-        zset = data[key] = _new_zset(space.limits, 1, len(member))
+        zset = data[key] = _new_zset(space.limits, member)
     zset.add(member, float(score), space.limits)  # type: ignore[union-attr]
 
 
@@ -124,12 +124,13 @@ def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
             del data[key]
 
 
-def _new_zset(limits: Limits, count: int, longest: int) -> ZSet:
-    """A set as Redis makes it for a ZADD of `count` members, the longest `longest` bytes
-    long: born a skiplist when that is too big for a listpack (and then it keeps -0 scores
-    from its first member on)."""
+def _new_zset(limits: Limits, first: bytes) -> ZSet:
+    """A set as Redis 7.0 makes it for a ZADD whose first member is `first`: born a
+    skiplist when no listpack may hold a member or `first` is too long for one (and then
+    it keeps -0 scores from its first member on); otherwise a listpack, which the members
+    after the first convert as they come (storing -0 as 0 until then)."""
     zset = ZSet()
-    if count > limits.zset_entries or longest > limits.zset_value:
+    if limits.zset_entries == 0 or len(first) > limits.zset_value:
         zset.listpack = False
     return zset
 
@@ -172,8 +173,7 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
     zset = data.get(key)
     limits = space.limits
     if zset is None:
-        members = op[3::2]
-        zset = data[key] = _new_zset(limits, len(members), max(map(len, members)))
+        zset = data[key] = _new_zset(limits, op[3])
     for i in range(2, len(op), 2):
         zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
 

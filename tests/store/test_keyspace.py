@@ -1,0 +1,51 @@
+"""store/keyspace.py: how a sorted set is born, as Redis 7.0's ZADD creates its key.
+
+Redis looks at the first member of the call only: a skiplist when
+`zset-max-listpack-entries` is 0 or that member is longer than
+`zset-max-listpack-value`, else a listpack that the later members convert as
+they come. The difference shows in a -0 score, which a listpack stores as 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from emqd.store.keyspace import Keyspace, add_member
+
+
+def _space(entries: int = 128, value: int = 64) -> Keyspace:
+    space = Keyspace()
+    space.limits.zset_entries, space.limits.zset_value = entries, value
+    return space
+
+
+@pytest.mark.parametrize(("op", "entries", "listpack", "negative_zero"), [
+    ((b"ZADD", b"z", -0.0, b"a", 1, b"b", 2, b"c"), 2, False, False),  # grown past 2: was 0
+    ((b"ZADD", b"z", -0.0, b"a"), 0, False, True),  # no listpack at all: born a skiplist
+    ((b"ZADD", b"z", 1, b"x" * 65, -0.0, b"a"), 128, False, True),  # a long first member
+    ((b"ZADD", b"z", -0.0, b"a", 1, b"x" * 65), 128, False, False),  # long later: converted
+    ((b"ZADD", b"z", 1, b"a", 2, b"a"), 1, True, False),  # one member, named twice
+    ([b"ZADD", b"z", b"-0", b"a"], 128, True, False),  # the loader's ops: lists of bytes
+])
+def test_a_set_is_born_as_redis_makes_it(op: tuple, entries: int, listpack: bool,
+                                         negative_zero: bool) -> None:
+    space = _space(entries)
+    space.apply([op])
+    zset = space.zset(b"z")
+    assert zset is not None and zset.listpack is listpack
+    score = zset.score(b"a")
+    assert score == 0 or score == 2  # `a` named twice keeps its last score
+    assert (math.copysign(1.0, score) < 0) is negative_zero
+
+
+def test_a_verb_s_single_member_follows_the_same_rule() -> None:
+    space = _space(entries=0)
+    add_member(space, b"z", -0.0, b"a")
+    zset = space.zset(b"z")
+    assert zset is not None and not zset.listpack
+    add_member(space, b"y", 1, b"a")
+    space.limits.zset_entries = 128
+    add_member(space, b"w", 1, b"a")
+    assert not space.zset(b"y").listpack and space.zset(b"w").listpack  # type: ignore[union-attr]
