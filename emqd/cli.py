@@ -9,14 +9,14 @@ import sys
 from dataclasses import fields
 
 from emqd import __version__
-from emqd.config import Config
+from emqd.config import LOG_LEVELS, Config
 
 _YES_NO = {"yes": True, "no": False}
 _OPTIONAL_INTS = {"id_base"}  # integer flags whose default (None) is worked out at start
 _CHOICES = {
     "appendonly": ["yes", "no"],
     "appendfsync": ["always", "everysec", "no"],
-    "loglevel": ["debug", "info", "warning"],
+    "loglevel": list(LOG_LEVELS),
     "tls_auth_clients": ["yes", "no", "optional"],
 }
 

@@ -3,11 +3,21 @@
 `cli.py` fills it from flags and `EMQD_*` environment variables; everything
 else only reads it. Queue settings here are the defaults a queue's own
 `EMQ.CONFIG` overrides.
+
+Being frozen, a Config never changes under a reader. `CONFIG SET` changes a
+setting by building a new one (`ServerState.reconfigure`), so each reader
+sees the settings of the moment it reads `state.config`: a verb reads it at
+every call, and the few parts that keep a setting of their own (the log's
+fsync policy, housekeeping's sweep, the store's encoding limits) are told.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+
+# --loglevel's names -> the logging levels they set.
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,12 @@ class Config:
     pubsub_hard_limit: int = 32 * 1024 * 1024
     pubsub_soft_limit: int = 8 * 1024 * 1024
     pubsub_soft_seconds: int = 60
+    # Redis's encoding thresholds (OBJECT ENCODING, HSCAN/ZSCAN in one call):
+    # the store holds them in `Keyspace.limits`, read at every write.
+    hash_max_listpack_entries: int = 512
+    hash_max_listpack_value: int = 64
+    zset_max_listpack_entries: int = 128
+    zset_max_listpack_value: int = 64
     # Queue defaults (protocol section 6.3).
     max_attempts: int = 3
     backoff: str = "fixed:1000"

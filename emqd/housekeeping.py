@@ -53,6 +53,7 @@ from types import ModuleType
 from typing import Any
 
 from emqd import clock
+from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QUEUES, queue_keys
 from emqd.plan import LEASED, SCHEDULED, Op, Plan
@@ -199,6 +200,12 @@ class Counters:
     refused: int = 0  # slices refused (a corrupt row); each retried later
     last_refusal: str = ""
 
+    def reset(self) -> None:
+        """CONFIG RESETSTAT: every counter back to 0 (in place: INFO holds `info`)."""
+        for name in ("promoted", "stall_recovered", "stall_dead", "trimmed", "refused"):
+            setattr(self, name, 0)
+        self.last_refusal = ""
+
     def info(self) -> dict[str, object]:
         return {
             "housekeeping_promoted": self.promoted,
@@ -238,6 +245,27 @@ class Housekeeping:
             self.retention.note(queue, now)
         for deadlines in (self.promotion, self.sweep, self.retention):
             deadlines.start(loop)
+
+    def reconfigure(self, old: Config, new: Config) -> None:
+        """CONFIG SET of a setting housekeeping acts on.
+
+        `stalled-interval`: 0 stops the sweep (a due queue is passed over); from 0
+        to another value, every queue's earliest lease is looked up again, as at
+        start. Lowered server defaults of retention (`keep-completed`,
+        `keep-dead`): every queue is trimmed again, in slices, as after a
+        queue's own `EMQ.CONFIG SET` (a queue with settings of its own costs one
+        empty slice). Every other setting is read from `state.config` when used.
+        """
+        now = clock.now_ms()
+        if new.stalled_interval != old.stalled_interval:
+            was_on, self.sweep_interval = self.sweep_interval, new.stalled_interval
+            self._targets.clear()  # an `active` key's ZADD feeds the sweep, or no longer
+            if self.sweep_interval and not was_on:
+                for _, queue in self._zset(QUEUES) or ():
+                    self._note_next(self.sweep, queue_keys(queue).active, queue, now)
+        if new.keep_completed < old.keep_completed or new.keep_dead < old.keep_dead:
+            for _, queue in self._zset(QUEUES) or ():
+                self.retention.note(queue, now)
 
     def stop(self) -> None:
         if self.state.housekeeping is self:

@@ -33,7 +33,7 @@ class LoopLag:
         self.cumulative = [0] * (len(BOUNDS_S) + 1)
         self.sum_s = 0.0
         self.latest_ms = 0.0
-        self._worst = [(-1, 0.0)] * WINDOW_S  # per second of the monotonic clock: (second, worst ms)
+        self.reset_worst()
 
     def observe(self, lag_ms: float, now_ms: float) -> None:
         self.latest_ms = lag_ms
@@ -49,6 +49,10 @@ class LoopLag:
         seen_second, seen = self._worst[slot]
         if seen_second != second or lag_ms > seen:
             self._worst[slot] = (second, lag_ms)
+
+    def reset_worst(self) -> None:
+        """CONFIG RESETSTAT: INFO's worst lag starts again (the histogram is /metrics')."""
+        self._worst = [(-1, 0.0)] * WINDOW_S  # per second of the monotonic clock: (second, ms)
 
     def worst_ms(self, now_ms: float) -> float:
         """The worst sample of the last WINDOW_S seconds."""

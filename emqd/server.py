@@ -17,12 +17,11 @@ import uvloop
 
 from emqd import clock
 from emqd.blocking import Waiters
-from emqd.config import Config
+from emqd.config import LOG_LEVELS, Config
 from emqd.housekeeping import Housekeeping
 from emqd.http.app import HttpSide
 from emqd.listen import Listener, bind_listeners, close, listen
 from emqd.loop_lag import LagProbe
-from emqd.output_limit import OutputLimit
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
 from emqd.server_state import ServerState
@@ -46,7 +45,6 @@ class Server:
             # no (id, token) of an earlier process names a new job (PROTOCOL.md 6.1).
             config = replace(config, id_base=0 if config.appendonly
                              else clock.now_ms() - ID_EPOCH_MS)
-        self.config = config
         self.state = ServerState(config)
         self.waiters = Waiters(self.state.keyspace)
         self.connections: dict[int, Connection] = {}
@@ -64,13 +62,16 @@ class Server:
         self.held: deque[tuple[Connection, bytes, int]] = deque()
         self._flush_scheduled = False
         self._retry: asyncio.TimerHandle | None = None
-        self.output_limit_disconnections = 0  # clients closed by emqd/wire/delivery.py
-        self.state.pubsub.deliver = Delivery(self, OutputLimit(
-            config.pubsub_hard_limit, config.pubsub_soft_limit, config.pubsub_soft_seconds
-        ))
+        self.state.pubsub.deliver = Delivery(self)
         self.state.info_fields.setdefault("stats", []).append(
-            lambda: {"client_output_buffer_limit_disconnections": self.output_limit_disconnections}
+            lambda: {"client_output_buffer_limit_disconnections":
+                     self.state.output_limit_disconnections}
         )
+
+    @property
+    def config(self) -> Config:
+        """The settings of the moment (CONFIG SET replaces them: emqd/server_state.py)."""
+        return self.state.config
 
     # --- the write path: replies leave once the log holds what they answer -------------
     def write(self, conn: Connection, data: bytes) -> None:
@@ -221,9 +222,7 @@ class Server:
 
 def run(config: Config) -> int:
     logging.basicConfig(
-        level={"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}[
-            config.loglevel
-        ],
+        level=LOG_LEVELS[config.loglevel],
         format="%(asctime)s emqd %(levelname)s %(message)s",
         stream=sys.stderr,
     )

@@ -10,12 +10,14 @@ by plain calls a reader can follow.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from emqd import clock
-from emqd.config import Config
+from emqd.config import LOG_LEVELS, Config
 from emqd.events import Listener
 from emqd.loop_lag import LoopLag
 from emqd.plan import Plan
@@ -37,6 +39,7 @@ class ServerState:
     def __init__(self, config: Config, run_id: str | None = None) -> None:
         self.config = config
         self.keyspace = Keyspace()
+        self._set_limits(config)
         self.run_id = run_id or new_run_id()
         self.run_id_bytes = self.run_id.encode()
         self.started_ms = clock.now_ms()
@@ -45,6 +48,7 @@ class ServerState:
         self.command_calls: dict[str, int] = {}  # full name -> calls (INFO commandstats, /metrics)
         self.total_connections = 0
         self.rejected_connections = 0  # refused at maxclients
+        self.output_limit_disconnections = 0  # clients closed by emqd/wire/delivery.py
         # How late the event loop runs (emqd/loop_lag.py): INFO's latest and
         # worst lag, and a cumulative histogram for /metrics.
         self.loop_lag = LoopLag()
@@ -64,6 +68,42 @@ class ServerState:
         # Called with the seconds each fsync of the log took, from the loop and from
         # the everysec thread (so it must be thread-safe): /metrics' histogram.
         self.on_fsync: Callable[[float], None] | None = None
+
+    # --- CONFIG SET and CONFIG RESETSTAT ---------------------------------------------
+    def reconfigure(self, changes: dict[str, Any]) -> None:
+        """Settings changed at run time (CONFIG SET, already validated): a new Config
+        replaces the old, and the parts that keep a setting of their own are told."""
+        old = self.config
+        new = self.config = dataclasses.replace(old, **changes)
+        self._set_limits(new)
+        if new.loglevel != old.loglevel:
+            logging.getLogger("emqd").setLevel(LOG_LEVELS[new.loglevel])
+        if self.aof is not None:
+            self.aof.reconfigure(new)
+        if self.housekeeping is not None:
+            self.housekeeping.reconfigure(old, new)
+
+    def _set_limits(self, config: Config) -> None:
+        """The store's copy of Redis's encoding thresholds, read at every write."""
+        limits = self.keyspace.limits
+        limits.hash_entries = config.hash_max_listpack_entries
+        limits.hash_value = config.hash_max_listpack_value
+        limits.zset_entries = config.zset_max_listpack_entries
+        limits.zset_value = config.zset_max_listpack_value
+
+    def reset_stats(self) -> None:
+        """CONFIG RESETSTAT: INFO's counters start again from 0 (its `stats` section).
+
+        /metrics keeps its own counters (per-command calls, the jobs' counters in
+        the store): a Prometheus counter only goes back to 0 with the process.
+        """
+        self.total_commands = 0
+        self.total_connections = 0
+        self.rejected_connections = 0
+        self.output_limit_disconnections = 0
+        self.loop_lag.reset_worst()
+        if self.housekeeping is not None:
+            self.housekeeping.counters.reset()
 
     def commit(self, plan: Plan) -> None:
         """Apply a plan's ops and log them as one record (or into the open EXEC)."""

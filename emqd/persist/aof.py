@@ -130,12 +130,39 @@ class AppendOnlyFile:
         self.last_rewrite_ok = True
         self.last_rewrite_s = -1
         self._fd_lock = threading.Lock()  # the fd the everysec thread dups vs. the swap
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # the running everysec thread's
         self._thread: threading.Thread | None = None
         self.dir_lock: int | None = None  # the directory's fd, flocked while the log is open
         if policy == "everysec":
-            self._thread = threading.Thread(target=self._everysec, name="emqd-fsync", daemon=True)
-            self._thread.start()
+            self._start_everysec()
+
+    def _start_everysec(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._everysec, args=(self._stop,),
+                                        name="emqd-fsync", daemon=True)
+        self._thread.start()
+
+    def reconfigure(self, config: Config) -> None:
+        """CONFIG SET appendfsync / auto-aof-rewrite-min-size, from the next write on.
+
+        Leaving `everysec` tells its thread to stop without waiting for it (it may
+        be in an fsync: the loop must not wait for the disk); it fsyncs a dup of
+        the fd, so it finishes harmlessly. Entering `always`, the next flush
+        fsyncs everything written so far, and each reply made from then on waits
+        for it; a reply that waited for an fsync is released by the next flush
+        under the others.
+        """
+        self.rewrite_min_size = config.aof_rewrite_min_size
+        policy = config.appendfsync
+        if policy == self.policy:
+            return
+        if self._thread is not None:
+            self._stop.set()
+            self._thread = None
+        self.policy = policy
+        self.always = policy == "always"
+        if policy == "everysec":
+            self._start_everysec()
 
     # --- the hot path ------------------------------------------------------------
     def append(self, plan: Plan) -> None:
@@ -233,8 +260,8 @@ class AppendOnlyFile:
             return False
         return self.sync() if self.always else True
 
-    def _everysec(self) -> None:
-        while not self._stop.wait(1.0):
+    def _everysec(self, stop: threading.Event) -> None:
+        while not stop.wait(1.0):
             target = self.written
             if target == self.synced:
                 continue

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from emqd.output_limit import OutputLimit, check
 
 if TYPE_CHECKING:
+    from emqd.config import Config
     from emqd.server import Server
     from emqd.session import Session
     from emqd.wire.protocol import Connection
@@ -29,11 +30,20 @@ log = logging.getLogger("emqd")
 
 
 class Delivery:
-    __slots__ = ("server", "limit")
+    """The pubsub limit is the one of the moment: `CONFIG SET client-output-buffer-limit`
+    replaces the server's Config, and the next message sees the new one."""
 
-    def __init__(self, server: Server, limit: OutputLimit) -> None:
+    __slots__ = ("server", "limit", "_config")
+
+    def __init__(self, server: Server) -> None:
         self.server = server
-        self.limit = limit
+        self._config: Config | None = None  # the Config `limit` was made from
+        self.limit = self._limit()
+
+    def _limit(self) -> OutputLimit:
+        config = self._config = self.server.state.config
+        return OutputLimit(config.pubsub_hard_limit, config.pubsub_soft_limit,
+                           config.pubsub_soft_seconds)
 
     def __call__(self, session: Session, frame: bytes) -> None:
         server = self.server
@@ -44,6 +54,8 @@ class Delivery:
         subs = session.pubsub
         assert subs is not None  # the registry delivers to subscribers only
         unsent = conn.transport.get_write_buffer_size()
+        if server.state.config is not self._config:
+            self.limit = self._limit()
         close, subs.lagging_since_ms = check(self.limit, unsent, subs.lagging_since_ms)
         if close:
             close_lagging(server, conn, unsent, "pubsub")
@@ -51,7 +63,7 @@ class Delivery:
 
 def close_lagging(server: Server, conn: Connection, unsent: int, kind: str) -> None:
     """Drop a client whose unsent output passed its class's limit (what is unsent is lost)."""
-    server.output_limit_disconnections += 1
+    server.state.output_limit_disconnections += 1
     session = conn.session
     log.warning(
         "Client id=%d addr=%s name=%s closed for overcoming of output buffer limits "

@@ -219,3 +219,35 @@ async def test_persistence_info_reports_the_log(tmp_path: Path) -> None:
     assert info["aof_last_bgrewrite_status"] == "ok"
     assert info["aof_last_write_status"] == "ok"
     aof.close()
+
+
+# --- CONFIG SET appendfsync / auto-aof-rewrite-min-size at run time ---------------------
+async def test_a_new_fsync_policy_holds_the_next_reply_as_that_policy_says(tmp_path: Path) -> None:
+    events: list = []
+    server, aof = server_with_log(tmp_path, "everysec", Disk(events))
+    thread = aof._thread
+    assert thread is not None and thread.is_alive()
+    conn = FakeConnection(events, "c")
+    server.state.reconfigure({"appendfsync": "always"})
+    assert aof.always and aof._thread is None
+    thread.join(timeout=3)
+    assert not thread.is_alive()  # the everysec thread stopped by itself
+    commit(server, (b"HSET", b"k", b"f", b"v"))
+    server.write(conn, b":1\r\n")  # type: ignore[arg-type]
+    assert events == []  # held for the fsync
+    await asyncio.sleep(0)
+    assert events == [("fsync", len(HSET_K)), ("c", b":1\r\n")]
+    server.state.reconfigure({"appendfsync": "no"})
+    commit(server, (b"HSET", b"k", b"f", b"w"))
+    conn.session.log_mark = aof.appended
+    server.write(conn, b":0\r\n")  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert events[2:] == [("c", b":0\r\n")] and aof.synced < aof.written  # written, no fsync
+    server.state.reconfigure({"appendfsync": "everysec", "aof_rewrite_min_size": 1024})
+    assert aof._thread is not None and aof.rewrite_min_size == 1024
+    deadline = time.monotonic() + 3
+    while aof.synced != aof.written and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert aof.synced == aof.written  # the new thread fsyncs what `no` left
+    aof.close()
+    assert aof._thread is not None and not aof._thread.is_alive()  # close() joined it
