@@ -255,6 +255,18 @@ def unknown_field(field: bytes) -> ReplyError:
     return ReplyError(b"ERR unknown field '" + field + b"'")
 
 
+# --- OBJECT, as Redis 7.0 with its default maxmemory-policy answers it -----------
+FREQ_NOT_TRACKED = Refusal(
+    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
+    "that when switching between policies at runtime LRU and LFU data will take some time to "
+    "adjust."
+)
+# emqd's own: Redis tracks idle time under its default policy, emqd keeps no access times.
+IDLETIME_NOT_TRACKED = Refusal(
+    "ERR emqd keeps no access times (it evicts nothing), idle time not tracked."
+)
+
+
 # --- FUNCTION and FCALL, as a Redis 7.0 with no functions answers them ----------
 LIBRARY_NOT_FOUND = Refusal("ERR Library not found")
 FUNCTION_NOT_FOUND = Refusal("ERR Function not found")

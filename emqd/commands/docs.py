@@ -106,6 +106,10 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "unlink": [key(multiple=True)],
     "exists": [key(multiple=True)],
     "type": [key()],
+    "object|encoding": [key()],
+    "object|freq": [key()],
+    "object|idletime": [key()],
+    "object|refcount": [key()],
     "keys": [pattern("pattern")],
     "scan": [
         integer("cursor"),

@@ -67,6 +67,21 @@ NO-EVICT (ON|OFF)
     Protect current client connection from eviction.
 """
 
+OBJECT = """\
+ENCODING <key>
+    Return the kind of internal representation used in order to store the value
+    associated with a <key>.
+FREQ <key>
+    Return the access frequency index of the <key>. The returned integer is
+    proportional to the logarithm of the recent access frequency of the key.
+IDLETIME <key>
+    Return the idle time of the <key>, that is the approximated number of
+    seconds elapsed since the last access to the key.
+REFCOUNT <key>
+    Return the number of references of the value associated with the specified
+    <key>.
+"""
+
 FUNCTION = """\
 LOAD [REPLACE] <FUNCTION CODE>
     Create a new library with the given library name and code.

@@ -1,4 +1,4 @@
-"""Key commands: DEL, UNLINK, EXISTS, TYPE, KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL.
+"""Key commands: DEL, UNLINK, EXISTS, TYPE, KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL, OBJECT.
 
 Writes return plans of the plain ops the keyspace applies: DEL (UNLINK is
 logged as DEL) and FLUSHALL (emqd has one database, so FLUSHDB is FLUSHALL).
@@ -18,10 +18,13 @@ from typing import Any
 
 from emqd import errors
 from emqd.command import command
+from emqd.commands import helps
 from emqd.glob import compile_pattern
 from emqd.plan import Plan, removal
 from emqd.scan import cursor_arg, parse_options
 from emqd.session import Session
+from emqd.store import hash as hashes
+from emqd.store.zset import ZSet
 
 HASH_SPACE = 1 << 64
 MAX_SCAN_SLICES = 64
@@ -82,6 +85,46 @@ def flush(session: Session, argv: list[bytes]) -> Any:
     return Plan([(b"FLUSHALL",)], "OK")
 
 
+# --- OBJECT: what Redis 7.0 with its default maxmemory-policy answers ---------------
+def _value(session: Session, key: bytes) -> Any:
+    return session.server.keyspace.data.get(key)
+
+
+def object_encoding(session: Session, argv: list[bytes]) -> Any:
+    """The encoding Redis would hold the value in (emqd tracks it: store/hash.py, zset.py);
+    a listpack outgrown stays `hashtable` / `skiplist`, as in Redis. Nil for no key."""
+    value = _value(session, argv[2])
+    if value is None:
+        return None
+    if type(value) is ZSet:
+        return b"listpack" if value.listpack else b"skiplist"
+    return b"listpack" if hashes.is_listpack(value) else b"hashtable"
+
+
+def object_freq(session: Session, argv: list[bytes]) -> Any:
+    """Redis's refusal when no LFU policy is selected (emqd evicts nothing)."""
+    if _value(session, argv[2]) is None:
+        return None
+    raise errors.FREQ_NOT_TRACKED()
+
+
+def object_idletime(session: Session, argv: list[bytes]) -> Any:
+    """Refused: Redis keeps an access time per key for its LRU eviction; emqd evicts
+    nothing and keeps none (one per job row would cost every read a write)."""
+    if _value(session, argv[2]) is None:
+        return None
+    raise errors.IDLETIME_NOT_TRACKED()
+
+
+def object_refcount(session: Session, argv: list[bytes]) -> Any:
+    """1, as Redis answers for a hash or a sorted set (only the keyspace refers to it)."""
+    return None if _value(session, argv[2]) is None else 1
+
+
+def object_help(session: Session, argv: list[bytes]) -> Any:
+    return helps.help_reply("OBJECT", helps.OBJECT)
+
+
 _KEYS = "generic"
 COMMANDS = [
     command("del", -2, "write", del_, (1, -1, 1), group=_KEYS, summary="Deletes one or more keys."),
@@ -101,4 +144,21 @@ COMMANDS = [
             summary="Removes all keys from the current database."),
     command("flushall", -1, "write", flush, group="server",
             summary="Removes all keys from all databases."),
+    command("object", -2, "", None, group=_KEYS,  # type: ignore[arg-type]
+            summary="A container for object introspection commands."),
 ]
+
+SUBCOMMANDS = {
+    "object": [
+        command("object|encoding", 3, "readonly", object_encoding, (2, 2, 1), group=_KEYS,
+                summary="Returns the internal encoding of a Redis object."),
+        command("object|freq", 3, "readonly", object_freq, (2, 2, 1), group=_KEYS,
+                summary="Returns the logarithmic access frequency counter of a Redis object."),
+        command("object|idletime", 3, "readonly", object_idletime, (2, 2, 1), group=_KEYS,
+                summary="Returns the time since the last access to a Redis object."),
+        command("object|refcount", 3, "readonly", object_refcount, (2, 2, 1), group=_KEYS,
+                summary="Returns the reference count of a value of a key."),
+        command("object|help", 2, "loading stale", object_help, group=_KEYS,
+                summary="Returns helpful text about the different subcommands."),
+    ],
+}
