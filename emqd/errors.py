@@ -135,13 +135,14 @@ def unknown_command(argv: list[bytes]) -> ReplyError:
     for arg in argv[1:]:
         if len(args) >= 128:
             break
-        args += b"'" + _c_string(arg)[: 128 - len(args)] + b"' "
-    name = _c_string(argv[0])[:128]
+        args += b"'" + c_string(arg)[: 128 - len(args)] + b"' "
+    name = c_string(argv[0])[:128]
     text = b"ERR unknown command '" + name + b"', with args beginning with: " + args
     return ReplyError(_one_line(text))
 
 
-def _c_string(value: bytes) -> bytes:
+def c_string(value: bytes) -> bytes:
+    """The text Redis's C code sees in an argument: up to its first NUL byte."""
     end = value.find(b"\0")
     return value if end < 0 else value[:end]
 
@@ -152,7 +153,7 @@ def _one_line(text: bytes) -> bytes:
 
 def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
     """Redis 7.0: `ERR unknown subcommand 'x'. Try CLIENT HELP.`"""
-    text = b"ERR unknown subcommand '" + _c_string(sub)[:128] + b"'. Try "
+    text = b"ERR unknown subcommand '" + c_string(sub)[:128] + b"'. Try "
     return ReplyError(_one_line(text + container.upper().encode() + b" HELP."))
 
 
@@ -187,11 +188,11 @@ def subscribed_mode(name: str) -> ReplyError:
 
 
 def unknown_client_type(name: bytes) -> ReplyError:
-    return ReplyError(_one_line(b"ERR Unknown client type '" + _c_string(name) + b"'"))
+    return ReplyError(_one_line(b"ERR Unknown client type '" + c_string(name) + b"'"))
 
 
 def hello_syntax(option: bytes) -> ReplyError:
-    return ReplyError(_one_line(b"ERR Syntax error in HELLO option '" + _c_string(option) + b"'"))
+    return ReplyError(_one_line(b"ERR Syntax error in HELLO option '" + c_string(option) + b"'"))
 
 
 # --- emqd's own ----------------------------------------------------------------
@@ -267,6 +268,22 @@ IDLETIME_NOT_TRACKED = Refusal(
 )
 
 
+# --- CONFIG, Redis 7.0's texts -------------------------------------------------------
+NO_CONFIG_FILE = Refusal("ERR The server is running without a config file")
+
+
+def unknown_config_option(name: bytes) -> ReplyError:
+    """CONFIG SET of a name emqd does not know, as typed."""
+    return ReplyError(_one_line(
+        b"ERR Unknown option or number of arguments for CONFIG SET - '" + c_string(name) + b"'"))
+
+
+def config_set_failed(name: bytes, reason: str) -> ReplyError:
+    """CONFIG SET refused because of one parameter (as typed, or its lower-case name)."""
+    return ReplyError(_one_line(b"ERR CONFIG SET failed (possibly related to argument '"
+                                + c_string(name) + b"') - " + reason.encode()))
+
+
 # --- FUNCTION and FCALL, as a Redis 7.0 with no functions answers them ----------
 LIBRARY_NOT_FOUND = Refusal("ERR Library not found")
 FUNCTION_NOT_FOUND = Refusal("ERR Function not found")
@@ -282,15 +299,15 @@ NO_FUNCTIONS = Refusal("ERR emqd does not run functions: a library cannot be loa
 
 
 def unknown_argument(arg: bytes) -> ReplyError:
-    return ReplyError(_one_line(b"ERR Unknown argument " + _c_string(arg)))
+    return ReplyError(_one_line(b"ERR Unknown argument " + c_string(arg)))
 
 
 def unknown_option_given(arg: bytes) -> ReplyError:
-    return ReplyError(_one_line(b"ERR Unknown option given: " + _c_string(arg)))
+    return ReplyError(_one_line(b"ERR Unknown option given: " + c_string(arg)))
 
 
 def subcommand_syntax(sub: bytes, container: str) -> ReplyError:
     """Redis's addReplySubcommandSyntaxError: the subcommand as typed, the container upper."""
-    text = (b"ERR unknown subcommand or wrong number of arguments for '" + _c_string(sub)[:128]
+    text = (b"ERR unknown subcommand or wrong number of arguments for '" + c_string(sub)[:128]
             + b"'. Try " + container.upper().encode() + b" HELP.")
     return ReplyError(_one_line(text))

@@ -220,6 +220,8 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "command|docs": [string("command-name", optional=True, multiple=True)],
     "info": [string("section", optional=True, multiple=True)],
     "config|get": [block("parameter", string("parameter"), multiple=True)],
+    "config|set": [block("parameter_value", string("parameter"), string("value"),
+                         multiple=True)],
     "shutdown": [
         oneof("nosave_save", pure("nosave"), pure("save"), optional=True),
         pure("now", since="7.0.0", optional=True),

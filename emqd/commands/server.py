@@ -1,12 +1,14 @@
-"""Server commands: COMMAND, INFO, CONFIG GET, TIME, SHUTDOWN.
+"""Server commands: COMMAND, INFO, TIME, SHUTDOWN.
 
-(SAVE, LASTSAVE and BGREWRITEAOF live with the log, in emqd/persist/commands.py.)
+(SAVE, LASTSAVE and BGREWRITEAOF live with the log, in emqd/persist/commands.py; CONFIG
+in emqd/commands/config.py.)
 
 COMMAND's replies are generated from the command table's rows (arity, flags,
 keys, group, summary), and DOCS adds each command's arguments from their own
-table (emqd/commands/docs.py), from which redis-cli builds its hints. INFO's sections are built here from `ServerState`; other modules
-add fields through `ServerState.info_fields` (the append-only log adds its
-`aof_*` fields to `persistence`).
+table (emqd/commands/docs.py), from which redis-cli builds its hints. INFO's
+sections are built here from `ServerState`; other modules add fields through
+`ServerState.info_fields` (the append-only log adds its `aof_*` fields to
+`persistence`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any
 
 from emqd import __version__, clock, errors
 from emqd.command import Command, command
-from emqd.commands import helps
 from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
 from emqd.glob import compile_pattern
@@ -321,65 +322,6 @@ def info(session: Session, argv: list[bytes]) -> Any:
     return Verbatim(text.encode())
 
 
-# --- CONFIG GET ----------------------------------------------------------------------
-def config_values(state: ServerState) -> dict[str, str]:
-    """What CONFIG GET shows: Redis's names, emqd's settings (and Redis's fixed answers)."""
-    config = state.config
-    return {
-        "bind": config.bind,
-        "port": str(config.port),
-        "tls-port": str(config.tls_port),
-        "tls-cert-file": config.tls_cert_file or "",
-        "tls-key-file": config.tls_key_file or "",
-        "tls-ca-cert-file": config.tls_ca_cert_file or "",
-        "tls-auth-clients": config.tls_auth_clients,
-        "dir": os.path.abspath(config.dir),
-        "databases": "1",
-        "save": "",
-        "appendonly": "yes" if config.appendonly else "no",
-        "appendfsync": config.appendfsync,
-        "appendfilename": "emqd.aof",
-        "auto-aof-rewrite-min-size": str(config.aof_rewrite_min_size),
-        "requirepass": config.requirepass or "",
-        "maxclients": str(config.maxclients),
-        "maxmemory": "0",
-        "maxmemory-policy": "noeviction",
-        "timeout": "0",
-        "tcp-keepalive": "300",
-        "protected-mode": "yes",
-        "proto-max-bulk-len": "536870912",
-        "cluster-enabled": "no",
-        "loglevel": config.loglevel,
-        "io-threads": "1",
-        "hz": "10",
-        "slowlog-log-slower-than": "10000",
-        "slowlog-max-len": "128",
-        "client-output-buffer-limit": "normal 0 0 0 slave 268435456 67108864 60 pubsub "
-        f"{config.pubsub_hard_limit} {config.pubsub_soft_limit} {config.pubsub_soft_seconds}",
-    }
-
-
-def config_get(session: Session, argv: list[bytes]) -> Any:
-    """CONFIG GET pattern ...: a plain name is answered under the name as asked, like Redis."""
-    values = config_values(session.server)
-    found: dict[bytes, bytes] = {}
-    for pattern in argv[2:]:
-        if not any(c in pattern for c in b"*?["):
-            value = values.get(pattern.lower().decode("latin-1"))
-            if value is not None:
-                found.setdefault(pattern, value.encode())
-            continue
-        matches = compile_pattern(pattern.lower())
-        for name, value in values.items():
-            if matches(name.encode()):
-                found[name.encode()] = value.encode()
-    return found
-
-
-def config_help(session: Session, argv: list[bytes]) -> Any:
-    return helps.help_reply("CONFIG", helps.CONFIG)
-
-
 # --- time and life -----------------------------------------------------------
 def time_(session: Session, argv: list[bytes]) -> Any:
     now = clock.now_ms()
@@ -414,8 +356,6 @@ COMMANDS = [
             summary="Returns detailed information about all commands."),
     command("info", -1, "loading stale sentinel", info, group=_SRV,
             summary="Returns information and statistics about the server."),
-    command("config", -2, "", None, group=_SRV,  # type: ignore[arg-type]
-            summary="A container for server configuration commands."),
     command("time", 1, "loading stale fast", time_, group=_SRV, summary="Returns the server time."),
     command("shutdown", -1, "admin noscript loading stale no_multi sentinel allow_busy", shutdown,
             group=_SRV,
@@ -433,12 +373,4 @@ SUBCOMMANDS = {
         command("command|docs", -2, "loading stale", command_docs_, group=_SRV,
                 summary="Returns documentary information about one, multiple or all commands."),
     ],
-    "config": [
-        command("config|get", -3, "admin noscript loading stale", config_get, group=_SRV,
-                summary="Returns the effective values of configuration parameters."),
-        command("config|help", 2, "loading stale", config_help, group=_SRV,
-                summary="Returns helpful text about the different subcommands."),
-    ],
 }
-
-

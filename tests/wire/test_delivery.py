@@ -1,8 +1,9 @@
 """Messages reach real clients; a subscriber that does not read is closed at its limit.
 
 The limits are Redis's `client-output-buffer-limit pubsub` (32 MB hard, 8 MB
-soft for 60 s), made small here through emqd's flags so that the kernel's
-socket buffers are the bigger part of what a lagging subscriber holds.
+soft for 60 s), made small here through emqd's flags (or CONFIG SET) so that
+the kernel's socket buffers are the bigger part of what a lagging subscriber
+holds.
 """
 
 from __future__ import annotations
@@ -130,6 +131,26 @@ def test_a_subscriber_over_the_soft_limit_is_closed_after_its_seconds() -> None:
         sent = _publish_until_alone(publisher, 1, 100)  # the next message finds it lagging
         assert sent <= 2
         assert _info_stats(server.port)["client_output_buffer_limit_disconnections"] == 1
+        publisher.close()
+        slow.close()
+    finally:
+        server.stop()
+
+
+def test_config_set_changes_the_limit_for_the_next_message() -> None:
+    """Started with the default 32 MB, lowered by CONFIG SET: the lagging subscriber is
+    closed within a few MB; CONFIG RESETSTAT then zeroes the count of closed clients."""
+    server = start_emqd()
+    try:
+        slow = _lagging_subscriber(server.port)
+        publisher = RawClient(server.port)
+        assert publisher.command("CONFIG", "SET", "client-output-buffer-limit",
+                                 "pubsub 1mb 0 0") == b"+OK\r\n"
+        sent = _publish_until_alone(publisher, 1, 1000)
+        assert sent * len(MESSAGE) < 24 * MB, sent
+        assert _info_stats(server.port)["client_output_buffer_limit_disconnections"] == 1
+        assert publisher.command("CONFIG", "RESETSTAT") == b"+OK\r\n"
+        assert _info_stats(server.port)["client_output_buffer_limit_disconnections"] == 0
         publisher.close()
         slow.close()
     finally:
