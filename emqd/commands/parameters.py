@@ -6,10 +6,10 @@ CONFIG GET shows from a `Config`, and, when emqd can change it at run time, a
 reader that turns CONFIG SET's value into the Config fields it sets (or
 raises `BadValue` with Redis's reason). A parameter without a reader cannot
 change while the server runs: the sockets (`port`, `bind`, `tls-*`,
-`http-port`) are bound at start, the log is opened (`appendonly`), the
-password guards the dashboard and the start's protected mode (`requirepass`),
-and the rest are Redis's settings that emqd only answers (`databases`,
-`save`, `maxmemory`, ...). Redis's old `*-ziplist-*` names are parameters of
+`http-port`) are bound at start, the log is opened (`appendonly`), the ids
+start from `id-base`, the password guards the dashboard and the start's
+protected mode (`requirepass`), and the rest are Redis's settings that emqd
+only answers (`databases`, `save`, `maxmemory`, ...). Redis's old `*-ziplist-*` names are parameters of
 their own that set the same field, as in Redis 7.0, which lists both.
 
 The readers are Redis 7.0's (config.c), so that a value is refused with
@@ -226,6 +226,7 @@ PARAMETERS: list[Parameter] = [
     field("tls-ca-cert-file", "tls_ca_cert_file"),
     field("tls-auth-clients", "tls_auth_clients"),
     field("http-port", "http_port"),
+    field("id-base", "id_base"),  # as the server resolved it at start
     Parameter("dir", lambda config: os.path.abspath(config.dir), protected=True),
     field("appendonly", "appendonly"),
     fixed("appendfilename", "emqd.aof"),
