@@ -9,8 +9,9 @@ change while the server runs: the sockets (`port`, `bind`, `tls-*`,
 `http-port`) are bound at start, the log is opened (`appendonly`), the ids
 start from `id-base`, the password guards the dashboard and the start's
 protected mode (`requirepass`), and the rest are Redis's settings that emqd
-only answers (`databases`, `save`, `maxmemory`, ...). Redis's old `*-ziplist-*` names are parameters of
-their own that set the same field, as in Redis 7.0, which lists both.
+only answers (`databases`, `save`, `maxmemory`, ...). Redis's old `*-ziplist-*`
+names are parameters of their own that set the same field, as in Redis 7.0,
+which lists both.
 
 The readers are Redis 7.0's (config.c), so that a value is refused with
 Redis's words: integers as string2ll reads them, memory values as memtoull
