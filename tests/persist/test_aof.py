@@ -7,8 +7,8 @@ import asyncio
 import errno
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,19 +19,30 @@ from emqd.persist.aof import AppendOnlyFile, open_log
 from emqd.plan import Plan
 from emqd.server import Server
 from emqd.session import Session
+from emqd.wire.protocol import Connection
 from tests.persist.helpers import RandomPlans, dump, dump_file
 
 HSET_K = b"*4\r\n$4\r\nHSET\r\n$1\r\nk\r\n$1\r\nf\r\n$1\r\nv\r\n"
 
 
-class FakeConnection:
-    """What the write path needs of a connection: a transport, the QUIT flag, its holds."""
+class RecordingTransport(asyncio.Transport):
+    """A socket that records what it is sent, as (connection name, bytes)."""
 
-    def __init__(self, events: list, name: str, session: Any = None) -> None:
-        self.closed = False
-        self.holding = 0
-        self.session = session or SimpleNamespace(close_after_reply=False, log_mark=0)
-        self.transport = SimpleNamespace(write=lambda data: events.append((name, data)))
+    def __init__(self, events: list, name: str, shows: Callable[[bytes], Any] = bytes) -> None:
+        super().__init__()
+        self.events, self.name, self.shows = events, name, shows
+
+    def write(self, data: Any) -> None:
+        self.events.append((self.name, self.shows(data)))
+
+
+def connection(server: Server, events: list, name: str, session: Session | None = None
+               ) -> Connection:
+    """A real connection, as the write path sees it, over a recording transport."""
+    conn = Connection(server)
+    conn.transport = RecordingTransport(events, name)
+    conn.session = session or Session(server.state)
+    return conn
 
 
 class Disk:
@@ -71,17 +82,17 @@ def commit(server: Server, *ops: tuple) -> None:
 async def test_always_holds_replies_until_one_fsync_covers_the_iteration(tmp_path: Path) -> None:
     events: list = []
     server, aof = server_with_log(tmp_path, "always", Disk(events))
-    a, b = FakeConnection(events, "a"), FakeConnection(events, "b")
+    a, b = connection(server, events, "a"), connection(server, events, "b")
     commit(server, (b"HSET", b"k1", b"f", b"v"))
-    server.write(a, b":1\r\n")  # type: ignore[arg-type]
+    server.write(a, b":1\r\n")
     commit(server, (b"HSET", b"k2", b"f", b"v"), (b"DEL", b"k1"))
-    server.write(b, b":2\r\n")  # type: ignore[arg-type]
-    server.write(a, b"+PONG\r\n")  # type: ignore[arg-type]  # a read behind a write waits too
+    server.write(b, b":2\r\n")
+    server.write(a, b"+PONG\r\n")  # a read behind a write waits too
     assert events == []
     await asyncio.sleep(0)  # the end of the loop iteration
     size = os.path.getsize(tmp_path / "emqd.aof")
     assert events == [("fsync", size), ("a", b":1\r\n"), ("b", b":2\r\n"), ("a", b"+PONG\r\n")]
-    server.write(a, b"+PONG\r\n")  # type: ignore[arg-type]  # nothing logged since: straight out
+    server.write(a, b"+PONG\r\n")  # nothing logged since: straight out
     assert events[-1] == ("a", b"+PONG\r\n") and a.holding == 0
     aof.close()
 
@@ -89,10 +100,10 @@ async def test_always_holds_replies_until_one_fsync_covers_the_iteration(tmp_pat
 async def test_always_commits_at_once_for_a_connection_about_to_close(tmp_path: Path) -> None:
     events: list = []
     server, aof = server_with_log(tmp_path, "always", Disk(events))
-    conn = FakeConnection(events, "c")
+    conn = connection(server, events, "c")
     commit(server, (b"HSET", b"k", b"f", b"v"))
     conn.session.close_after_reply = True  # QUIT after the HSET in one pipeline
-    server.write(conn, b":1\r\n+OK\r\n")  # type: ignore[arg-type]
+    server.write(conn, b":1\r\n+OK\r\n")
     assert [name for name, _ in events] == ["fsync", "c"]
     aof.close()
 
@@ -103,12 +114,13 @@ async def test_other_policies_write_the_record_before_the_reply_and_hold_nothing
 ) -> None:
     events: list = []
     server, aof = server_with_log(tmp_path, policy, Disk())
-    conn = FakeConnection(events, "c")
+    conn = connection(server, events, "c")
     path = tmp_path / "emqd.aof"
     commit(server, (b"HSET", b"k", b"f", b"v"))
     conn.session.log_mark = aof.appended  # what the dispatcher notes for the writing client
-    conn.transport.write = lambda data: events.append(("reply", path.stat().st_size))
-    server.write(conn, b":1\r\n")  # type: ignore[arg-type]
+    # the file's size when the reply goes out
+    conn.transport = RecordingTransport(events, "reply", lambda _: path.stat().st_size)
+    server.write(conn, b":1\r\n")
     assert events == [("reply", len(HSET_K))] and conn.holding == 0
     aof.close()
 
@@ -144,15 +156,15 @@ async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
     disk = Disk()
     server, aof = server_with_log(tmp_path, policy, disk)
     session = Session(server.state)
-    writer, reader = FakeConnection(events, "w", session), FakeConnection(events, "r")
+    writer, reader = connection(server, events, "w", session), connection(server, events, "r")
     assert dispatch.execute(session, [b"HSET", b"k", b"a", b"1"]) == 1
-    server.write(writer, b":1\r\n")  # type: ignore[arg-type]
+    server.write(writer, b":1\r\n")
     await asyncio.sleep(0)
     assert events == [("w", b":1\r\n")]
     disk.full, disk.room = True, 10  # the next record goes in partly, then the disk is full
     assert dispatch.execute(session, [b"HSET", b"k", b"b", b"2"]) == 1
-    server.write(writer, b":1\r\n")  # type: ignore[arg-type]  # not in the file: must wait
-    server.write(writer, b"$1\r\n1\r\n")  # type: ignore[arg-type]  # behind it on its connection
+    server.write(writer, b":1\r\n")  # not in the file: must wait
+    server.write(writer, b"$1\r\n1\r\n")  # behind it on its connection
     await asyncio.sleep(0)
     assert events == [("w", b":1\r\n")] and writer.holding == 2
     refused = dispatch.execute(session, [b"HSET", b"k", b"c", b"3"])
@@ -160,7 +172,7 @@ async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
     assert refused.message == b"MISCONF Errors writing to the AOF file: No space left on device"
     assert dispatch.execute(session, [b"EMQ.ADD", b"q", b"p"]) == refused
     assert dispatch.execute(session, [b"HGET", b"k", b"b"]) == b"2"  # reads are served
-    server.write(reader, b"$1\r\n2\r\n")  # type: ignore[arg-type]  # and sent: no write to wait for
+    server.write(reader, b"$1\r\n2\r\n")  # and sent: no write to wait for
     assert events[-1] == ("r", b"$1\r\n2\r\n")
     info: dict = aof.info()
     assert info["aof_last_write_status"] == "err"
@@ -227,20 +239,20 @@ async def test_a_new_fsync_policy_holds_the_next_reply_as_that_policy_says(tmp_p
     server, aof = server_with_log(tmp_path, "everysec", Disk(events))
     thread = aof._thread
     assert thread is not None and thread.is_alive()
-    conn = FakeConnection(events, "c")
+    conn = connection(server, events, "c")
     server.state.reconfigure({"appendfsync": "always"})
     assert aof.always and aof._thread is None
     thread.join(timeout=3)
     assert not thread.is_alive()  # the everysec thread stopped by itself
     commit(server, (b"HSET", b"k", b"f", b"v"))
-    server.write(conn, b":1\r\n")  # type: ignore[arg-type]
+    server.write(conn, b":1\r\n")
     assert events == []  # held for the fsync
     await asyncio.sleep(0)
     assert events == [("fsync", len(HSET_K)), ("c", b":1\r\n")]
     server.state.reconfigure({"appendfsync": "no"})
     commit(server, (b"HSET", b"k", b"f", b"w"))
     conn.session.log_mark = aof.appended
-    server.write(conn, b":0\r\n")  # type: ignore[arg-type]
+    server.write(conn, b":0\r\n")
     await asyncio.sleep(0)
     assert events[2:] == [("c", b":0\r\n")] and aof.synced < aof.written  # written, no fsync
     server.state.reconfigure({"appendfsync": "everysec", "aof_rewrite_min_size": 1024})
