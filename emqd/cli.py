@@ -8,7 +8,7 @@ import os
 import sys
 from dataclasses import fields
 
-from emqd import __version__
+from emqd import __version__, core_build
 from emqd.config import LOG_LEVELS, Config
 
 _YES_NO = {"yes": True, "no": False}
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A job-queue server that speaks the Redis protocol. "
         "Every flag can also be given as EMQD_<FLAG> (dashes as underscores).",
     )
-    parser.add_argument("-v", "--version", action="version", version=f"emqd {__version__}")
+    parser.add_argument("-v", "--version", action="version",
+                        version=f"emqd {__version__} ({core_build()} core)")
     defaults = Config()
     for f in fields(Config):
         default = getattr(defaults, f.name)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import uvloop
 
-from emqd import clock
+from emqd import clock, core_build
 from emqd.blocking import Waiters
 from emqd.config import LOG_LEVELS, Config
 from emqd.housekeeping import Housekeeping
@@ -167,8 +167,8 @@ class Server:
             server = await loop.create_server(
                 lambda: Connection(self), sock=listener.sock, ssl=listener.ssl)
             self.listeners.append(server)
-            log.info("emqd listening on %s%s run_id=%s", listener.address,
-                     " (TLS)" if listener.ssl else "", self.state.run_id)
+            log.info("emqd listening on %s%s run_id=%s core=%s", listener.address,
+                     " (TLS)" if listener.ssl else "", self.state.run_id, core_build())
         if self.config.http_port:
             self.http = HttpSide(self.state, lambda: len(self.waiters), self.wake_parked)
             await self.http.start(self.config.bind, self.config.http_port)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from emqd import __version__
+from emqd import __version__, core_build
 from emqd.cli import config_from
 from emqd.config import Config
 from tests.support import ROOT, RawClient, start_emqd
@@ -118,7 +118,7 @@ def _run_emqd(*flags: str, cwd: str | None = None) -> subprocess.CompletedProces
 @pytest.mark.parametrize("flag", ["--version", "-v"])
 def test_version(flag: str) -> None:
     done = _run_emqd(flag)
-    assert (done.returncode, done.stdout) == (0, f"emqd {__version__}\n")
+    assert (done.returncode, done.stdout) == (0, f"emqd {__version__} ({core_build()} core)\n")
 
 
 def test_a_busy_port_is_named_and_found_before_the_log_is_read(tmp_path: Path) -> None:

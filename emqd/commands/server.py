@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from emqd import __version__, clock, errors
+from emqd import __version__, clock, core_build, errors
 from emqd.command import Command, command
 from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
@@ -230,6 +230,7 @@ def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object
             "config_file": "",
             "io_threads_active": 0,
             "emqd_version": __version__,
+            "emqd_core": core_build(),
         }
     elif name == "clients":
         fields = {

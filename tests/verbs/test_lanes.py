@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from emqd import errors
+from emqd import core_build, errors
 from emqd.config import Config
 from emqd.plan import Plan
 from emqd.reply import NULL_ARRAY
@@ -219,6 +219,8 @@ def test_a_lane_of_ghosts_only_leaves_the_ring() -> None:
     assert hash_of(space, P + b"meta")[b"lanes_pending"] == b"0"
 
 
+@pytest.mark.skipif(core_build() == "mypyc", reason="counts a ZSet's reads from Python, "
+                    "which a compiled ZSet does not allow; the pure pass runs it")
 def test_picking_reads_the_ring_head_whatever_the_number_of_full_lanes() -> None:
     space = keyspace()
     for i in range(2000):

@@ -1,0 +1,48 @@
+"""Which core runs: the modules setup.py compiles with mypyc, or their Python source.
+
+scripts/test sets EMQD_EXPECT_COMPILED=1 when it built the compiled core, so a
+build that silently fell back to Python fails here instead of passing the suite
+on the slower core. Either way the core is one kind, and a compiled one is no
+older than its sources: a stale extension module would run old code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+import redis
+
+from emqd import core_build
+from emqd.build import EXTENSIONS, ROOT, compiled_sources, module_name, stale_sources
+
+
+def kind_of(module: str) -> str:
+    loaded = importlib.import_module(module).__file__ or ""
+    return "mypyc" if loaded.endswith(EXTENSIONS) else "pure"
+
+
+def test_the_core_is_all_of_one_kind() -> None:
+    modules = [module_name(source) for source in compiled_sources()]
+    assert len(modules) > 20 and "emqd.plan" in modules and "emqd.verbs.claim" in modules
+    kinds = {module: kind_of(module) for module in modules}
+    assert set(kinds.values()) == {core_build()}, kinds
+
+
+def test_a_compiled_core_is_no_older_than_its_sources() -> None:
+    """An edit after the build would otherwise silently not run: rebuild
+    (`pip install -e .`, as scripts/test does) or build pure (EMQD_PURE=1)."""
+    if core_build() != "mypyc":
+        pytest.skip("the pure core runs its sources")
+    assert stale_sources() == []
+
+
+def test_the_expected_core_was_built() -> None:
+    expected = "mypyc" if os.environ.get("EMQD_EXPECT_COMPILED") == "1" else core_build()
+    assert core_build() == expected
+    assert (importlib.import_module("emqd.plan").__file__ or "").startswith(str(ROOT / "emqd"))
+
+
+def test_info_names_the_core(r: redis.Redis) -> None:
+    assert r.info("server")["emqd_core"] == core_build()
