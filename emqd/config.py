@@ -46,6 +46,13 @@ class Config:
     pubsub_hard_limit: int = 32 * 1024 * 1024
     pubsub_soft_limit: int = 8 * 1024 * 1024
     pubsub_soft_seconds: int = 60
+    # Redis's `client-output-buffer-limit normal 0 0 0`: off by default, as in
+    # Redis, because a client that does not read already costs little (a
+    # connection stops running its requests once its replies back up:
+    # emqd/wire/protocol.py); set, it closes such a client.
+    normal_hard_limit: int = 0
+    normal_soft_limit: int = 0
+    normal_soft_seconds: int = 0
     # Redis's encoding thresholds (OBJECT ENCODING, HSCAN/ZSCAN in one call):
     # the store holds them in `Keyspace.limits`, read at every write.
     hash_max_listpack_entries: int = 512

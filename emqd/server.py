@@ -22,10 +22,11 @@ from emqd.housekeeping import Housekeeping
 from emqd.http.app import HttpSide
 from emqd.listen import Listener, bind_listeners, close, listen
 from emqd.loop_lag import LagProbe
+from emqd.output_limit import check
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
 from emqd.server_state import ServerState
-from emqd.wire.delivery import Delivery
+from emqd.wire.delivery import Delivery, close_lagging
 from emqd.wire.protocol import Connection
 
 log = logging.getLogger("emqd")
@@ -111,6 +112,12 @@ class Server:
     def _send(self, conn: Connection, data: bytes) -> None:
         if not conn.closed and conn.transport is not None:
             conn.transport.write(data)
+            limit = self.state.normal_limit
+            if limit is not None and conn.session.pubsub is None:  # Delivery limits those
+                unsent = conn.transport.get_write_buffer_size()
+                close, conn.over_soft_since_ms = check(limit, unsent, conn.over_soft_since_ms)
+                if close:
+                    close_lagging(self, conn, unsent, "normal")
 
     def schedule_flush(self) -> None:
         """Flush the log and release what waits for it at the end of this loop iteration."""
@@ -120,7 +127,8 @@ class Server:
 
     def flush_log(self) -> None:
         """The end of a loop iteration (Redis's beforeSleep): write and fsync the log, then
-        send the replies it now holds, in order. A refusal of the disk is retried a second
+        send the replies it now holds, in order, and go on with the requests of the
+        connections that stopped for them. A refusal of the disk is retried a second
         later, and again, until the records are in."""
         self._flush_scheduled = False
         aof = self.state.aof
@@ -131,6 +139,7 @@ class Server:
         held = self.held
         stuck: set[Connection] = set()
         kept: deque[tuple[Connection, bytes, int]] = deque()
+        released: list[Connection] = []
         while held:
             conn, data, needed = held.popleft()
             if (aof is not None and needed > durable) or conn in stuck:
@@ -139,9 +148,13 @@ class Server:
                 continue
             conn.holding -= 1
             self._send(conn, data)
+            if not conn.holding and conn.pending:
+                released.append(conn)
         self.held = kept
         if aof is not None and aof.failing is not None and self._retry is None:
             self._retry = asyncio.get_running_loop().call_later(RETRY_WRITE_S, self._retry_log)
+        for conn in released:
+            conn.run_pending()
 
     def _retry_log(self) -> None:
         self._retry = None

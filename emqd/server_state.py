@@ -20,6 +20,7 @@ from emqd import clock
 from emqd.config import LOG_LEVELS, Config
 from emqd.events import Listener
 from emqd.loop_lag import LoopLag
+from emqd.output_limit import OutputLimit
 from emqd.plan import Plan
 from emqd.pubsub import PubSub
 from emqd.store.keyspace import Keyspace
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
     from emqd.housekeeping import Housekeeping
     from emqd.persist.aof import AppendOnlyFile
     from emqd.session import Session
+
+
+def normal_limit(config: Config) -> OutputLimit | None:
+    if not (config.normal_hard_limit or config.normal_soft_limit):
+        return None
+    return OutputLimit(config.normal_hard_limit, config.normal_soft_limit,
+                       config.normal_soft_seconds)
 
 
 def new_run_id() -> str:
@@ -49,6 +57,9 @@ class ServerState:
         self.total_connections = 0
         self.rejected_connections = 0  # refused at maxclients
         self.output_limit_disconnections = 0  # clients closed by emqd/wire/delivery.py
+        # `client-output-buffer-limit normal`, or None when both its limits are 0
+        # (the default): Server._send checks it after every write when set.
+        self.normal_limit = normal_limit(config)
         # How late the event loop runs (emqd/loop_lag.py): INFO's latest and
         # worst lag, and a cumulative histogram for /metrics.
         self.loop_lag = LoopLag()
@@ -76,6 +87,7 @@ class ServerState:
         old = self.config
         new = self.config = dataclasses.replace(old, **changes)
         self._set_limits(new)
+        self.normal_limit = normal_limit(new)
         if new.loglevel != old.loglevel:
             logging.getLogger("emqd").setLevel(LOG_LEVELS[new.loglevel])
         if self.aof is not None:

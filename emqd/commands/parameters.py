@@ -121,7 +121,7 @@ def backoff(raw: bytes) -> str:
 
 # --- client-output-buffer-limit ---------------------------------------------------------------
 _CLASSES = {b"normal": "normal", b"slave": "replica", b"replica": "replica", b"pubsub": "pubsub"}
-_FIXED_CLASSES = {"normal": (0, 0, 0), "replica": (268435456, 67108864, 60)}
+_REPLICA_LIMITS = (268435456, 67108864, 60)  # emqd has no replicas: shown as Redis's default
 
 
 def _strtoll(raw: bytes) -> int | None:
@@ -142,9 +142,9 @@ def _strtoll(raw: bytes) -> int | None:
 def output_limits(raw: bytes) -> Changes:
     """`<class> <hard> <soft> <seconds>` ..., split on single spaces as Redis splits it.
 
-    emqd limits Pub/Sub clients only (emqd/output_limit.py): the `normal` and
-    `replica` classes keep the values CONFIG GET shows, so that the line it
-    shows can be set back, and any other value for them is refused.
+    emqd limits the `normal` and `pubsub` classes (emqd/output_limit.py); it has
+    no replicas, so the `replica` class keeps the values CONFIG GET shows (the
+    line it shows can be set back) and any other value for it is refused.
     """
     words = raw.split(b" ") if raw else []
     if len(words) % 4:
@@ -159,18 +159,21 @@ def output_limits(raw: bytes) -> Changes:
             raise BadValue("Error in hard, soft or soft_seconds setting in buffer limit "
                            "configuration.")
         limits[kind] = (hard, soft, seconds)
-    for kind, kept in _FIXED_CLASSES.items():
-        if limits.get(kind, kept) != kept:
-            raise BadValue("emqd limits only the pubsub class: normal stays 0 0 0 and "
-                           "replica 268435456 67108864 60")
-    if "pubsub" not in limits:
-        return {}
-    hard, soft, seconds = limits["pubsub"]
-    return {"pubsub_hard_limit": hard, "pubsub_soft_limit": soft, "pubsub_soft_seconds": seconds}
+    if limits.get("replica", _REPLICA_LIMITS) != _REPLICA_LIMITS:
+        raise BadValue("emqd has no replicas: the replica class stays 268435456 67108864 60")
+    changes: Changes = {}
+    for kind in ("normal", "pubsub"):
+        if kind in limits:
+            hard, soft, seconds = limits[kind]
+            changes |= {f"{kind}_hard_limit": hard, f"{kind}_soft_limit": soft,
+                        f"{kind}_soft_seconds": seconds}
+    return changes
 
 
 def _show_output_limits(config: Config) -> str:
-    classes = [("normal", _FIXED_CLASSES["normal"]), ("slave", _FIXED_CLASSES["replica"]),
+    classes = [("normal", (config.normal_hard_limit, config.normal_soft_limit,
+                           config.normal_soft_seconds)),
+               ("slave", _REPLICA_LIMITS),
                ("pubsub", (config.pubsub_hard_limit, config.pubsub_soft_limit,
                            config.pubsub_soft_seconds))]
     return " ".join(f"{name} {hard} {soft} {seconds}" for name, (hard, soft, seconds) in classes)

@@ -10,7 +10,9 @@ blocking CLAIM) stops the pipeline: the requests behind it wait, as they do
 behind Redis's BLPOP, and run when it is answered. When the socket's write
 buffer passes its high-water mark the connection stops reading and stops
 running requests, so a client that pipelines without reading cannot grow the
-server's memory without bound.
+server's memory without bound: within one batch too, whose replies go to the
+socket every FLUSH_BYTES, and whose requests stop there when the socket did not
+take them all (or the log holds them back), to go on once it drains.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("emqd")
 
 MAX_QUEUED_REQUESTS = 10_000  # parsed but not yet run (behind a park or a full socket)
+# A batch's replies go out every this many bytes, and the batch stops there when
+# they back up: 2,000 HGETALLs of a 220 kB hash in one read cost a client that
+# does not read about one chunk and one reply, not 440 MB.
+FLUSH_BYTES = 64 * 1024
 
 
 class Connection(asyncio.Protocol):
@@ -47,6 +53,7 @@ class Connection(asyncio.Protocol):
         "paused",
         "closed",
         "holding",
+        "over_soft_since_ms",
     )
 
     def __init__(self, server: Server) -> None:
@@ -59,6 +66,7 @@ class Connection(asyncio.Protocol):
         self.paused = False  # the socket's write buffer is full
         self.closed = False
         self.holding = 0  # replies the server holds for the log (Server.write)
+        self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
 
     # --- asyncio callbacks -----------------------------------------------------
     def connection_made(self, base: asyncio.BaseTransport) -> None:
@@ -118,7 +126,7 @@ class Connection(asyncio.Protocol):
 
     # --- running requests ---------------------------------------------------------
     def _run(self, requests: list[Any]) -> None:
-        """Run requests in order; stop at a park, a QUIT or a full socket.
+        """Run requests in order; stop at a park, a QUIT, or replies backing up.
 
         The parser stops at broken framing, so only the last request can be a
         `ProtocolError`: it is set aside once per batch and answered after the
@@ -126,6 +134,7 @@ class Connection(asyncio.Protocol):
         """
         session = self.session
         out: list[bytes] = []
+        size = 0
         broken = requests[-1] if type(requests[-1]) is ProtocolError else None
         for i, argv in enumerate(requests[:-1] if broken is not None else requests):
             reply = execute(session, argv)
@@ -135,12 +144,23 @@ class Connection(asyncio.Protocol):
                 self._park(argv, reply)
                 return
             # session.resp read after the command: a HELLO's reply is in the new protocol
-            out.append(encode(reply, session.resp))
+            data = encode(reply, session.resp)
+            out.append(data)
             if session.close_after_reply:
                 self._write(out)
                 self.transport.close()  # type: ignore[union-attr]
                 self.closed = True
                 return
+            size += len(data)
+            if size >= FLUSH_BYTES:
+                self._write(out)
+                out, size = [], 0
+                if self.paused or self.holding or self.closed:
+                    # the socket or the log holds replies back: the rest waits for
+                    # resume_writing or Server.flush_log (the ProtocolError too)
+                    if not self.closed:
+                        self.pending.extendleft(reversed(requests[i + 1 :]))
+                    return
         if broken is not None:
             out.append(b"-ERR " + str(broken).encode("latin-1") + b"\r\n")
             self._write(out)

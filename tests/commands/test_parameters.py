@@ -66,7 +66,7 @@ def test_a_choice_takes_any_case_and_lists_the_choices() -> None:
         "argument(s) must be one of the following: everysec, always, no"
 
 
-def test_output_limits_read_redis_s_line_and_keep_the_classes_emqd_does_not_limit() -> None:
+def test_output_limits_read_redis_s_line_and_keep_the_class_emqd_does_not_limit() -> None:
     assert output_limits(b"pubsub 64mb 16mb 30") == {
         "pubsub_hard_limit": 64 << 20, "pubsub_soft_limit": 16 << 20, "pubsub_soft_seconds": 30}
     assert output_limits(b"") == {}
@@ -74,7 +74,10 @@ def test_output_limits_read_redis_s_line_and_keep_the_classes_emqd_does_not_limi
     assert output_limits(b"pubsub 0 0 4294967296")["pubsub_soft_seconds"] == 0  # a C int
     shown = BY_NAME[b"client-output-buffer-limit"].show(Config())
     assert output_limits(shown.encode())["pubsub_hard_limit"] == 32 << 20  # GET's line sets back
-    assert output_limits(b"replica 256mb 64mb 60 normal 0 0 0") == {}
+    assert output_limits(b"replica 256mb 64mb 60") == {}
+    assert output_limits(b"normal 1mb 512kb 10 pubsub 0 0 0") == {
+        "normal_hard_limit": 1 << 20, "normal_soft_limit": 512 << 10, "normal_soft_seconds": 10,
+        "pubsub_hard_limit": 0, "pubsub_soft_limit": 0, "pubsub_soft_seconds": 0}
     wrong = {
         b"pubsub 1 1": "Wrong number of arguments in buffer limit configuration.",
         b"master 1 1 1": "Invalid client class specified in buffer limit configuration.",
@@ -84,9 +87,8 @@ def test_output_limits_read_redis_s_line_and_keep_the_classes_emqd_does_not_limi
                 b"pubsub 1 1 +", b"pubsub 1 1 \t", b"pubsub 1 1 2147483648",
                 b"pubsub 1 1 99999999999999999999"):
         wrong[raw] = "Error in hard, soft or soft_seconds setting in buffer limit configuration."
-    for raw in (b"normal 1 0 0", b"slave 1 2 3"):
-        wrong[raw] = ("emqd limits only the pubsub class: normal stays 0 0 0 and replica "
-                      "268435456 67108864 60")
+    for raw in (b"replica 1 0 0", b"slave 1 2 3"):
+        wrong[raw] = "emqd has no replicas: the replica class stays 268435456 67108864 60"
     for raw, reason in wrong.items():
         assert _reason(output_limits, raw) == reason, raw
 
