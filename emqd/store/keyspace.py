@@ -81,8 +81,22 @@ class Keyspace:
         watched = self.watched
         for op in ops:
             _APPLY[op[0]](self, op)
-            if watched and len(op) > 1 and op[1] in watched:
-                self.ready.add(op[1])
+            if watched:
+                self._note_written(op)
+
+    def _note_written(self, op: Sequence[Any]) -> None:
+        """Note the watched keys an op wrote: its key, every key of a DEL, all for FLUSHALL
+        (a parked EMQ.WAIT learns that its job's row went, whichever way it went)."""
+        name = op[0]
+        if name == b"DEL":
+            keys: Iterable[bytes] = op[1:]
+        elif name == b"FLUSHALL":
+            keys = list(self.watched)
+        else:
+            keys = op[1:2]
+        for key in keys:
+            if key in self.watched:
+                self.ready.add(key)
 
     def touched(self, keys: tuple[bytes, ...]) -> None:
         """Note the watched ones among keys a plan wrote (a Shape's applier)."""
