@@ -209,6 +209,8 @@ PRIORITY_RANGE = Refusal("ERR PRIORITY must be between -1000 and 1000")
 PRIORITY_NOT_INTEGER = Refusal("ERR PRIORITY must be an integer")
 TIMEOUT_RANGE = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
 PAYLOAD_TOO_BIG = Refusal("ERR payload exceeds max-payload")
+NO_SUCH_JOB = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id
+CORRUPT_JOB_LOG = Refusal("ERR job log holds an invalid line number")
 AOF_DISABLED = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
 REWRITE_IN_PROGRESS = Refusal("ERR Background append only file rewriting already in progress")
 REWRITE_FAILED = Refusal(
@@ -234,6 +236,11 @@ def must_be_positive(keyword: str) -> Refusal:
 
 def must_be_non_negative(keyword: str) -> Refusal:
     return Refusal(f"ERR {keyword} must be a non-negative integer")
+
+
+def too_long(keyword: str, limit: int) -> Refusal:
+    """An argument over its size limit (EMQ.PROGRESS's VALUE, EMQ.LOG's LINE)."""
+    return Refusal(f"ERR {keyword} exceeds {limit} bytes")
 
 
 def corrupt_setting(field: bytes) -> ReplyError:

@@ -31,6 +31,8 @@ class QueueKeys:
         "glimit",
         "job_prefix",
         "lane_prefix",
+        "log_prefix",
+        "events",
     )
 
     def __init__(self, queue: bytes) -> None:
@@ -52,12 +54,17 @@ class QueueKeys:
         self.glimit = p + b"glimit"
         self.job_prefix = p + b"job:"
         self.lane_prefix = p + b"lane:"
+        self.log_prefix = p + b"log:"  # a job's log lines (emqd/verbs/job_log.py)
+        self.events = p + b"events"  # the Pub/Sub channel of its transitions (emqd/queue_events.py)
 
     def job(self, job_id: bytes) -> bytes:
         return self.job_prefix + job_id
 
     def lane(self, group: bytes) -> bytes:
         return self.lane_prefix + group
+
+    def log(self, job_id: bytes) -> bytes:
+        return self.log_prefix + job_id
 
 
 _cache: dict[bytes, QueueKeys] = {}

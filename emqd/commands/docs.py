@@ -273,6 +273,13 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     ],
     "emq.requeue": [_QUEUE, _ID, _TOKEN],
     "emq.extend": [_QUEUE, _ID, _TOKEN, integer("lease-ms")],
+    "emq.progress": [_QUEUE, _ID, _TOKEN, string("value")],
+    "emq.log": [_QUEUE, _ID, _TOKEN, string("line")],
+    "emq.logs": [
+        _QUEUE, _ID, integer("start", token="START", optional=True),
+        integer("count", token="COUNT", optional=True),
+    ],
+    "emq.wait": [_QUEUE, _ID, integer("timeout-ms")],
     "emq.stalled.check": [
         _QUEUE, integer("max-stalled", token="MAXSTALLED", optional=True),
         integer("limit", token="LIMIT", optional=True),

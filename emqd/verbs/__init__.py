@@ -1,8 +1,8 @@
 """The EMQ verbs, one module per verb, each exporting COMMANDS (see runner.py).
 
 Shared planner helpers live in job.py (guard, entry, finishing),
-retention.py (the trims) and lanes.py (groups: the ring, the slots, the
-counters); they register no command.
+retention.py (the trims), lanes.py (groups: the ring, the slots, the
+counters) and job_log.py (a job's log lines); they register no command.
 """
 
 from emqd.verbs import (
@@ -16,7 +16,10 @@ from emqd.verbs import (
     get,
     lane_limit,
     lane_list,
+    log,
+    logs,
     pause,
+    progress,
     promote,
     queues,
     remove,
@@ -25,7 +28,9 @@ from emqd.verbs import (
     revive,
     stalled_check,
     stats,
+    wait,
 )
 
 ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete, fail, requeue,
-       extend, stalled_check, promote, revive, remove, lane_limit, lane_list)
+       extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log,
+       logs, wait)

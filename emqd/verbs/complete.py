@@ -85,7 +85,8 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     event = (events.COMPLETED, keys.queue, args.id, now_ms,
              {"duration_ms": now_ms - claimed if claimed is not None else 0})
     now = b"%d" % now_ms
-    trim = len(tail) == 4 and len(tail[2]) == 3  # exactly one oldest row trimmed
+    # exactly one oldest row trimmed, without a log of its own (job_log.py)
+    trim = len(tail) == 4 and len(tail[2]) == 3 and len(tail[3]) == 2
     if not lane_ops and (len(tail) == 2 or trim):
         shape = SHAPES[(args.result is not None, trim)]
         values = [keys.active, args.id, keys.job(args.id), now]

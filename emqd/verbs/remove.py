@@ -1,8 +1,8 @@
 """EMQ.REMOVE QUEUE ID
 
-Deletes a job that is not active: its row, and its entry in the set its
-`state` names (pending or its lane, scheduled, dead or completed), whatever
-that state. A waiting lane job leaves with its lane bookkeeping (lanes.py:
+Deletes a job that is not active: its row (with its log, job_log.py), and its
+entry in the set its `state` names (pending or its lane, scheduled, dead or
+completed), whatever that state. A waiting lane job leaves with its lane bookkeeping (lanes.py:
 the lane count, and the ring when the lane became empty).
 An active job is refused: its holder must finish, fail or requeue it first.
 
@@ -25,7 +25,7 @@ from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
+from emqd.verbs import job, job_log, lanes
 from emqd.verbs.runner import verb_command
 
 
@@ -61,7 +61,7 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         return Plan([], 0, None, ())
     if hashes.get(row, job.STATE) == job.ACTIVE or (active is not None and args.id in active):
         raise errors.STATE_ACTIVE()
-    ops: list[Op] = [(b"DEL", keys.job(args.id))]
+    ops: list[Op] = [(b"DEL", *job_log.row_and_log_keys(view, keys, [args.id]))]
     zkey = _set_of(keys, row)
     if zkey is not None:
         zset = view.zset(zkey)

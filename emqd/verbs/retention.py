@@ -1,4 +1,4 @@
-"""Retention (protocol section 6.3): the oldest finished rows go, with their set entries.
+"""Retention (protocol section 6.3): the oldest finished rows go, with their set entries and logs.
 
 `keep_completed` / `keep_dead` bound the `completed` and `dead` sets. A plan
 that adds finished jobs (COMPLETE, FAIL at the cap, a dead-lettering sweep or
@@ -25,6 +25,7 @@ from emqd.plan import Op, Plan
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
+from emqd.verbs import job_log
 from emqd.verbs import settings as queue_settings
 
 SLICE = 100
@@ -43,7 +44,7 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
 
     `added` holds the (score, id) pairs the same plan adds to the set before
     these ops run. Returns the ops (empty when nothing is in excess): ZREM of
-    the victims, DEL of their rows and, for dead letters, `HINCRBY
+    the victims, DEL of their rows (and of their logs, job_log.py) and, for dead letters, `HINCRBY
     metrics:failed trimmed k` (a corrupt `trimmed` refuses with HINCRBY's
     text, so the plan cannot fail halfway).
     """
@@ -62,7 +63,8 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
         head = [] if zset is None else [pair for pair in zset.walk(0, excess)]
         victims = [member for _, member in sorted(
             [pair for pair in head if pair[1] not in new] + [(s, m) for s, m in added])[:excess]]
-    ops: list[Op] = [(b"ZREM", zkey, *victims), (b"DEL", *(keys.job(v) for v in victims))]
+    ops: list[Op] = [(b"ZREM", zkey, *victims),
+                     (b"DEL", *job_log.row_and_log_keys(view, keys, victims))]
     if kind == DEAD:
         row = view.hash(keys.metrics_failed)
         incremented(None if row is None else hashes.get(row, TRIMMED), len(victims))
@@ -88,5 +90,5 @@ def plan(args: SliceArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ops: list[Op] = []
     for kind, keep in ((COMPLETED, settings.keep_completed), (DEAD, settings.keep_dead)):
         ops += trim_ops(view, keys, kind, keep)
-    deleted = sum(len(op) - 1 for op in ops if op[0] == b"DEL")
+    deleted = sum(len(op) - 2 for op in ops if op[0] == b"ZREM")  # the victims, not their logs
     return Plan(ops, deleted, due=())

@@ -40,6 +40,7 @@ FIELDS: dict[bytes, tuple[Callable[[bytes], object], errors.Refusal]] = {
     b"keep_completed": (_non_negative, errors.must_be_non_negative("keep_completed")),
     b"keep_dead": (_non_negative, errors.must_be_non_negative("keep_dead")),
     b"lane_limit": (_non_negative, errors.must_be_non_negative("lane_limit")),
+    b"keep_log_lines": (_non_negative, errors.must_be_non_negative("keep_log_lines")),
 }
 
 
@@ -51,6 +52,7 @@ class Settings:
     keep_completed: int
     keep_dead: int
     lane_limit: int
+    keep_log_lines: int
 
 
 def defaults(config: Config) -> dict[bytes, bytes]:
@@ -62,6 +64,7 @@ def defaults(config: Config) -> dict[bytes, bytes]:
         b"keep_completed": b"%d" % config.keep_completed,
         b"keep_dead": b"%d" % config.keep_dead,
         b"lane_limit": b"%d" % config.lane_limit,
+        b"keep_log_lines": b"%d" % config.keep_log_lines,
     }
 
 

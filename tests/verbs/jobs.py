@@ -58,7 +58,13 @@ def sets_holding(space: Keyspace, job_id: bytes, prefix: bytes = P) -> list[byte
 
 def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
     """Section 1: every job in exactly the one set its `state` names (a waiting lane job:
-    its lane, `lane:<group>`, and no other lane); no member without a row."""
+    its lane, `lane:<group>`, and no other lane); no member without a row; no job log
+    without its row, nor longer than `keep_log_lines`."""
+    keep = int((hash_of(space, prefix + b"config") or {}).get(b"keep_log_lines", 100))
+    for key in space.data:
+        if key.startswith(prefix + b"log:"):
+            assert row(space, key[len(prefix) + 4:], prefix) is not None, key
+            assert len(space.data[key]) <= keep, key  # type: ignore[arg-type]
     lanes = [key for key in space.data if key.startswith(prefix + b"lane:")]
     for key in space.data:
         if key.startswith(prefix + b"job:"):
@@ -151,7 +157,8 @@ def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P) -> N
 def step_checked(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,
                  run_id: bytes = RUN_ID) -> Any:
     """One step of a random interleaving: drive and apply (a Block's plan too); the reply,
-    the ReplyError (after asserting the refusal wrote nothing), or a Block's timeout reply."""
+    the ReplyError (after asserting the refusal wrote nothing), a Block's timeout reply, or
+    a read's reply."""
     before = snapshot(space)
     result = drive(verb, argv, space, now=now, run_id=run_id)
     if isinstance(result, ReplyError):
@@ -161,7 +168,8 @@ def step_checked(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = 
         if result.plan is not None:
             space.apply(result.plan.ops)
         return result.timeout_reply
-    assert isinstance(result, Plan)
+    if not isinstance(result, Plan):
+        return result  # a read (EMQ.WAIT, EMQ.LOGS): a reply, no plan
     space.apply(result.ops)
     return result.reply
 
@@ -173,7 +181,8 @@ class Interleaving:
 
     def __init__(self) -> None:
         self.space = keyspace(**{"emq:{q}:config": {"keep_completed": "3", "keep_dead": "2",
-                                                    "backoff": "exp:5:40"}})
+                                                    "backoff": "exp:5:40",
+                                                    "keep_log_lines": "2"}})
         self.now = NOW
         self.run_id = RUN_ID
         self.restarts = 0

@@ -13,7 +13,8 @@ from tests.verbs.planner import drive, effects, keyspace
 
 KEY = b"emq:{q}:config"
 DEFAULTS = {b"max_attempts": b"3", b"backoff": b"fixed:1000", b"max_stalled": b"2",
-            b"keep_completed": b"1000", b"keep_dead": b"10000", b"lane_limit": b"1"}
+            b"keep_completed": b"1000", b"keep_dead": b"10000", b"lane_limit": b"1",
+            b"keep_log_lines": b"100"}
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,9 @@ DEFAULTS = {b"max_attempts": b"3", b"backoff": b"fixed:1000", b"max_stalled": b"
          Plan([(b"HSET", KEY, b"max_attempts", b"5", b"backoff", b"exp:10:100")], "OK")),
         (None, ["SET", "keep_completed", "0"],
          Plan([(b"HSET", KEY, b"keep_completed", b"0")], "OK")),
+        (None, ["SET", "keep_log_lines", "0"],
+         Plan([(b"HSET", KEY, b"keep_log_lines", b"0")], "OK")),
+        (None, ["SET", "keep_log_lines", "-1"], errors.must_be_non_negative("keep_log_lines")),
         (None, ["SET", "max_attempts", "5", "keep_dead", "-1"],
          errors.must_be_non_negative("keep_dead")),
         (None, ["SET", "max_stalled", "0"], errors.must_be_positive("max_stalled")),

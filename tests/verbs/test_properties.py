@@ -16,27 +16,34 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emqd import errors
 from emqd.errors import ReplyError
+from emqd.reply import NULL_ARRAY
 from emqd.verbs import (
     add,
     claim,
     complete,
     extend,
     fail,
+    log,
+    logs,
+    progress,
     remove,
     requeue,
     revive,
+    wait,
 )
 from tests.verbs.jobs import Interleaving, check_invariant, row
 
-KINDS = ("add", "claim", "complete", "fail", "requeue", "extend", "sweep", "promote",
-         "revive", "remove", "tick", "restart")
-HOLDER_VERBS = {"complete": complete, "fail": fail, "requeue": requeue, "extend": extend}
+KINDS = ("add", "claim", "complete", "fail", "requeue", "extend", "progress", "log", "sweep",
+         "promote", "revive", "remove", "wait", "logs", "tick", "restart")
+HOLDER_VERBS = {"complete": complete, "fail": fail, "requeue": requeue, "extend": extend,
+                "progress": progress, "log": log}
 CLIENTS = 3
 
 # Weighted so that jobs get claimed and held tokens get used (and reused once stale).
 WEIGHTED = (*KINDS, "add", "add", "claim", "claim", "complete", "fail", "requeue", "extend",
-            "tick")
+            "log", "tick")
 step = st.tuples(st.sampled_from(WEIGHTED), st.integers(0, CLIENTS - 1), st.integers(0, 12),
                  st.integers(0, 3))
 
@@ -76,6 +83,26 @@ class World(Interleaving):
                 self.call(revive, ["emq.revive", "q", job_id] + (["RESET"] if b else []))
             else:
                 self.call(remove, ["emq.remove", "q", job_id])
+        elif kind in ("wait", "logs") and self.ids:
+            self._read(kind, self.ids[a % len(self.ids)])
+
+    def _read(self, kind: str, job_id: bytes) -> None:
+        """WAIT and LOGS answer from the row as it is: a finished job's outcome (nil
+        for one still running: the timeout's answer), the kept lines; no row, no job."""
+        current = row(self.space, job_id)
+        if kind == "wait":
+            reply = self.call(wait, ["emq.wait", "q", job_id, 10])
+            if current is None:
+                assert reply == errors.NO_SUCH_JOB
+            elif current[b"state"] == b"completed":
+                assert reply == [b"completed", current.get(b"result")]
+            elif current[b"state"] == b"dead":
+                assert reply == [b"dead", current.get(b"last_error")]
+            else:
+                assert reply is NULL_ARRAY, (current, reply)
+        else:
+            reply = self.call(logs, ["emq.logs", "q", job_id])
+            assert reply == errors.NO_SUCH_JOB if current is None else len(reply) <= 2
 
     def _holder(self, kind: str, client: int, a: int, b: int) -> None:
         held = self.held[client] or [h for tokens in self.held for h in tokens]
@@ -85,8 +112,10 @@ class World(Interleaving):
         before = row(self.space, job_id)
         current = (before is not None and before.get(b"attempts") == token
                    and before.get(b"state") == b"active")
-        extra = {"complete": [], "fail": ["ERROR", "e"] + (["BACKOFF", a] if b else []),
-                 "requeue": [], "extend": [5 + a]}[kind]
+        extra = {"complete": ["RESULT", f"r{a}"] if b else [],
+                 "fail": ["ERROR", "e"] + (["BACKOFF", a] if b else []),
+                 "requeue": [], "extend": [5 + a], "progress": [f"{a * 10}%"],
+                 "log": [f"line {a}"]}[kind]
         reply = self.call(HOLDER_VERBS[kind], [f"emq.{kind}", "q", job_id, token, *extra])
         assert isinstance(reply, ReplyError) != current, (kind, job_id, token, before, reply)
         if kind == "complete" and reply == "OK":
@@ -108,20 +137,22 @@ STATES = (b"pending", b"active", b"scheduled", b"dead", b"completed")
 
 
 def _check_over_the_wire(client: redis.Redis, ids: list[bytes]) -> None:
-    """Read in one EXEC (atomic): each job's state and its score in every set. A job with
-    a row is in exactly the one set its state names; an id without a row is in none; and
-    STATS' set sizes agree."""
+    """Read in one EXEC (atomic): each job's state, whether it has a log, and its score
+    in every set. A job with a row is in exactly the one set its state names; an id
+    without a row is in none and has no log; and STATS' set sizes agree."""
     pipe = client.pipeline(transaction=True)
     for job_id in ids:
         pipe.hget(b"emq:{q}:job:" + job_id, "state")
+        pipe.exists(b"emq:{q}:log:" + job_id)
         for state in STATES:
             pipe.zscore(b"emq:{q}:" + state, job_id)
     pipe.execute_command("EMQ.STATS", "q")
     *replies, stats = pipe.execute()
-    width = 1 + len(STATES)
+    width = 2 + len(STATES)
     states = []
     for n, job_id in enumerate(ids):
-        state, *scores = replies[n * width:(n + 1) * width]
+        state, logged, *scores = replies[n * width:(n + 1) * width]
+        assert state is not None or not logged, job_id  # a log goes with its row
         holding = [s for s, score in zip(STATES, scores, strict=True) if score is not None]
         assert holding == ([state] if state is not None else []), (job_id, state, holding)
         states.append(state)
@@ -137,7 +168,7 @@ def test_random_interleavings_over_the_wire(rq: redis.Redis, no_sweep_server: An
     ids: list[bytes] = []
     held: list[list[tuple[bytes, bytes]]] = [[] for _ in clients]
     completed: set[bytes] = set()
-    rq.execute_command("EMQ.CONFIG", "q", "SET", "backoff", "0", "keep_completed", "1000")
+    rq.execute_command("EMQ.CONFIG", "q", "SET", "backoff", "0", "keep_completed", "5")
     try:
         for _ in range(300):
             i = rng.randrange(CLIENTS)
@@ -153,8 +184,10 @@ def test_random_interleavings_over_the_wire(rq: redis.Redis, no_sweep_server: An
                     held[i].append((job[0], job[1]))
             elif kind == "holder" and held[i]:
                 job_id, token = rng.choice(held[i])
-                verb = rng.choice(("EMQ.COMPLETE", "EMQ.FAIL", "EMQ.REQUEUE", "EMQ.EXTEND"))
-                argv = [verb, "q", job_id, token] + (["60000"] if verb == "EMQ.EXTEND" else [])
+                verb = rng.choice(("EMQ.COMPLETE", "EMQ.FAIL", "EMQ.REQUEUE", "EMQ.EXTEND",
+                                   "EMQ.PROGRESS", "EMQ.LOG"))
+                extra = {"EMQ.EXTEND": ["60000"], "EMQ.PROGRESS": ["50"], "EMQ.LOG": ["l"]}
+                argv = [verb, "q", job_id, token, *extra.get(verb, [])]
                 try:
                     reply = c.execute_command(*argv)
                 except redis.ResponseError as error:

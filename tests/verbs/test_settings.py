@@ -17,10 +17,12 @@ def row(fields: dict[bytes, bytes]) -> hashes.Hash:
 
 
 def test_defaults_come_from_the_server_config() -> None:
-    got = settings.effective(None, Config(max_attempts=7, backoff="exp:5", keep_dead=3))
+    got = settings.effective(None, Config(max_attempts=7, backoff="exp:5", keep_dead=3,
+                                          keep_log_lines=7))
     assert got.max_attempts == 7
     assert got.backoff == Backoff(5, True)
-    assert (got.max_stalled, got.keep_completed, got.keep_dead, got.lane_limit) == (2, 1000, 3, 1)
+    assert (got.max_stalled, got.keep_completed, got.keep_dead, got.lane_limit,
+            got.keep_log_lines) == (2, 1000, 3, 1, 7)
 
 
 def test_queue_values_win() -> None:
@@ -28,7 +30,8 @@ def test_queue_values_win() -> None:
     assert got.max_attempts == 9
 
 
-@pytest.mark.parametrize("field", [b"max_attempts", b"max_stalled", b"keep_dead", b"backoff"])
+@pytest.mark.parametrize("field", [b"max_attempts", b"max_stalled", b"keep_dead", b"backoff",
+                                   b"keep_log_lines"])
 def test_corrupt_stored_value_refuses(field: bytes) -> None:
     with pytest.raises(errors.ReplyError) as caught:
         settings.effective(row({field: b"-1x"}), Config())

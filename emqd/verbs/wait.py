@@ -1,0 +1,76 @@
+"""EMQ.WAIT QUEUE ID TIMEOUT_MS
+
+Waits until the job is finished: `completed` or `dead`. A job that already
+is answers at once; otherwise the client parks on the job's row key, as a
+BLOCKed CLAIM parks (emqd/wire/protocol.py), and the verb is run again after
+every write to the row (each transition writes `state`, COMPLETE and the
+dead letters included; REMOVE and retention delete the row) until it can
+answer. TIMEOUT_MS 0 waits for ever; at the timeout the answer is nil.
+Every waiter on a job is answered: nothing is taken, so nobody is served
+instead of another. Inside MULTI it answers at once (nil for an unfinished
+job). A finished job answers for as long as its row is kept (retention), also
+after a restart, since the row is in the log.
+
+Returns: `["completed", result]` (the RESULT given to COMPLETE, nil without
+one) or `["dead", last_error]`; nil (`*-1` in RESP2, `_` in RESP3) at the
+timeout or at SHUTDOWN.
+
+Errors: `ERR no such job` when the job has no row (at the call, or once its
+row was deleted while the client waited); `ERR TIMEOUT_MS must be a
+non-negative integer`; `ERR timeout is out of range` when now + TIMEOUT_MS
+does not fit in 64 bits; `ERR invalid queue name`, `ERR invalid job id`;
+WRONGTYPE. Reads only.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import queue_keys
+from emqd.numbers import INT64_MAX
+from emqd.plan import Block
+from emqd.reply import NULL_ARRAY
+from emqd.store import hash as hashes
+from emqd.store.keyspace import View
+from emqd.verbs import args as parse_args
+from emqd.verbs import job
+from emqd.verbs.runner import verb_command
+
+RESULT = b"result"
+# A finished state -> the row's field its answer carries.
+ANSWERS = {job.COMPLETED: RESULT, job.DEAD: job.LAST_ERROR}
+
+
+@dataclass(frozen=True, slots=True)
+class WaitArgs:
+    row_key: bytes
+    timeout_ms: int
+
+
+def parse(argv: list[bytes], config: Config) -> WaitArgs:
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    job_id = parse_args.job_id(argv[2])
+    return WaitArgs(keys.job(job_id), parse_args.non_negative(argv[3], "TIMEOUT_MS"))
+
+
+def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+    if now_ms + args.timeout_ms > INT64_MAX:
+        raise errors.TIMEOUT_RANGE()
+    row = view.hash(args.row_key)
+    if row is None:
+        raise errors.NO_SUCH_JOB()
+    state = hashes.get(row, job.STATE)
+    answer = ANSWERS.get(state)  # type: ignore[arg-type]
+    if answer is not None:
+        return [state, hashes.get(row, answer)]
+    return Block((args.row_key,), args.timeout_ms, NULL_ARRAY)
+
+
+COMMANDS = [
+    verb_command("emq.wait", 4, "readonly blocking", sys.modules[__name__],
+                 summary="Wait until a job is completed or dead")
+]
