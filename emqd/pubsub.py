@@ -4,9 +4,11 @@ Sans-IO. The registry maps channels and patterns to the sessions subscribed
 to them and formats the frames Redis 7.0 sends (`message`, `pmessage`, the
 (un)subscribe confirmations), in each receiver's protocol: an array under
 RESP2, a push (`>`) under RESP3. It never touches a socket: a message for a
-session goes to `deliver(session, frame)`, which the server sets to the
-connection layer's writer (emqd/wire/delivery.py: the server's write path,
-then the slow-subscriber limit).
+session goes to `deliver(session, frame, needed)`, which the server sets to
+the connection layer's writer (emqd/wire/delivery.py: the server's write path,
+then the slow-subscriber limit); `needed` is the log offset the message must
+wait for (emqd/queue_events.py passes the record of the plan an event
+reports; PUBLISH, 0).
 
 Inside emqd, publish with `state.pubsub.publish(channel, message)`; ask
 `wants(channel)` first to skip formatting a message nobody would receive
@@ -55,7 +57,7 @@ class Subscriptions:
         return len(self.channels) + len(self.patterns)
 
 
-def _nowhere(session: Session, frame: bytes) -> None:
+def _nowhere(session: Session, frame: bytes, needed: int) -> None:
     """The deliverer of a registry no server is attached to (unit tests)."""
 
 
@@ -64,7 +66,7 @@ class PubSub:
         self.channels: dict[bytes, dict[Session, None]] = {}
         self.patterns: dict[bytes, tuple[Matcher, dict[Session, None]]] = {}
         self._matching: dict[bytes, tuple[tuple[bytes, dict[Session, None]], ...]] = {}
-        self.deliver: Callable[[Session, bytes], None] = _nowhere
+        self.deliver: Callable[[Session, bytes, int], None] = _nowhere
 
     # --- subscribing ---------------------------------------------------------------
     def subscribe(self, session: Session, channel: bytes) -> int:
@@ -136,16 +138,17 @@ class PubSub:
         """Would a message on `channel` reach anyone? Cheap: ask before formatting one."""
         return channel in self.channels or (bool(self.patterns) and bool(self._matches(channel)))
 
-    def publish(self, channel: bytes, message: bytes) -> int:
+    def publish(self, channel: bytes, message: bytes, needed: int = 0) -> int:
         """Send `message` to everyone listening to `channel`; how many receivers it had.
 
         A session subscribed to the channel and to matching patterns receives
-        it once for each, and each counts, as in Redis.
+        it once for each, and each counts, as in Redis. `needed`: the log
+        offset it leaves after (0: none of its own).
         """
-        return self.publish_from(None, channel, message)[0]
+        return self.publish_from(None, channel, message, needed)[0]
 
     def publish_from(
-        self, origin: Session | None, channel: bytes, message: bytes
+        self, origin: Session | None, channel: bytes, message: bytes, needed: int = 0
     ) -> tuple[int, bytes]:
         """`publish`, but what `origin` itself receives is returned instead of delivered.
 
@@ -160,17 +163,18 @@ class PubSub:
         if listeners:
             receivers = len(listeners)
             self._send(listeners, origin, own, b"3\r\n$7\r\nmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
-                       % (len(channel), channel, len(message), message))
+                       % (len(channel), channel, len(message), message), needed)
         if self.patterns:
             for pattern, listeners in self._matches(channel):
                 receivers += len(listeners)
                 self._send(listeners, origin, own,
                            b"4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
-                           % (len(pattern), pattern, len(channel), channel, len(message), message))
+                           % (len(pattern), pattern, len(channel), channel, len(message), message),
+                           needed)
         return receivers, b"".join(own)
 
     def _send(self, listeners: dict[Session, None], origin: Session | None, own: list[bytes],
-              body: bytes) -> None:
+              body: bytes, needed: int) -> None:
         """One frame to each listener, its header in the listener's protocol (built once each)."""
         frames: dict[int, bytes] = {}
         deliver = self.deliver
@@ -182,7 +186,7 @@ class PubSub:
             if session is origin:
                 own.append(frame)
             else:
-                deliver(session, frame)
+                deliver(session, frame, needed)
 
     def _matches(self, channel: bytes) -> tuple[tuple[bytes, dict[Session, None]], ...]:
         hits = self._matching.get(channel)

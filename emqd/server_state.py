@@ -71,7 +71,8 @@ class ServerState:
         self.last_save_s = self.started_ms // 1000
         self.aof: AppendOnlyFile | None = None  # the open log (persist/aof.py), when on
         self.housekeeping: Housekeeping | None = None  # the server's clock work, once started
-        # Called with each committed plan's events (emqd/events.py), in plan order.
+        # Called with each committed plan's events (emqd/events.py), in plan order, once
+        # the plan is in the log's buffer (an EXEC's plans: at its end, with its record).
         self.listeners: list[Listener] = []
         self._batch: list[Plan] | None = None  # plans of an EXEC in progress
         self.shutdown_requested: Callable[[], None] | None = None
@@ -138,7 +139,7 @@ class ServerState:
         due = plan.due
         if (due is None or due) and self.housekeeping is not None:
             self.housekeeping.learn(plan)
-        if plan.events:
+        if plan.events and self._batch is None:
             for listener in self.listeners:
                 listener(plan.events)
 
@@ -147,6 +148,12 @@ class ServerState:
         self._batch = []
 
     def end_batch(self) -> None:
+        """Log the EXEC's plans as one record, then show the listeners their events, in
+        order: only now does the log hold what they tell of (emqd/queue_events.py)."""
         plans, self._batch = self._batch, None
         if plans and self.aof is not None:
             self.aof.append_batch(plans)
+        for plan in plans or ():
+            if plan.events:
+                for listener in self.listeners:
+                    listener(plan.events)

@@ -21,7 +21,7 @@ def state() -> ServerState:
 
 def delivered_by(hub: PubSub) -> list[tuple[Session, bytes]]:
     sent: list[tuple[Session, bytes]] = []
-    hub.deliver = lambda session, frame: sent.append((session, frame))
+    hub.deliver = lambda session, frame, needed: sent.append((session, frame))
     return sent
 
 

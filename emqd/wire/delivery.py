@@ -3,10 +3,12 @@
 The registry (emqd/pubsub.py) hands each frame to `Delivery`, which writes it
 through the server's write path (`Server.write`: under `--appendfsync
 always` a message waits, like a reply, for the records before it to be on
-disk) and then applies Redis's `client-output-buffer-limit pubsub` to what
-the connection has not sent yet. A subscriber that does not read therefore
-costs the server at most the hard limit, and its publishers nothing more
-than a buffered write: nothing waits for it.
+disk; a queue event also waits for the record of the plan it reports, its
+`needed` offset, under every policy) and then applies Redis's
+`client-output-buffer-limit pubsub` to what the connection has not sent yet.
+A subscriber that does not read therefore costs the server at most the hard
+limit, and its publishers nothing more than a buffered write: nothing waits
+for it.
 
 `close_lagging` is the one way a client is closed for its output limit
 (logged as Redis logs it, counted for INFO's
@@ -45,12 +47,12 @@ class Delivery:
         return OutputLimit(config.pubsub_hard_limit, config.pubsub_soft_limit,
                            config.pubsub_soft_seconds)
 
-    def __call__(self, session: Session, frame: bytes) -> None:
+    def __call__(self, session: Session, frame: bytes, needed: int = 0) -> None:
         server = self.server
         conn = server.connections.get(session.id)
         if conn is None or conn.closed or conn.transport is None:
             return  # closing: it is still counted as a receiver, as in Redis
-        server.write(conn, frame)
+        server.write(conn, frame, needed)
         subs = session.pubsub
         assert subs is not None  # the registry delivers to subscribers only
         unsent = conn.transport.get_write_buffer_size()
