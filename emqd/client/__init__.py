@@ -5,11 +5,28 @@
 See docs/CLIENT.md.
 """
 
-from emqd.client.commands import FailVerdict, Job, JobInfo, Lane, NewJob, Stats
-from emqd.client.errors import Discard, JobStateError, PermanentError, Retry, StaleJob
+from emqd.client.commands import (
+    FailVerdict,
+    Finished,
+    Job,
+    JobInfo,
+    Lane,
+    NewJob,
+    QueueEvent,
+    Stats,
+)
+from emqd.client.errors import (
+    Discard,
+    JobDead,
+    JobStateError,
+    PermanentError,
+    Retry,
+    StaleJob,
+    WaitTimeout,
+)
 from emqd.client.queue import Queue, SyncQueue
 from emqd.client.worker import Counts, Worker
 
-__all__ = ["Counts", "Discard", "FailVerdict", "Job", "JobInfo", "JobStateError", "Lane",
-           "NewJob", "PermanentError", "Queue", "Retry", "StaleJob", "Stats", "SyncQueue",
-           "Worker"]
+__all__ = ["Counts", "Discard", "FailVerdict", "Finished", "Job", "JobDead", "JobInfo",
+           "JobStateError", "Lane", "NewJob", "PermanentError", "Queue", "QueueEvent", "Retry",
+           "StaleJob", "Stats", "SyncQueue", "WaitTimeout", "Worker"]

@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import ResponseError
 
-from emqd.client.errors import translate
+from emqd.client.errors import JobDead, WaitTimeout, translate
 
 T = TypeVar("T")
 Command = tuple[bytes | str | int, ...]
@@ -94,6 +94,15 @@ def as_map(reply: Any) -> dict[str, Any]:
     return {text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
+class Reporter(Protocol):
+    """What `Job.progress` / `Job.log` go through: the Worker binds one to each job it runs
+    (emqd/client/handler.py), so that a handler can report with the job's own token."""
+
+    def progress(self, job: Job, value: Any) -> Any: ...
+
+    def log(self, job: Job, line: bytes | str) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Job:
     """A claimed job as the handler sees it: CLAIM's `[id, token, payload, failures]`."""
@@ -102,9 +111,28 @@ class Job:
     payload: bytes
     token: str
     failures: int = 0
+    reporter: Reporter | None = field(default=None, repr=False, compare=False)
 
     def json(self) -> Any:
         return json.loads(self.payload)
+
+    def progress(self, value: Any) -> Any:
+        """EMQ.PROGRESS with this job's token, inside a Worker's handler: `await
+        job.progress(50)` in an async handler, `job.progress(50)` in a plain one (it
+        returns once the server answered). bytes and str go as they are, anything else
+        as JSON. Raises `StaleJob` when the lease is gone."""
+        return self._reporter().progress(self, value)
+
+    def log(self, line: bytes | str) -> Any:
+        """EMQ.LOG with this job's token (awaited, or not, as `progress`): appends a line
+        to the job's log; the number of lines the log keeps."""
+        return self._reporter().log(self, line)
+
+    def _reporter(self) -> Reporter:
+        if self.reporter is None:
+            raise RuntimeError("job.progress and job.log work inside a Worker's handler; "
+                               "elsewhere use queue.progress(job, value) / queue.log(job, line)")
+        return self.reporter
 
     @classmethod
     def from_claim(cls, entry: list[Any]) -> Job:
@@ -206,6 +234,49 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class Finished:
+    """EMQ.WAIT's answer: the job is `completed` (with its `result`, bytes or None) or
+    `dead` (with its last `error`)."""
+
+    id: str
+    state: str
+    result: bytes | None = None
+    error: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.state == "completed"
+
+    @property
+    def dead(self) -> bool:
+        return self.state == "dead"
+
+    @classmethod
+    def from_wait(cls, job_id: str, reply: Any) -> Finished:
+        state, value = text(reply[0]), reply[1]
+        if state == "completed":
+            return cls(job_id, state, result=None if value is None else bytes(value))
+        return cls(job_id, state, error=None if value is None else text(value))
+
+
+@dataclass(frozen=True)
+class QueueEvent:
+    """One message of `emq:{QUEUE}:events` (protocol section 16): `name` (`added`,
+    `claimed`, ...), the job's `id` (None for `paused` / `resumed`), `ts` (server ms) and
+    the event's own `fields` (`token`, `value`, `failures`, `due_ms`, `error`, ...)."""
+
+    name: str
+    id: str | None
+    ts: int
+    fields: dict[str, Any]
+
+    @classmethod
+    def parse(cls, data: bytes | str) -> QueueEvent:
+        fields = json.loads(data)
+        return cls(fields.pop("event"), fields.pop("id", None), fields.pop("ts"), fields)
+
+
+@dataclass(frozen=True)
 class FailVerdict:
     """EMQ.FAIL's reply: `dead` or `scheduled`, and the failures spent so far."""
 
@@ -232,6 +303,7 @@ class QueueCommands:
         self.key = name  # as given: redis-py sends a str as UTF-8, bytes as they are
         self.name = text(key)  # as shown
         self.prefix = b"emq:{" + key + b"}:"
+        self.events_channel = self.prefix + b"events"  # the queue's events (Queue.events)
 
     # --- producing -----------------------------------------------------------------
     def add_command(self, payload: bytes | str, *, id: str | None = None,
@@ -278,7 +350,38 @@ class QueueCommands:
         replies = yield commands
         return [text(expect(reply)) for reply in replies]
 
+    def add_and_wait(self, payload: Any, *, timeout_ms: int, **options: Any) -> Operation[Any]:
+        """Request/response over the queue: EMQ.ADD, then EMQ.WAIT for that job; the
+        RESULT its handler returned (bytes, or None). The payload is bytes or text as
+        `add` sends it, anything else as JSON. Raises `JobDead` when the job is
+        dead-lettered, `WaitTimeout` when it is not finished within `timeout_ms` (0 waits
+        for ever); the job stays queued either way."""
+        job_id = text((yield from _single(self.add_command(loose_payload_bytes(payload),
+                                                           **options))))
+        finished = yield from self.wait(job_id, timeout_ms)
+        if finished is None:
+            raise WaitTimeout(job_id, timeout_ms)
+        if finished.dead:
+            raise JobDead(job_id, finished.error)
+        return finished.result
+
     # --- reading and steering --------------------------------------------------------
+    def wait(self, job_id: str, timeout_ms: int = 0) -> Operation[Finished | None]:
+        """EMQ.WAIT: once the job is completed or dead, how it ended (`Finished`); None
+        at the timeout (0 waits for ever). The server holds this connection meanwhile,
+        so redis-py's `socket_timeout`, if set, must be longer."""
+        reply = yield from _single(("EMQ.WAIT", self.key, raw_bytes(job_id), timeout_ms))
+        return None if reply is None else Finished.from_wait(job_id, reply)
+
+    def logs(self, job_id: str, start: int = 0, count: int | None = None) -> Operation[list[str]]:
+        """EMQ.LOGS: the job's log lines, oldest first, as text (surrogateescape)."""
+        argv: Command = ("EMQ.LOGS", self.key, raw_bytes(job_id))
+        if start:
+            argv += ("START", start)
+        if count is not None:
+            argv += ("COUNT", count)
+        return [text(line) for line in (yield from _single(argv))]
+
     def get(self, job_id: str) -> Operation[JobInfo | None]:
         reply = yield from _single(("EMQ.GET", self.key, raw_bytes(job_id)))
         return None if reply is None else JobInfo.from_row(job_id, reply)
@@ -387,6 +490,17 @@ class QueueCommands:
 
     def requeue(self, job: Job) -> Operation[None]:
         yield from _single(("EMQ.REQUEUE", self.key, raw_bytes(job.id), raw_bytes(job.token)))
+
+    def progress(self, job: Job, value: Any) -> Operation[None]:
+        """EMQ.PROGRESS: bytes and str as they are, anything else (a number, a dict) as
+        JSON; at most 4 KiB."""
+        yield from _single(("EMQ.PROGRESS", self.key, raw_bytes(job.id), raw_bytes(job.token),
+                            loose_payload_bytes(value)))
+
+    def log(self, job: Job, line: bytes | str) -> Operation[int]:
+        """EMQ.LOG: one line (at most 4 KiB) to the job's log; how many lines it keeps."""
+        return int((yield from _single(("EMQ.LOG", self.key, raw_bytes(job.id),
+                                        raw_bytes(job.token), payload_bytes(line)))))
 
     def extend(self, job: Job, lease_ms: int) -> Operation[int]:
         """EMQ.EXTEND: the new lease deadline (server ms)."""

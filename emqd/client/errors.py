@@ -85,6 +85,22 @@ def translate(error: ResponseError) -> ResponseError:
     return error
 
 
+class JobDead(Exception):
+    """`add_and_wait`: the job was dead-lettered; `error` is its last error."""
+
+    def __init__(self, job_id: str, error: str | None) -> None:
+        super().__init__(f"job {job_id} is dead: {error}")
+        self.job_id, self.error = job_id, error
+
+
+class WaitTimeout(TimeoutError):
+    """`add_and_wait`: the job was not finished in time (it is still in the queue)."""
+
+    def __init__(self, job_id: str, timeout_ms: int) -> None:
+        super().__init__(f"job {job_id} not finished after {timeout_ms} ms")
+        self.job_id = job_id
+
+
 class Retry(Exception):
     """Raised by a handler: fail this attempt and retry after `delay_ms`.
 

@@ -1,4 +1,5 @@
-"""Starting a handler: an async function as a task, a plain function in its own thread.
+"""Starting a handler: an async function as a task, a plain function in its own thread;
+and how a running handler reports (`job.progress`, `job.log`) from either.
 
 A sync handler runs in a daemon thread rather than an executor: a handler that
 hangs past its timeout is abandoned (its result ignored), and an executor's
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from emqd.client.commands import Job
@@ -23,6 +24,34 @@ def is_async(handler: Handler) -> bool:
     """An async function, a partial of one, or an object whose __call__ is async."""
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         type(handler).__call__)
+
+
+class ThroughWorker:
+    """A job's `Reporter` inside a Worker: the verbs go through the worker's queue, on
+    the worker's loop. Called on that loop (an async handler) it returns the coroutine,
+    to be awaited; called from any other thread (a plain handler's) it runs the verb on
+    the loop and blocks until the server answered, so a plain function reports with a
+    plain call. Either way a refusal (StaleJob: the lease is gone) reaches the handler."""
+
+    __slots__ = ("queue", "loop")
+
+    def __init__(self, queue: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.queue, self.loop = queue, loop
+
+    def progress(self, job: Job, value: Any) -> Any:
+        return self._run(self.queue.progress(job, value))
+
+    def log(self, job: Job, line: bytes | str) -> Any:
+        return self._run(self.queue.log(job, line))
+
+    def _run(self, verb: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            return verb
+        return asyncio.run_coroutine_threadsafe(verb, self.loop).result()
 
 
 def start(handler: Handler, job: Job) -> asyncio.Future[Any]:

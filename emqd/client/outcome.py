@@ -12,7 +12,7 @@ and a fifth, `LOST`, when the lease was lost: nothing is sent at all.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from emqd.client.commands import FailVerdict, Job
@@ -31,9 +31,13 @@ class Complete:
 
 @dataclass(frozen=True)
 class Fail:
+    """FAIL with `error` as ERROR; `cause` is what the worker's `on_failed` hook gets: the
+    handler's exception, or a TimeoutError for a run past its timeout."""
+
     error: str
     max_attempts: int | None = None
     backoff_ms: int | None = None
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
 
     async def send(self, queue: Any, job: Job) -> FailVerdict:
         verdict: FailVerdict = await queue.fail(job, self.error, max_attempts=self.max_attempts,
@@ -50,8 +54,11 @@ class Requeue:
 Settlement = Complete | Fail | Requeue
 #: The lease was lost (EMQSTALE): another holder may own the job; send nothing.
 LOST = None
-TIMED_OUT = Fail(TIMEOUT_ERROR)
 REQUEUE = Requeue()
+
+
+def timed_out(timeout_ms: int) -> Fail:
+    return Fail(TIMEOUT_ERROR, cause=TimeoutError(f"handler ran past {timeout_ms} ms"))
 
 
 def error_text(error: BaseException) -> str:
@@ -63,15 +70,15 @@ def error_text(error: BaseException) -> str:
 
 def for_exception(error: BaseException) -> Fail:
     if isinstance(error, Retry):
-        return Fail(error_text(error), backoff_ms=error.delay_ms)
+        return Fail(error_text(error), backoff_ms=error.delay_ms, cause=error)
     if isinstance(error, Discard):
-        return Fail(error_text(error), max_attempts=1)
-    return Fail(error_text(error))
+        return Fail(error_text(error), max_attempts=1, cause=error)
+    return Fail(error_text(error), cause=error)
 
 
 def for_handler(done: asyncio.Future[Any]) -> Settlement:
     """The settlement for a handler future that has finished by itself."""
     if done.cancelled():
-        return Fail("CancelledError")
+        return Fail("CancelledError", cause=asyncio.CancelledError())
     error = done.exception()
     return Complete(done.result()) if error is None else for_exception(error)

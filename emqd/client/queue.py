@@ -12,10 +12,12 @@ decision (the Worker backs off and resynchronises its leases first).
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 import os
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import redis
@@ -25,7 +27,11 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 from redis.retry import Retry as SyncRetry
 
-from emqd.client.commands import Command, Operation, QueueCommands
+from emqd.client.commands import Command, Operation, QueueCommands, QueueEvent
+from emqd.client.errors import TRANSPORT_ERRORS
+from emqd.client.reconnect import Backoff
+
+log = logging.getLogger("emqd.client")
 
 DEFAULT_URL = "redis://127.0.0.1:6390"
 URL_ENV = "EMQD_URL"
@@ -60,9 +66,10 @@ def _sync_method(build: Callable[..., Operation[Any]]) -> Callable[..., Any]:
     return method
 
 
-_METHODS = ("add", "add_json", "add_many", "get", "stats", "revive", "remove", "pause",
-            "resume", "dead", "get_config", "set_config", "queues", "lanes", "set_lane_limit",
-            "promote", "ping", "claim", "complete", "fail", "requeue", "extend")
+_METHODS = ("add", "add_json", "add_many", "add_and_wait", "wait", "logs", "get", "stats",
+            "revive", "remove", "pause", "resume", "dead", "get_config", "set_config", "queues",
+            "lanes", "set_lane_limit", "promote", "ping", "claim", "complete", "fail", "requeue",
+            "extend", "progress", "log")
 
 
 def _with_methods(
@@ -79,11 +86,12 @@ def _with_methods(
 class Queue:
     """An emqd queue for asyncio code: `await Queue("mail").add(b"hi")`.
 
-    Methods: add, add_json, add_many, get, stats, revive, remove, pause, resume,
-    dead, get_config, set_config, queues, lanes, set_lane_limit, promote, ping,
-    and for consumers claim, complete, fail, requeue, extend (the Worker uses
-    those). `name` may be bytes. A blocking claim holds one pooled connection while it
-    waits; the others go on over the rest of the pool.
+    Methods: add, add_json, add_many, add_and_wait, wait, logs, get, stats, revive,
+    remove, pause, resume, dead, get_config, set_config, queues, lanes, set_lane_limit,
+    promote, ping, and for consumers claim, complete, fail, requeue, extend, progress, log
+    (the Worker uses those); `events()` iterates over the queue's events. `name` may be
+    bytes. A blocking claim (or wait) holds one pooled connection while it waits; the
+    others go on over the rest of the pool.
     """
 
     def __init__(self, name: str | bytes, url: str | None = None,
@@ -112,6 +120,36 @@ class Queue:
         for command in batch:
             pipe.execute_command(*command)
         return await pipe.execute(raise_on_error=False)
+
+    async def events(self) -> AsyncIterator[QueueEvent]:
+        """The queue's events as they happen (`emq:{name}:events`, protocol section 16),
+        parsed, for ever: `async for event in queue.events(): ...`.
+
+        It subscribes on a connection of its own and, when that connection is lost,
+        tries again (backing off 50 ms doubling to 2 s, logged on `emqd.client`):
+        redis-py's PubSub reconnects and subscribes again on the next read, so one
+        PubSub serves the whole iteration and is never subscribed twice. Pub/Sub keeps
+        nothing: what was published while it was away is not delivered. Leave the
+        loop (`break`) or cancel the task to stop; the connection is closed.
+        """
+        backoff = Backoff()
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        try:
+            while True:
+                try:
+                    if not pubsub.subscribed:  # the first time, or a first attempt failed
+                        await pubsub.subscribe(self.commands.events_channel)
+                    async for message in pubsub.listen():
+                        backoff.reset()
+                        if message["type"] == "message":
+                            yield QueueEvent.parse(message["data"])
+                except TRANSPORT_ERRORS as error:
+                    delay = backoff.next()
+                    log.warning("events of %r: connection lost (%s); trying again in %.2f s",
+                                self, error, delay)
+                    await asyncio.sleep(delay)
+        finally:
+            await pubsub.aclose()
 
     async def aclose(self) -> None:
         await self.client.aclose()

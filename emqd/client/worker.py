@@ -8,7 +8,9 @@ Shape (each piece small, the decisions in outcome.py):
   run first (handler done, timeout, lost lease, shutdown) picks the
   settlement, and the run sends that one verb;
 - on SIGINT/SIGTERM the claimer stops, running jobs get `grace_ms` to finish,
-  and the rest are REQUEUEd.
+  and the rest are REQUEUEd;
+- once a COMPLETE or a FAIL the run sent is accepted, the `on_completed` /
+  `on_failed` hook hears of it (a hook that raises is logged, never more).
 
 Failure modes it is built for: an EMQSTALE reply means the lease is gone, so
 the run is dropped with one log line and the verb is not retried; a lost
@@ -21,9 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import inspect
 import logging
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +38,14 @@ from emqd.client import handler as handlers
 from emqd.client import outcome
 from emqd.client.commands import Job
 from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_permanent
-from emqd.client.handler import Handler
+from emqd.client.handler import Handler, ThroughWorker
+from emqd.client.reconnect import Backoff
 
 log = logging.getLogger("emqd.worker")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: `on_completed(job, result)`, `on_failed(job, error)`: a function or an async function.
+Hook = Callable[[Job, Any], Any]
 #: How long a settling verb is retried over a lost connection once stopping, so
 #: that shutdown stays bounded (the server's sweep recovers what is left).
 SHUTDOWN_SETTLE_S = 2.0
@@ -55,21 +63,6 @@ class Counts:
     requeued: int = 0
     lost: int = 0
     reconnects: int = 0
-
-
-class Backoff:
-    """Reconnect delays: doubling from `first_s` up to `max_s`, reset on success."""
-
-    def __init__(self, first_s: float = 0.05, max_s: float = 2.0) -> None:
-        self.first_s, self.max_s = first_s, max_s
-        self.current = 0.0
-
-    def next(self) -> float:
-        self.current = min(self.max_s, self.current * 2 if self.current else self.first_s)
-        return self.current
-
-    def reset(self) -> None:
-        self.current = 0.0
 
 
 class JobRun:
@@ -99,7 +92,12 @@ class Worker:
 
     `handler` is an async function, or a plain function (run in a thread). Its
     return value is the RESULT; an exception FAILs the job (see `Retry`,
-    `Discard`). `lease_ms` is the lease each claim and heartbeat asks for;
+    `Discard`). Inside it, `job.progress(value)` and `job.log(line)` report with
+    the job's token (awaited in an async handler). `on_completed(job, result)` is
+    called once the server accepted a COMPLETE, with the handler's return value;
+    `on_failed(job, error)` once it accepted a FAIL, with the handler's
+    exception (a TimeoutError past `timeout_ms`); either may be async. Neither is
+    called for a lost lease or a requeue. `lease_ms` is the lease each claim and heartbeat asks for;
     `timeout_ms` (None = no limit) is how long a handler may run; `grace_ms`
     is how long running jobs may finish after SIGINT/SIGTERM; `block_ms` is how
     long one CLAIM parks on the server (a stop waits for the parked claim, so
@@ -108,7 +106,8 @@ class Worker:
 
     def __init__(self, queue: Any, handler: Handler, *, concurrency: int = 10,
                  lease_ms: int = 30000, timeout_ms: int | None = None, grace_ms: int = 10000,
-                 block_ms: int = 1000) -> None:
+                 block_ms: int = 1000, on_completed: Hook | None = None,
+                 on_failed: Hook | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         if lease_ms < 3:
@@ -124,6 +123,8 @@ class Worker:
         self.timeout_ms = timeout_ms
         self.grace_ms = grace_ms
         self.block_ms = block_ms
+        self.on_completed = on_completed
+        self.on_failed = on_failed
         self.counts = Counts()
         self.running: dict[str, JobRun] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -242,6 +243,8 @@ class Worker:
         if previous is not None:
             # The server gave this job out again: our old lease is over.
             self._lose(previous, "claimed again while still running here")
+        reporter = ThroughWorker(self.queue, asyncio.get_running_loop())  # job.progress, job.log
+        job = dataclasses.replace(job, reporter=reporter)
         run = JobRun(job)
         self.running[job.id] = run
         if self._stopping.is_set():
@@ -279,7 +282,7 @@ class Worker:
             self._slot_freed.set()
 
     def _time_out(self, run: JobRun) -> None:
-        if run.end(outcome.TIMED_OUT):
+        if run.end(outcome.timed_out(self.timeout_ms or 0)):
             self.counts.timed_out += 1
             log.warning("job %s: handler ran past %d ms; failing it", run.job.id, self.timeout_ms)
 
@@ -344,6 +347,24 @@ class Worker:
                 self._retrying(f"job {run.job.id}: {verb}", error, delay)
                 await asyncio.sleep(delay)
         self._count_settled(settlement, reply)
+        await self._tell(run.job, settlement)
+
+    async def _tell(self, job: Job, settlement: outcome.Settlement) -> None:
+        """The hook of a settlement the server accepted; what it raises is only logged."""
+        if isinstance(settlement, outcome.Complete):
+            hook, detail = self.on_completed, settlement.result
+        elif isinstance(settlement, outcome.Fail):
+            hook, detail = self.on_failed, settlement.cause
+        else:
+            return
+        if hook is None:
+            return
+        try:
+            called = hook(job, detail)
+            if inspect.isawaitable(called):
+                await called
+        except Exception:
+            log.exception("job %s: the %s hook raised", job.id, hook.__name__)
 
     def _count_settled(self, settlement: outcome.Settlement, reply: Any) -> None:
         if isinstance(settlement, outcome.Complete):

@@ -2,8 +2,9 @@
 state machine without a server: tokens, leases, BLOCK, EMQSTALE, and an outage switch.
 
 It keeps the rules the Worker relies on (section 5): CLAIM bumps the token and
-grants a lease; COMPLETE/FAIL/REQUEUE/EXTEND compare the token and need the job
-active; `recover()` plays the stall sweep (back to pending, token unchanged).
+grants a lease; COMPLETE/FAIL/REQUEUE/EXTEND (and a handler's PROGRESS/LOG)
+compare the token and need the job active; `recover()` plays the stall sweep
+(back to pending, token unchanged).
 While `down` is set, every call raises redis-py's ConnectionError; while
 `refusal` is set, every call raises it (a wrong password, a MISCONF).
 """
@@ -135,6 +136,17 @@ class FakeQueue:
         cap = max_attempts or row.max_attempts
         row.state = "dead" if row.failures >= cap else "scheduled"
         return FailVerdict(row.state, row.failures)
+
+    async def progress(self, job: Job, value: Any) -> None:
+        self._check_up()
+        self.calls.append(("progress", job.id, job.token, value))
+        self._held(job)
+
+    async def log(self, job: Job, line: bytes | str) -> int:
+        self._check_up()
+        self.calls.append(("log", job.id, job.token, line))
+        self._held(job)
+        return len(self.verbs("log"))
 
     async def requeue(self, job: Job) -> None:
         self._check_up()

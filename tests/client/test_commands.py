@@ -7,8 +7,18 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from emqd.client.commands import Job, JobInfo, Lane, NewJob, QueueCommands, Stats, result_bytes
-from emqd.client.errors import JobStateError, StaleJob, translate
+from emqd.client.commands import (
+    Finished,
+    Job,
+    JobInfo,
+    Lane,
+    NewJob,
+    QueueCommands,
+    QueueEvent,
+    Stats,
+    result_bytes,
+)
+from emqd.client.errors import JobDead, JobStateError, StaleJob, WaitTimeout, translate
 
 Q = QueueCommands("mail")
 
@@ -253,3 +263,49 @@ def test_job_info_exposes_raw_fields() -> None:
     info = JobInfo.from_row("1", [b"state", b"completed", b"result", b"42", b"priority", b"-3"])
     assert info.result == b"42" and info.number("priority") == -3
     assert info.number("max_attempts") is None
+
+
+# --- issue 13: waiting, logs, progress, events ------------------------------------------------
+def test_wait_reads_both_endings_and_the_timeout() -> None:
+    assert one(Q.wait("7", 500), [b"completed", b"42"]) == (
+        ("EMQ.WAIT", "mail", b"7", 500), Finished("7", "completed", result=b"42"))
+    _, dead = one(Q.wait("7"), [b"dead", b"boom"])
+    assert dead == Finished("7", "dead", error="boom") and dead.dead and not dead.completed
+    assert one(Q.wait("7"), [b"completed", None])[1].result is None
+    assert one(Q.wait("7", 10), None)[1] is None
+    with pytest.raises(ResponseError, match="no such job"):
+        one(Q.wait("7"), ResponseError("no such job"))
+
+
+def test_add_and_wait_is_add_then_wait_for_that_id() -> None:
+    sent, result = drive(Q.add_and_wait({"n": 1}, timeout_ms=100, priority=2), [b"9"],
+                         [[b"completed", b"done"]])
+    assert sent == [[("EMQ.ADD", "mail", b'{"n":1}', "PRIORITY", 2)],
+                    [("EMQ.WAIT", "mail", b"9", 100)]]
+    assert result == b"done"
+    with pytest.raises(JobDead) as dead:
+        drive(Q.add_and_wait(b"x", timeout_ms=0), [b"9"], [[b"dead", b"boom"]])
+    assert (dead.value.job_id, dead.value.error) == ("9", "boom")
+    with pytest.raises(WaitTimeout) as late:
+        drive(Q.add_and_wait(b"x", timeout_ms=5), [b"9"], [None])
+    assert late.value.job_id == "9" and isinstance(late.value, TimeoutError)
+
+
+def test_logs_progress_and_log() -> None:
+    assert one(Q.logs("7"), [b"a", b"\xff"]) == (("EMQ.LOGS", "mail", b"7"), ["a", "\udcff"])
+    assert one(Q.logs("7", start=2, count=5), [])[0] == (
+        "EMQ.LOGS", "mail", b"7", "START", 2, "COUNT", 5)
+    job = Job("7", b"", "3")
+    assert one(Q.progress(job, 50), b"OK")[0] == ("EMQ.PROGRESS", "mail", b"7", b"3", b"50")
+    assert one(Q.progress(job, {"pct": 5}), b"OK")[0][-1] == b'{"pct":5}'
+    assert one(Q.progress(job, "half"), b"OK")[0][-1] == b"half"
+    assert one(Q.log(job, "step 1"), 4) == (("EMQ.LOG", "mail", b"7", b"3", b"step 1"), 4)
+    with pytest.raises(StaleJob):
+        one(Q.log(job, "x"), ResponseError("EMQSTALE token mismatch"))
+
+
+def test_queue_events_parse_into_name_id_ts_and_fields() -> None:
+    assert Q.events_channel == b"emq:{mail}:events"
+    event = QueueEvent.parse(b'{"event":"claimed","id":"4","ts":17,"token":"2","wait_ms":3}')
+    assert event == QueueEvent("claimed", "4", 17, {"token": "2", "wait_ms": 3})
+    assert QueueEvent.parse('{"event":"paused","ts":18}') == QueueEvent("paused", None, 18, {})

@@ -28,8 +28,10 @@ async def test_a_return_value_completes_with_it() -> None:
 
 
 async def test_an_exception_fails_with_type_and_message() -> None:
-    assert outcome.for_handler(finished(error=ValueError("bad address"))) == outcome.Fail(
-        "ValueError: bad address")
+    error = ValueError("bad address")
+    failed = outcome.for_handler(finished(error=error))
+    assert failed == outcome.Fail("ValueError: bad address")
+    assert failed.cause is error  # what on_failed gets
     assert outcome.for_handler(finished(error=KeyError())) == outcome.Fail("KeyError")
 
 
@@ -51,6 +53,8 @@ def test_retry_rejects_negative_delays() -> None:
 
 
 def test_the_fixed_endings() -> None:
-    assert outcome.TIMED_OUT == outcome.Fail("timeout")
+    timed_out = outcome.timed_out(250)
+    assert timed_out == outcome.Fail("timeout")
+    assert isinstance(timed_out.cause, TimeoutError) and "250 ms" in str(timed_out.cause)
     assert outcome.REQUEUE == outcome.Requeue()
     assert outcome.LOST is None

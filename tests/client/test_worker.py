@@ -13,13 +13,14 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from redis.exceptions import AuthenticationError, ResponseError
 
 from emqd.client import Discard, Retry, Worker
 from emqd.client.commands import Job
-from emqd.client.errors import PermanentError
+from emqd.client.errors import PermanentError, StaleJob
 from tests.client.fake import FakeQueue
 
 
@@ -466,3 +467,118 @@ async def test_a_settling_verb_refused_for_now_is_retried(
             await until(lambda: complete_retries() >= 2)
             queue.refusal = None
             await until(lambda: states(queue) == {"1": "completed"})
+
+
+# --- a handler reports; hooks hear of what the server accepted ------------------------------
+async def test_job_progress_and_log_carry_the_token_from_both_kinds_of_handler() -> None:
+    async def reports(job: Job) -> None:
+        await job.progress(50)
+        assert await job.log("half way") == 1
+
+    def reports_too(job: Job) -> None:
+        assert threading.current_thread() is not threading.main_thread()
+        job.progress({"done": 2})  # a plain call: it blocks until the answer
+        assert job.log(b"bytes too") == 2
+
+    queue = FakeQueue()
+    queue.put(b"a")
+    async with running(Worker(queue, reports, block_ms=20)):
+        await until(lambda: states(queue) == {"1": "completed"})
+    queue.put(b"b")
+    async with running(Worker(queue, reports_too, block_ms=20)):
+        await until(lambda: states(queue)["2"] == "completed")
+    assert queue.verbs("progress") == [("progress", "1", "1", 50),
+                                       ("progress", "2", "1", {"done": 2})]
+    assert queue.verbs("log") == [("log", "1", "1", "half way"), ("log", "2", "1", b"bytes too")]
+
+
+async def test_a_stale_report_reaches_the_handler() -> None:
+    caught: list[BaseException] = []
+    queue = FakeQueue()
+    queue.put(b"a")
+
+    async def handler(job: Job) -> None:
+        if job.token == "1":
+            queue.recover(job.id)  # the sweep took the lease meanwhile
+        try:
+            await job.progress(1)
+        except StaleJob as error:
+            caught.append(error)
+            raise
+
+    worker = Worker(queue, handler, block_ms=20)
+    async with running(worker):
+        await until(lambda: states(queue) == {"1": "completed"})  # claimed again, token 2
+    assert [str(error) for error in caught] == ["EMQSTALE job not active"]
+    assert worker.counts.lost == 1  # its FAIL with token 1 was stale too: nothing more sent
+
+
+def test_job_progress_outside_a_worker_says_where_to_go() -> None:
+    with pytest.raises(RuntimeError, match="queue.progress"):
+        Job("1", b"", "1").progress(1)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_hooks_hear_of_completions_and_failures(kind: str) -> None:
+    heard: list[tuple] = []
+
+    def completed(job: Job, result: Any) -> None:
+        heard.append(("completed", job.id, result))
+
+    def failed(job: Job, error: BaseException) -> None:
+        heard.append(("failed", job.id, type(error).__name__, str(error)))
+
+    async def completed_async(job: Job, result: Any) -> None:
+        completed(job, result)
+
+    async def failed_async(job: Job, error: BaseException) -> None:
+        failed(job, error)
+
+    async def handler(job: Job) -> Any:
+        if job.payload == b"bad":
+            raise ValueError("no")
+        if job.payload == b"slow":
+            await asyncio.sleep(5)
+        return {"ok": job.id}
+
+    queue = FakeQueue()
+    queue.put(b"good", b"bad", b"slow")
+    hooks = (completed, failed) if kind == "sync" else (completed_async, failed_async)
+    worker = Worker(queue, handler, block_ms=20, timeout_ms=200, on_completed=hooks[0],
+                    on_failed=hooks[1])
+    async with running(worker):
+        await until(lambda: len(heard) == 3)
+    assert sorted(heard) == [("completed", "1", {"ok": "1"}),
+                             ("failed", "2", "ValueError", "no"),
+                             ("failed", "3", "TimeoutError", "handler ran past 200 ms")]
+
+
+async def test_hooks_are_not_called_for_lost_leases_or_requeues_and_may_raise(
+        caplog: pytest.LogCaptureFixture) -> None:
+    heard: list[str] = []
+
+    def completed(job: Job, result: Any) -> None:
+        heard.append(job.id)
+        raise RuntimeError("hook bug")
+
+    queue = FakeQueue()
+    queue.put(b"lost", b"fine", b"held")
+    release = asyncio.Event()
+
+    async def handler(job: Job) -> str:
+        if job.payload == b"lost":
+            queue.recover(job.id)  # the sweep took it back...
+            queue.pending.remove(job.id)  # ...and another worker holds it now
+        if job.payload == b"held":
+            await release.wait()
+        return "r"
+
+    worker = Worker(queue, handler, block_ms=20, grace_ms=0, on_completed=completed,
+                    on_failed=lambda job, error: heard.append(f"failed {job.id}"))
+    with caplog.at_level(logging.ERROR, logger="emqd.worker"):
+        async with running(worker):
+            await until(lambda: worker.counts.lost == 1 and worker.counts.completed == 1)
+            await until(lambda: "3" in worker.running)
+    assert heard == ["2"]  # "1" lost its lease, "3" was requeued at the stop
+    assert worker.counts.requeued == 1
+    assert "job 2: the completed hook raised" in caplog.text
