@@ -123,7 +123,7 @@ async def test_otherwise_after_its_write_and_without_a_write_of_its_own(
 
 def test_without_a_log_events_leave_at_once_in_plan_order() -> None:
     sent: list = []
-    server = Server(Config(appendonly=False, http_port=0))
+    server = Server(Config(appendonly=False, http_port=0, id_base=0))
     sub = Subscriber(server, sent)
     other = Subscriber(server, sent, name="pattern", resp=3)
     server.state.pubsub.subscribe(sub.session, CHANNEL)
@@ -145,7 +145,7 @@ def test_without_a_log_events_leave_at_once_in_plan_order() -> None:
 
 def test_an_exec_publishes_after_its_record_in_plan_order() -> None:
     sent: list = []
-    server = Server(Config(appendonly=False, http_port=0))
+    server = Server(Config(appendonly=False, http_port=0, id_base=0))
     sub = Subscriber(server, sent)
     server.state.pubsub.subscribe(sub.session, CHANNEL)
     producer = Session(server.state)
