@@ -253,6 +253,7 @@ PARAMETERS: list[Parameter] = [
     field("keep-completed", "keep_completed", _COUNT),
     field("keep-dead", "keep_dead", _COUNT),
     field("lane-limit", "lane_limit", _COUNT),
+    field("keep-log-lines", "keep_log_lines", _COUNT),
     # Redis's, answered as the reference Redis has them
     fixed("databases", "1"),
     fixed("save", ""),

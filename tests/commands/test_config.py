@@ -31,7 +31,8 @@ DEFAULTS = [
 ]
 EMQD_DEFAULTS = ["stalled-interval", "1000", "max-payload", "16777216", "max-attempts", "3",
                  "backoff", "fixed:1000", "max-stalled", "2", "keep-completed", "1000",
-                 "keep-dead", "10000", "lane-limit", "1", "loglevel", "info"]
+                 "keep-dead", "10000", "lane-limit", "1", "keep-log-lines", "100",
+                 "loglevel", "info"]
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +196,7 @@ def test_every_name_both_servers_have_shows_redis_s_value(servers: Ports) -> Non
     assert set(differ) == {b"port", b"appendfilename", b"loglevel"}, differ
     assert set(ours) - set(theirs) == {
         b"http-port", b"id-base", b"stalled-interval", b"max-payload", b"max-attempts", b"backoff",
-        b"max-stalled", b"keep-completed", b"keep-dead", b"lane-limit"}
+        b"max-stalled", b"keep-completed", b"keep-dead", b"lane-limit", b"keep-log-lines"}
 
 
 # --- the encodings follow the limits of the moment --------------------------------------------
@@ -279,7 +280,8 @@ def test_max_payload_and_the_queue_defaults_reach_the_verbs(servers: Ports) -> N
     assert _call(port, "EMQ.ADD", "q", "x" * 1024) == b"1"
     assert _call(port, "EMQ.CONFIG", "q", "GET") == {
         b"max_attempts": b"1", b"backoff": b"exp:10:100", b"max_stalled": b"2",
-        b"keep_completed": b"1000", b"keep_dead": b"5", b"lane_limit": b"1"}
+        b"keep_completed": b"1000", b"keep_dead": b"5", b"lane_limit": b"1",
+        b"keep_log_lines": b"100"}
     job_id, token, _, _ = _call(port, "EMQ.CLAIM", "q", "30000")
     assert _call(port, "EMQ.FAIL", "q", job_id, token) == [b"dead", 1]  # the cap of 1
     # a queue's own setting still wins over the server's default

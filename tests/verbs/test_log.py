@@ -14,6 +14,7 @@ from emqd.keys import queue_keys
 from emqd.plan import Plan
 from emqd.verbs import complete, log, logs, remove, retention
 from emqd.verbs.complete import SHAPES
+from tests.support import start_emqd
 from tests.verbs.jobs import P, members, run, snapshot, wire_error, wire_snapshot
 from tests.verbs.planner import NOW, drive, effects, held, keyspace
 
@@ -182,3 +183,21 @@ def test_over_the_wire(r: redis.Redis) -> None:
     r.execute_command("EMQ.COMPLETE", "q", "1", "1")  # keep_completed 0: the row goes now
     assert r.exists("emq:{q}:job:1", "emq:{q}:log:1") == 0
     assert wire_error(r, "EMQ.LOGS", "q", "1") == "no such job"
+
+
+def test_config_set_keep_log_lines_is_the_default_of_the_next_line() -> None:
+    server = start_emqd()
+    try:
+        with redis.Redis(port=server.port) as client:
+            client.execute_command("EMQ.ADD", "q", "a")
+            client.execute_command("EMQ.CLAIM", "q", "60000")
+            client.execute_command("EMQ.LOG", "q", "1", "1", "one")
+            assert client.config_set("keep-log-lines", "1")
+            assert client.config_get("keep-log-lines") == {"keep-log-lines": "1"}
+            assert client.execute_command("EMQ.LOG", "q", "1", "1", "two") == 1
+            assert client.execute_command("EMQ.CONFIG", "q", "GET", "keep_log_lines") == b"1"
+            with pytest.raises(redis.ResponseError, match="keep-log-lines"):
+                client.config_set("keep-log-lines", "-1")
+            assert client.execute_command("EMQ.LOGS", "q", "1") == [b"two"]
+    finally:
+        server.stop()
