@@ -219,7 +219,8 @@ _APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
 }
 
 
-def compile_applier(template: tuple[tuple[Any, ...], ...]) -> Callable[[Keyspace, Sequence[Any]], None]:
+def compile_applier(
+        template: tuple[tuple[Any, ...], ...]) -> Callable[[Keyspace, Sequence[Any]], None]:
     """Straight-line code applying ops built from `template` (a Shape's): each op is a
     direct call of its primitive with its constant field names given once, where the
     generic `apply` would look each op up by name and slice it. An argument of the
@@ -227,7 +228,8 @@ def compile_applier(template: tuple[tuple[Any, ...], ...]) -> Callable[[Keyspace
     def is_value(arg: Any) -> bool:
         return not isinstance(arg, (bytes, int, float))
 
-    lines = [f"def apply(space, ops):\n    {', '.join(f'o{i}' for i in range(len(template)))}, = ops"]
+    unpack = ", ".join(f"o{i}" for i in range(len(template)))
+    lines = [f"def apply(space, ops):\n    {unpack}, = ops"]
     for i, op in enumerate(template):
         name, key = op[0], f"o{i}[1]"
         if name == b"HSET" and not any(is_value(n) for n in op[2::2]):

@@ -37,7 +37,8 @@ _KEYWORDS = frozenset({b"RESULT"})
 
 def _shape(name: str, result: bool, trim: bool) -> Shape:
     """A flat job's COMPLETE, with or without RESULT, with or without one row trimmed."""
-    row: tuple[Any, ...] = (b"HSET", Slot("row"), job.STATE, job.COMPLETED, job.FINISHED_MS, Slot("now"))
+    row: tuple[Any, ...] = (b"HSET", Slot("row"), job.STATE, job.COMPLETED, job.FINISHED_MS,
+                            Slot("now"))
     if result:
         row += (b"result", Slot("result"))
     ops: list[tuple[Any, ...]] = [

@@ -67,7 +67,8 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         zset = view.zset(zkey)
         ops.append((b"ZREM", zkey, args.id))
         if hashes.get(row, job.STATE) == job.PENDING and zset is not None and args.id in zset:
-            ledger = lanes.Ledger(view, keys, args.config)  # a waiting job leaves: the ring, the count
+            # a waiting job leaves: the ring, the count
+            ledger = lanes.Ledger(view, keys, args.config)
             ledger.leave_waiting(lanes.group_of(row))
             ops += lanes.settle(ledger)
     return Plan(ops, 1, [(events.REMOVED, keys.queue, args.id, now_ms, None)], ())

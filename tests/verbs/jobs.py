@@ -85,7 +85,8 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
 
 def snapshot(space: Keyspace) -> dict:
     """A deep copy of the keyspace as plain data, to compare before / after."""
-    return {k: (list(v) if isinstance(v, ZSet) else hashes.as_dict(v)) for k, v in space.data.items()}
+    return {k: (list(v) if isinstance(v, ZSet) else hashes.as_dict(v))
+            for k, v in space.data.items()}
 
 
 QUEUE_KEYS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"meta", b"config",
