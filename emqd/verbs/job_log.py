@@ -11,7 +11,7 @@ drops from the front past `keep_log_lines`, LOGS reads a range from the front,
 each O(log n) where a hash would be scanned.
 
 A log never outlives its row: every plan that deletes a row (retention's trims,
-EMQ.REMOVE) deletes its log in the same DEL (`row_and_log_keys`), so the
+EMQ.REMOVE) deletes its log in the same DEL (`del_op`), so the
 common case (a job that logged nothing) costs one lookup of the key and
 nothing more.
 """
@@ -52,14 +52,17 @@ def next_number(log: ZSet | None) -> int:
     return int(last) + 1
 
 
-def row_and_log_keys(view: View, keys: QueueKeys, ids: list[bytes]) -> list[bytes]:
-    """The keys a plan that deletes these jobs' rows must DEL: each row, and each
-    log that exists (whatever its type: DEL deletes any). Retention calls it on
-    the hot verbs' path (COMPLETE at its bound), hence the plain loop."""
-    row_prefix, log_prefix, type_name = keys.job_prefix, keys.log_prefix, view.type_name
-    found = [row_prefix + job_id for job_id in ids]
-    for job_id in ids:
-        log = log_prefix + job_id
-        if type_name(log) != "none":
-            found.append(log)
-    return found
+def del_op(view: View, keys: QueueKeys, ids: list[bytes]) -> tuple[bytes, ...]:
+    """`DEL` of these jobs' rows, and of each one's log that exists (whatever its type:
+    DEL deletes any). Retention calls it on the hot verbs' path (a COMPLETE at its
+    queue's bound deletes one row), hence the case of one row written apart."""
+    type_name = view.type_name
+    if len(ids) == 1:
+        job_id = ids[0]
+        log = keys.log_prefix + job_id
+        if type_name(log) == "none":
+            return (b"DEL", keys.job_prefix + job_id)
+        return (b"DEL", keys.job_prefix + job_id, log)
+    logs = [keys.log_prefix + job_id for job_id in ids]
+    return (b"DEL", *[keys.job_prefix + job_id for job_id in ids],
+            *[log for log in logs if type_name(log) != "none"])

@@ -61,7 +61,7 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         return Plan([], 0, None, ())
     if hashes.get(row, job.STATE) == job.ACTIVE or (active is not None and args.id in active):
         raise errors.STATE_ACTIVE()
-    ops: list[Op] = [(b"DEL", *job_log.row_and_log_keys(view, keys, [args.id]))]
+    ops: list[Op] = [job_log.del_op(view, keys, [args.id])]
     zkey = _set_of(keys, row)
     if zkey is not None:
         zset = view.zset(zkey)

@@ -63,8 +63,7 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
         head = [] if zset is None else [pair for pair in zset.walk(0, excess)]
         victims = [member for _, member in sorted(
             [pair for pair in head if pair[1] not in new] + [(s, m) for s, m in added])[:excess]]
-    ops: list[Op] = [(b"ZREM", zkey, *victims),
-                     (b"DEL", *job_log.row_and_log_keys(view, keys, victims))]
+    ops: list[Op] = [(b"ZREM", zkey, *victims), job_log.del_op(view, keys, victims)]
     if kind == DEAD:
         row = view.hash(keys.metrics_failed)
         incremented(None if row is None else hashes.get(row, TRIMMED), len(victims))
