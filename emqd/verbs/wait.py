@@ -41,8 +41,6 @@ from emqd.verbs import job
 from emqd.verbs.runner import verb_command
 
 RESULT = b"result"
-# A finished state -> the row's field its answer carries.
-ANSWERS = {job.COMPLETED: RESULT, job.DEAD: job.LAST_ERROR}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +62,11 @@ def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     if row is None:
         raise errors.NO_SUCH_JOB()
     state = hashes.get(row, job.STATE)
-    answer = ANSWERS.get(state)  # type: ignore[arg-type]
-    if answer is not None:
-        return [state, hashes.get(row, answer)]
+    # A finished state's answer carries one field of the row.
+    if state == job.COMPLETED:
+        return [state, hashes.get(row, RESULT)]
+    if state == job.DEAD:
+        return [state, hashes.get(row, job.LAST_ERROR)]
     return Block((args.row_key,), args.timeout_ms, NULL_ARRAY)
 
 
