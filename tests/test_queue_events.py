@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +26,8 @@ from emqd.queue_events import message
 from emqd.server import Server
 from emqd.server_state import ServerState
 from emqd.session import Session
+from emqd.wire.protocol import Connection
+from tests.transports import connection
 
 CHANNEL = b"emq:{q}:events"
 
@@ -57,17 +59,13 @@ def test_bytes_that_are_not_utf8_round_trip() -> None:
 
 
 # --- in process: when, in which order, after which log offset --------------------------------
-class Subscriber:
-    """A connection the write path can deliver to, recording what it was sent."""
-
-    def __init__(self, server: Server, sent: list, name: str = "sub", resp: int = 2) -> None:
-        self.session = Session(server.state)
-        self.session.resp = resp
-        self.closed = False
-        self.holding = 0
-        self.transport = SimpleNamespace(write=lambda data: sent.append((name, data)),
-                                         get_write_buffer_size=lambda: 0)
-        server.connections[self.session.id] = self  # type: ignore[assignment]
+def subscriber(server: Server, sent: list, name: str = "sub", resp: int = 2,
+               shows: Callable[[bytes], Any] = bytes) -> Connection:
+    """A real connection the write path can deliver to, recording what it was sent."""
+    sub = connection(server, sent, name, shows=shows)
+    sub.session.resp = resp
+    server.connections[sub.session.id] = sub
+    return sub
 
 
 def sent_events(sent: list) -> list[str]:
@@ -90,7 +88,7 @@ def with_log(tmp_path: Path, policy: str, sent: list) -> Server:
 async def test_under_always_an_event_leaves_after_the_fsync_of_its_plan(tmp_path: Path) -> None:
     sent: list = []
     server = with_log(tmp_path, "always", sent)
-    sub = Subscriber(server, sent)
+    sub = subscriber(server, sent)
     server.state.pubsub.subscribe(sub.session, CHANNEL)
     producer = Session(server.state)
     assert execute(producer, [b"EMQ.ADD", b"q", b"x"]) == b"1"
@@ -108,8 +106,7 @@ async def test_otherwise_after_its_write_and_without_a_write_of_its_own(
     sent: list = []
     server = with_log(tmp_path, policy, sent)
     path = tmp_path / "emqd.aof"
-    sub = Subscriber(server, sent)
-    sub.transport.write = lambda data: sent.append(("sub", path.stat().st_size))
+    sub = subscriber(server, sent, shows=lambda data: path.stat().st_size)
     server.state.pubsub.subscribe(sub.session, CHANNEL)
     producer = Session(server.state)
     for payload in (b"a", b"b", b"c"):  # a pipeline's worth of verbs
@@ -124,8 +121,8 @@ async def test_otherwise_after_its_write_and_without_a_write_of_its_own(
 def test_without_a_log_events_leave_at_once_in_plan_order() -> None:
     sent: list = []
     server = Server(Config(appendonly=False, http_port=0, id_base=0))
-    sub = Subscriber(server, sent)
-    other = Subscriber(server, sent, name="pattern", resp=3)
+    sub = subscriber(server, sent)
+    other = subscriber(server, sent, name="pattern", resp=3)
     server.state.pubsub.subscribe(sub.session, CHANNEL)
     server.state.pubsub.psubscribe(other.session, b"emq:{*}:events")
     producer = Session(server.state)
@@ -146,7 +143,7 @@ def test_without_a_log_events_leave_at_once_in_plan_order() -> None:
 def test_an_exec_publishes_after_its_record_in_plan_order() -> None:
     sent: list = []
     server = Server(Config(appendonly=False, http_port=0, id_base=0))
-    sub = Subscriber(server, sent)
+    sub = subscriber(server, sent)
     server.state.pubsub.subscribe(sub.session, CHANNEL)
     producer = Session(server.state)
     execute(producer, [b"MULTI"])

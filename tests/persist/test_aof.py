@@ -7,7 +7,6 @@ import asyncio
 import errno
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +18,10 @@ from emqd.persist.aof import AppendOnlyFile, open_log
 from emqd.plan import Plan
 from emqd.server import Server
 from emqd.session import Session
-from emqd.wire.protocol import Connection
 from tests.persist.helpers import RandomPlans, dump, dump_file
+from tests.transports import RecordingTransport, connection
 
 HSET_K = b"*4\r\n$4\r\nHSET\r\n$1\r\nk\r\n$1\r\nf\r\n$1\r\nv\r\n"
-
-
-class RecordingTransport(asyncio.Transport):
-    """A socket that records what it is sent, as (connection name, bytes)."""
-
-    def __init__(self, events: list, name: str, shows: Callable[[bytes], Any] = bytes) -> None:
-        super().__init__()
-        self.events, self.name, self.shows = events, name, shows
-
-    def write(self, data: Any) -> None:
-        self.events.append((self.name, self.shows(data)))
-
-
-def connection(server: Server, events: list, name: str, session: Session | None = None
-               ) -> Connection:
-    """A real connection, as the write path sees it, over a recording transport."""
-    conn = Connection(server)
-    conn.transport = RecordingTransport(events, name)
-    conn.session = session or Session(server.state)
-    return conn
 
 
 class Disk:
