@@ -36,6 +36,7 @@ import math
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 
 from emqd.store.hash import Limits
 from emqd.store.sorted import SortedKeys
@@ -46,6 +47,7 @@ _POSITIVE = b"\x01"
 _NEGATIVE = b"\x00"
 _INVERT = bytes(255 - i for i in range(256))
 _DEFAULT_LIMITS = Limits()
+_MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 
 
 def pack(score: float, member: bytes) -> bytes:
@@ -167,8 +169,12 @@ class ZSet:
         return self.order.first()[PREFIX:] if self.keys else None
 
     def members(self) -> Iterator[bytes]:
-        """Every member in order, lazily (a walk that may stop early costs what it visits)."""
-        return (key[PREFIX:] for key in self.order)
+        """Every member in order, lazily (a walk that may stop early costs what it visits).
+
+        A `map`, not a generator expression: mypyc compiles a returned generator
+        expression as a list, which made every CLAIM copy its whole `pending`.
+        """
+        return map(_MEMBER, self.order)
 
     def head(self, count: int) -> list[bytes]:
         """The `count` lowest members, in order."""

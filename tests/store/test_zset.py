@@ -172,3 +172,14 @@ def test_packed_keys_sort_as_the_scores_and_decode_back(scores: list[float]) -> 
     assert [score_of(k) for k in keys] == scores
     assert pack(-0.0, b"m") == pack(0.0, b"m")  # equal scores: one place in the order
     assert pack(1.0, b"a") < pack(1.0, b"b") < pack(1.0, b"ba") < pack(1.5, b"")
+
+
+def test_members_walks_lazily_from_the_front() -> None:
+    """CLAIM reads `pending` through members() and stops at the first claimable job:
+    the walk must not copy the set first (a compiled build once did, for every claim)."""
+    zset = ZSet()
+    for i in range(1000):
+        zset.add(b"m%04d" % i, float(i))
+    walk = zset.members()
+    assert iter(walk) is walk  # an iterator, not a list of every member
+    assert next(walk) == b"m0000" and next(walk) == b"m0001"
