@@ -43,8 +43,9 @@ def can_compile() -> bool:
 
 
 def remove_compiled_modules() -> None:
-    """A pure build in place must not leave a previous build's extension modules
-    beside the sources: Python would import them before the .py files."""
+    """A build in place must not leave a previous build's extension modules beside
+    the sources (Python would import them before the .py files): a pure build
+    none, a compiled one none of a module it no longer compiles."""
     for built in (HERE / "emqd").rglob("*"):
         if built.suffix in EXTENSIONS:
             built.unlink()
@@ -59,6 +60,7 @@ def extension_modules() -> list[object]:
     from mypyc.build import mypycify
 
     print("emqd: compiling the core with mypyc")
+    remove_compiled_modules()
     # The checks of pyproject.toml's [tool.mypy] apply; the libraries the core
     # imports but a build environment may lack are typed as Any. The modules
     # share one library, emqd/core__mypyc*.so, inside the package.
@@ -67,4 +69,14 @@ def extension_modules() -> list[object]:
                          group_name="emqd.core"))
 
 
+def mark_built() -> None:
+    """Date the in-place core library now: mypyc rewrites (and so relinks) only what
+    changed, and a source touched without a change (a checkout) would otherwise
+    look newer than its build for ever (emqd/build.py `stale_sources`)."""
+    for library in (HERE / "emqd").glob("core__mypyc.*"):
+        if library.suffix in EXTENSIONS:
+            os.utime(library)
+
+
 setup(ext_modules=extension_modules())
+mark_built()

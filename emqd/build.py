@@ -1,8 +1,8 @@
 """The modules setup.py compiles with mypyc, and whether a tree's compiled core is current.
 
 The list lives in pyproject.toml ([tool.emqd] compiled); setup.py builds it,
-scripts/test rebuilds only when a listed source (or the build's own files) is
-newer than what was built, and tests/test_core_build.py checks that what runs
+scripts/test rebuilds only when a listed source is newer than the library that
+was built from it, and tests/test_core_build.py checks that what runs
 is the core of the kind and age it should be. Standard library only: setup.py
 and scripts/test read this before emqd's dependencies are installed.
 """
@@ -17,13 +17,19 @@ EXTENSIONS = (".so", ".pyd")
 
 
 def compiled_sources(root: Path = ROOT) -> list[Path]:
-    """The .py files of the compiled core; an entry ending in / is a whole package."""
+    """The .py files of the compiled core; an entry ending in / is a whole package,
+    but for its `__init__.py`: mypyc gives a compiled package init a wrong
+    `__path__`, so `import emqd.store.hash` in a fresh interpreter failed, and a
+    package init has nothing that runs per request."""
     with open(root / "pyproject.toml", "rb") as file:
         entries: list[str] = tomllib.load(file)["tool"]["emqd"]["compiled"]
     files: list[Path] = []
     for entry in entries:
         path = root / entry
-        files += sorted(path.glob("*.py")) if entry.endswith("/") else [path]
+        if entry.endswith("/"):
+            files += sorted(p for p in path.glob("*.py") if p.name != "__init__.py")
+        else:
+            files.append(path)
     return files
 
 
@@ -40,15 +46,14 @@ def built_extension(source: Path) -> Path | None:
 
 
 def stale_sources(root: Path = ROOT) -> list[Path]:
-    """The compiled core's sources that have no extension beside them, or one
-    older than the source or than the build's description (setup.py, pyproject.toml)."""
-    described = max((root / name).stat().st_mtime for name in ("setup.py", "pyproject.toml"))
-    stale = []
-    for source in compiled_sources(root):
-        built = built_extension(source)
-        if built is None or built.stat().st_mtime < max(described, source.stat().st_mtime):
-            stale.append(source)
-    return stale
+    """The compiled core's sources that have no extension beside them, or are newer
+    than the core's library (emqd/core__mypyc*.so), which every rebuild of a
+    changed module links again; the small per-module extensions are only copied,
+    so their times say nothing."""
+    library = [p for p in (root / "emqd").glob("core__mypyc.*") if p.suffix in EXTENSIONS]
+    built_at = library[0].stat().st_mtime if library else 0.0
+    return [source for source in compiled_sources(root)
+            if built_extension(source) is None or source.stat().st_mtime > built_at]
 
 
 if __name__ == "__main__":  # scripts/test: exit 0 when the compiled core is current

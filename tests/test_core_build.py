@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 
 import pytest
 import redis
@@ -28,6 +30,16 @@ def test_the_core_is_all_of_one_kind() -> None:
     assert len(modules) > 20 and "emqd.plan" in modules and "emqd.verbs.claim" in modules
     kinds = {module: kind_of(module) for module in modules}
     assert set(kinds.values()) == {core_build()}, kinds
+
+
+@pytest.mark.parametrize("module", ["emqd.store.hash", "emqd.verbs.claim", "emqd.wire.resp",
+                                    "emqd.persist.records", "emqd.commands.connection"])
+def test_each_package_of_the_core_imports_first_in_a_fresh_interpreter(module: str) -> None:
+    """A user's `from emqd.store.zset import ZSet` imports the package before the
+    core's library is loaded: a compiled package init once broke exactly that."""
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_compiled_core_is_no_older_than_its_sources() -> None:
