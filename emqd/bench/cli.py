@@ -26,6 +26,7 @@ from typing import Any
 
 import uvloop
 
+from emqd import core_build
 from emqd.bench import profile, report, scenarios
 from emqd.bench.client import Client
 from emqd.bench.scenarios import VERBS, Sizes
@@ -296,12 +297,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     finally:
         bench.stop_all()
-    rows = bench.results.rows(chosen, sizes.load_jobs)
+    rows = bench.results.rows(chosen, sizes.load_jobs, core_build())
     info = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "machine": report.machine(),
         "pinned": "servers on CPU 0, client on CPU 1" if bench.server_cpus else "no",
+        "emqd_core": core_build(),
         "repeat": args.repeat,
         "sizes": sizes.__dict__,
         "emqd_flags": {"appendonly": args.appendonly, "appendfsync": args.appendfsync},
@@ -309,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     m = info["machine"]
     print(f"emqd-bench {info['when']}, {info['seconds']}s; {m['cpu']}, {m['cores']} cores, "
-          f"Python {m['python']}, {m['redis']}")
+          f"Python {m['python']}, {m['redis']}; emqd core: {info['emqd_core']}")
     print(f"pinned: {info['pinned']}; median of {args.repeat}; sizes: "
           + ", ".join(f"{k}={v:,}" for k, v in sizes.__dict__.items()))
     print(report.table(rows))

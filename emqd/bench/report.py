@@ -13,7 +13,7 @@ import os
 import platform
 import statistics
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +26,31 @@ class Figure:
     target: tuple[str, float] | None = None  # (">=" | "<=", bound)
     judge: str = "ratio"  # the bound applies to the ratio emqd/redis, or to "emqd"'s own figure
     min_load_jobs: int = 0  # judged only when the run was this big (load: the issue's 1M)
+    pure_target: tuple[str, float] | None = None  # the bound when emqd runs its pure-Python core
 
 
+# Issue 10's targets (docs/PERFORMANCE.md): the cycle's bound depends on the core
+# that runs (`emqd.core_build()`: the default install compiles it); memory is
+# judged at the issue's size with --big; p99s keep the earlier issue's bound.
 FIGURES = [
-    Figure("cycle", "cycle", "cycles/s (ADD+CLAIM+COMPLETE)", (">=", 1.5)),
+    Figure("cycle", "cycle", "cycles/s (ADD+CLAIM+COMPLETE)", (">=", 2.0),
+           pure_target=(">=", 1.5)),
     Figure("cycle", "cycle.cpu", "cycles per server CPU second"),
-    Figure("latency", "add.p50", "ADD p50 us"),
+    Figure("latency", "add.p50", "ADD p50 us", ("<=", 1.0)),
     Figure("latency", "add.p99", "ADD p99 us", ("<=", 1.2)),
-    Figure("latency", "claim.p50", "CLAIM p50 us"),
+    Figure("latency", "claim.p50", "CLAIM p50 us", ("<=", 1.0)),
     Figure("latency", "claim.p99", "CLAIM p99 us", ("<=", 1.2)),
-    Figure("latency", "complete.p50", "COMPLETE p50 us"),
+    Figure("latency", "complete.p50", "COMPLETE p50 us", ("<=", 1.0)),
     Figure("latency", "complete.p99", "COMPLETE p99 us", ("<=", 1.2)),
-    Figure("fail", "fail", "FAILs/s (CLAIM+FAIL until dead)"),
-    Figure("sweep", "sweep", "leases recovered/s"),
-    Figure("memory", "memory", "RSS bytes per pending job", ("<=", 1.0)),
-    Figure("ping", "ping_inline", "PING inline req/s (-P 16)", (">=", 0.8)),
-    Figure("ping", "ping_mbulk", "PING req/s (-P 16)", (">=", 0.8)),
+    Figure("fail", "fail", "FAILs/s (CLAIM+FAIL until dead)", (">=", 1.5)),
+    Figure("sweep", "sweep", "leases recovered/s", (">=", 1.5)),
+    Figure("memory", "memory", "RSS bytes per pending job", ("<=", 0.9)),
+    Figure("ping", "ping_inline", "PING inline req/s (-P 16)", (">=", 0.9)),
+    Figure("ping", "ping_mbulk", "PING req/s (-P 16)", (">=", 0.9)),
     Figure("load", "load", "start-up s on an AOF of load_jobs", ("<=", 10.0), "emqd",
            min_load_jobs=1_000_000),
     Figure("durable", "always.cps", "cycles/s, appendfsync always"),
-    Figure("durable", "everysec.cps", "cycles/s, appendfsync everysec"),
+    Figure("durable", "everysec.cps", "cycles/s, appendfsync everysec", (">=", 1.5)),
     Figure("durable", "always", "always / no log (cycles/s)", (">=", 0.5), "emqd"),
     Figure("durable", "everysec", "everysec / no log (cycles/s)"),
 ]
@@ -69,9 +74,12 @@ class Results:
         values = self.samples.get((scenario, key), {}).get(server)
         return statistics.median(values) if values else None
 
-    def rows(self, scenarios: list[str], load_jobs: int) -> list[dict[Any, Any]]:
+    def rows(self, scenarios: list[str], load_jobs: int, core: str) -> list[dict[Any, Any]]:
+        """The table's rows, judged against the targets for `core` ("mypyc" | "pure")."""
         rows = []
         for fig in FIGURES:
+            if core == "pure" and fig.pure_target is not None:
+                fig = replace(fig, target=fig.pure_target)
             if fig.scenario not in scenarios:
                 continue
             emqd = self.median(fig.scenario, fig.key, "emqd")
