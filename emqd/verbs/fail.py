@@ -38,7 +38,7 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX
-from emqd.plan import SCHEDULED, Plan
+from emqd.plan import SCHEDULED, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
@@ -49,6 +49,17 @@ from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
 NAME = "emq.fail"
+
+# A flat job retried: the plan of nearly every FAIL (a lane job's slot back, or a
+# dead letter, takes the general path).
+RETRY = Shape(
+    "fail retry",
+    (b"ZREM", Slot("active"), Slot("id")),
+    (b"HSET", Slot("row"), job.LAST_ERROR, Slot("error"), job.FAILURES, Slot("failures"),
+        job.STATE, job.SCHEDULED),
+    (b"ZADD", Slot("scheduled"), Slot("due"), Slot("id")),
+    (b"HSET", Slot("metrics"), b"failed", Slot("failed"), b"retried", Slot("retried")),
+)
 
 
 @dataclass(slots=True)
@@ -124,16 +135,23 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         event: Event = (events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})
         return Plan(ops, [job.DEAD, verdict.failures], [event], ())
     due = verdict.due  # type: ignore[union-attr]
+    event = (events.RETRY, keys.queue, args.id, now_ms,
+             {"failures": verdict.failures, "due_ms": due})
+    reply = [job.SCHEDULED, verdict.failures]
+    dues = ((SCHEDULED, keys.queue, due),)
+    counted = job.count_op(view, keys, b"failed", b"retried")
+    if not lane_ops:
+        ops = RETRY.ops(keys.active, args.id, keys.job(args.id), args.error, written[3],
+                        keys.scheduled, b"%d" % due, keys.metrics, counted[3], counted[5])
+        return Plan(ops, reply, [event], dues, RETRY)
     ops = [
         *leave,
         (b"HSET", keys.job(args.id), *written, job.STATE, job.SCHEDULED),
         (b"ZADD", keys.scheduled, due, args.id),
         *lane_ops,
-        job.count_op(view, keys, b"failed", b"retried"),
+        counted,
     ]
-    event = (events.RETRY, keys.queue, args.id, now_ms,
-             {"failures": verdict.failures, "due_ms": due})
-    return Plan(ops, [job.SCHEDULED, verdict.failures], [event], ((SCHEDULED, keys.queue, due),))
+    return Plan(ops, reply, [event], dues)
 
 
 COMMANDS = [
