@@ -25,6 +25,7 @@ from emqd.plan import Op, Plan
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
+from emqd.store.zset import ZSet
 from emqd.verbs import job_log
 from emqd.verbs import settings as queue_settings
 
@@ -54,10 +55,8 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
     excess = min(size + len(added) - keep, SLICE)
     if excess <= 0:
         return []
-    if len(added) == 1 and excess == 1 and zset is not None:
-        # The steady state of a queue at its bound: one finished job in, its oldest out.
-        oldest = zset.first()
-        victims = [oldest[1]] if oldest is not None and oldest <= added[0] else [added[0][1]]
+    if len(added) == 1 and excess == 1:
+        victims = [oldest_or(zset, added[0])]
     else:
         new = {member for _, member in added}
         head = [] if zset is None else [pair for pair in zset.walk(0, excess)]
@@ -69,6 +68,13 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
         incremented(None if row is None else hashes.get(row, TRIMMED), len(victims))
         ops.append((b"HINCRBY", keys.metrics_failed, TRIMMED, len(victims)))
     return ops
+
+
+def oldest_or(zset: ZSet | None, added: tuple[Any, bytes]) -> bytes:
+    """The steady state of a set at its bound, one finished job in and one row out:
+    the row that goes, the set's oldest or the (score, id) just `added` if older."""
+    oldest = None if zset is None else zset.first()
+    return oldest[1] if oldest is not None and oldest <= added else added[1]
 
 
 # --- one housekeeping slice --------------------------------------------------------------

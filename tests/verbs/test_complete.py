@@ -6,8 +6,9 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.keys import queue_keys
 from emqd.plan import Plan
-from emqd.verbs import complete
+from emqd.verbs import complete, job
 from tests.verbs.jobs import (
     P,
     add_jobs,
@@ -136,3 +137,19 @@ def test_over_the_wire(r: redis.Redis) -> None:
     assert wire_error(r, "EMQ.COMPLETE", "q", job_id, token) == "EMQSTALE job not active"
     assert wire_error(r, "EMQ.COMPLETE", "q", job_id) == (
         "wrong number of arguments for 'emq.complete' command")
+
+
+@pytest.mark.parametrize("result", [[], ["RESULT", "r"]])
+@pytest.mark.parametrize(("finished", "keep"), [(0, 5), (4, 5), (5, 5), (9, 5), (0, 0), (3, 0)])
+def test_a_flat_job_s_shape_makes_the_plan_of_the_general_trim(
+        result: list, finished: int, keep: int) -> None:
+    """COMPLETE's Shape path (a flat job, at most one row trimmed) against what the
+    general path's finish_ops writes; beyond one row in excess the general path runs."""
+    space = held(ACTIVE_ROW, **_finished(finished), **{"emq:{q}:config": {"keep_completed": str(keep)}})
+    plan = drive(complete, ["emq.complete", "q", "1", "1", *result], space)
+    keys = queue_keys(b"q")
+    fields = [b"state", b"completed", b"finished_ms", b"%d" % NOW] + ([b"result", b"r"] if result else [])
+    expected = [(b"ZREM", keys.active, b"1"), (b"HSET", keys.job(b"1"), *fields),
+                *job.finish_ops(space, keys, job.COMPLETED, [b"1"], NOW, keep)]
+    assert effects(plan) == effects(Plan(expected, "OK"))
+    assert (plan.shape is not None) == (finished + 1 - keep <= 1)
