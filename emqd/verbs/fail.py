@@ -38,7 +38,7 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX
-from emqd.plan import SCHEDULED, Plan, Shape, Slot
+from emqd.plan import SCHEDULED, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
@@ -124,34 +124,47 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     view.zset(keys.scheduled)  # its type, before a retry ZADDs there
     settings = queue_settings.of_queue(view, keys, args.config)
     verdict = decide(args, row, failures, settings, now_ms)
+    written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
+    if isinstance(verdict, Retry) and lanes.group_of(row) is None:
+        return _flat_retry(args, view, verdict, written[3], now_ms)
     ledger = lanes.Ledger(view, keys, args.config)
     leave = job.leave_active_ops(keys, args.id, row, ledger)
     lane_ops = lanes.settle(ledger)
-    written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
-    if type(verdict) is Dead:
+    if isinstance(verdict, Dead):
         tail = job.finish_ops(view, keys, job.DEAD, [args.id], now_ms, settings.keep_dead)
         ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *tail, *lane_ops,
                job.count_op(view, keys, b"failed")]
         event: Event = (events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})
         return Plan(ops, [job.DEAD, verdict.failures], [event], ())
-    due = verdict.due  # type: ignore[union-attr]
-    event = (events.RETRY, keys.queue, args.id, now_ms,
-             {"failures": verdict.failures, "due_ms": due})
-    reply = [job.SCHEDULED, verdict.failures]
-    dues = ((SCHEDULED, keys.queue, due),)
-    counted = job.count_op(view, keys, b"failed", b"retried")
-    if not lane_ops:
-        ops = RETRY.ops(keys.active, args.id, keys.job(args.id), args.error, written[3],
-                        keys.scheduled, b"%d" % due, keys.metrics, counted[3], counted[5])
-        return Plan(ops, reply, [event], dues, RETRY)
+    due = verdict.due
     ops = [
         *leave,
         (b"HSET", keys.job(args.id), *written, job.STATE, job.SCHEDULED),
         (b"ZADD", keys.scheduled, due, args.id),
         *lane_ops,
-        counted,
+        job.count_op(view, keys, b"failed", b"retried"),
     ]
-    return Plan(ops, reply, [event], dues)
+    return _retried(args, verdict, now_ms, ops)
+
+
+def _flat_retry(args: FailArgs, view: View, verdict: Retry, failures: bytes,
+                now_ms: int) -> Plan:
+    """A flat job retried (nearly every FAIL): no lane slot to give back, so no
+    ledger; the ops from the RETRY Shape, the same as the general path's."""
+    keys = args.keys
+    counted = job.count_op(view, keys, b"failed", b"retried")
+    ops = RETRY.ops(keys.active, args.id, keys.job(args.id), args.error, failures,
+                    keys.scheduled, b"%d" % verdict.due, keys.metrics, counted[3], counted[5])
+    return _retried(args, verdict, now_ms, ops, RETRY)
+
+
+def _retried(args: FailArgs, verdict: Retry, now_ms: int, ops: list[Op],
+             shape: Shape | None = None) -> Plan:
+    keys = args.keys
+    event = (events.RETRY, keys.queue, args.id, now_ms,
+             {"failures": verdict.failures, "due_ms": verdict.due})
+    return Plan(ops, [job.SCHEDULED, verdict.failures], [event],
+                ((SCHEDULED, keys.queue, verdict.due),), shape)
 
 
 COMMANDS = [
