@@ -17,7 +17,6 @@ A plan whose ops are the same every time but for some values can name its
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from emqd.events import Event
@@ -32,7 +31,6 @@ CONFIGURED = 2  # the queue's settings changed (retention may have rows to trim)
 Due = tuple[int, bytes, int]  # (SCHEDULED | LEASED | CONFIGURED, queue, at_ms)
 
 
-@dataclass(slots=True)
 class Plan:
     """Store operations applied atomically, then `reply` sent to the client.
 
@@ -42,16 +40,32 @@ class Plan:
     queue's `scheduled` by hand); a verb always declares (an empty tuple when
     it has nothing to say).
     `shape`: the Shape that built `ops`, when one did (its record is a template).
+
+    A plain class, not a dataclass: mypyc gives a dataclass the interpreted
+    `__init__` that `dataclasses` generates, which every plan (three a job cycle)
+    would pay for; this one compiles.
     """
 
-    ops: list[Op]
-    reply: Any = "OK"
-    events: list[Event] | None = None
-    due: tuple[Due, ...] | None = None
-    shape: Shape | None = None
+    __slots__ = ("ops", "reply", "events", "due", "shape")
+
+    def __init__(self, ops: list[Op], reply: Any = "OK", events: list[Event] | None = None,
+                 due: tuple[Due, ...] | None = None, shape: Shape | None = None) -> None:
+        self.ops = ops
+        self.reply = reply
+        self.events = events
+        self.due = due
+        self.shape = shape
+
+    def __repr__(self) -> str:
+        return (f"Plan(ops={self.ops!r}, reply={self.reply!r}, events={self.events!r}, "
+                f"due={self.due!r}, shape={self.shape!r})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and (
+            (self.ops, self.reply, self.events, self.due, self.shape)
+            == (other.ops, other.reply, other.events, other.due, other.shape))
 
 
-@dataclass(slots=True)
 class Block:
     """Park the client until one of `keys` is written, or `timeout_ms` passes.
 
@@ -59,13 +73,27 @@ class Block:
     again the client stays parked, first in line. `timeout_ms` 0 waits for
     ever; at the timeout the client gets `timeout_reply`. `plan`, when given,
     is applied before parking (writes a blocking command makes even when it
-    finds nothing to return, such as CLAIM removing a ghost).
+    finds nothing to return, such as CLAIM removing a ghost). A plain class, as
+    Plan is.
     """
 
-    keys: tuple[bytes, ...]
-    timeout_ms: int
-    timeout_reply: Any
-    plan: Plan | None = None
+    __slots__ = ("keys", "timeout_ms", "timeout_reply", "plan")
+
+    def __init__(self, keys: tuple[bytes, ...], timeout_ms: int, timeout_reply: Any,
+                 plan: Plan | None = None) -> None:
+        self.keys = keys
+        self.timeout_ms = timeout_ms
+        self.timeout_reply = timeout_reply
+        self.plan = plan
+
+    def __repr__(self) -> str:
+        return (f"Block(keys={self.keys!r}, timeout_ms={self.timeout_ms!r}, "
+                f"timeout_reply={self.timeout_reply!r}, plan={self.plan!r})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Block) and (
+            (self.keys, self.timeout_ms, self.timeout_reply, self.plan)
+            == (other.keys, other.timeout_ms, other.timeout_reply, other.plan))
 
 
 def removal(command: Op, present: Container[bytes], names: Iterable[bytes]) -> Plan:
