@@ -25,7 +25,6 @@ with AT or a bad option; `ERR invalid group name`; a corrupt `meta.seq`
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from emqd import errors, events
@@ -57,18 +56,26 @@ PLAIN = Shape(
 )
 
 
-@dataclass(slots=True)
 class AddArgs:
-    keys: QueueKeys
-    payload: bytes
-    id: bytes | None
-    delay: int | None
-    at: int | None
-    priority: int | None
-    max_attempts: int | None
-    backoff: bytes | None
-    group: bytes | None
-    config: Config
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("keys", "payload", "id", "delay", "at", "priority", "max_attempts", "backoff",
+                 "group", "config")
+
+    def __init__(
+            self, keys: QueueKeys, payload: bytes, id: bytes | None, delay: int | None,
+            at: int | None, priority: int | None, max_attempts: int | None,
+            backoff: bytes | None, group: bytes | None, config: Config) -> None:
+        self.keys = keys
+        self.payload = payload
+        self.id = id
+        self.delay = delay
+        self.at = at
+        self.priority = priority
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.group = group
+        self.config = config
 
 
 def parse(argv: list[bytes], config: Config) -> AddArgs:

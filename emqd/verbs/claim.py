@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from emqd import errors, events
@@ -63,13 +62,19 @@ ONE = Shape(
 )
 
 
-@dataclass(slots=True)
 class ClaimArgs:
-    keys: QueueKeys
-    lease_ms: int
-    count: int | None
-    block: int | None
-    config: Config
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("keys", "lease_ms", "count", "block", "config")
+
+    def __init__(
+            self, keys: QueueKeys, lease_ms: int, count: int | None, block: int | None,
+            config: Config) -> None:
+        self.keys = keys
+        self.lease_ms = lease_ms
+        self.count = count
+        self.block = block
+        self.config = config
 
 
 def parse(argv: list[bytes], config: Config) -> ClaimArgs:

@@ -17,7 +17,6 @@ Every refusal writes nothing.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from emqd import events
@@ -58,13 +57,19 @@ SHAPES = {(result, trim): _shape(f"complete result={result} trim={trim}", result
           for result in (False, True) for trim in (False, True)}
 
 
-@dataclass(slots=True)
 class CompleteArgs:
-    keys: QueueKeys
-    id: bytes
-    token: bytes
-    result: bytes | None
-    config: Config
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("keys", "id", "token", "result", "config")
+
+    def __init__(
+            self, keys: QueueKeys, id: bytes, token: bytes, result: bytes | None,
+            config: Config) -> None:
+        self.keys = keys
+        self.id = id
+        self.token = token
+        self.result = result
+        self.config = config
 
 
 def parse(argv: list[bytes], config: Config) -> CompleteArgs:

@@ -15,7 +15,6 @@ command` when now + LEASE_MS does not fit in 64 bits; WRONGTYPE. Every refusal w
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from emqd import errors
 from emqd.config import Config
@@ -30,12 +29,16 @@ from emqd.verbs.runner import verb_command
 NAME = "emq.extend"
 
 
-@dataclass(slots=True)
 class ExtendArgs:
-    keys: QueueKeys
-    id: bytes
-    token: bytes
-    lease_ms: int
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("keys", "id", "token", "lease_ms")
+
+    def __init__(self, keys: QueueKeys, id: bytes, token: bytes, lease_ms: int) -> None:
+        self.keys = keys
+        self.id = id
+        self.token = token
+        self.lease_ms = lease_ms
 
 
 def parse(argv: list[bytes], config: Config) -> ExtendArgs:

@@ -31,7 +31,6 @@ queue setting; WRONGTYPE. Every refusal writes nothing.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from emqd import errors, events
 from emqd.config import Config
@@ -62,26 +61,40 @@ RETRY = Shape(
 )
 
 
-@dataclass(slots=True)
 class FailArgs:
-    keys: QueueKeys
-    id: bytes
-    token: bytes
-    error: bytes
-    max_attempts: int | None
-    backoff: int | None
-    config: Config
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("keys", "id", "token", "error", "max_attempts", "backoff", "config")
+
+    def __init__(
+            self, keys: QueueKeys, id: bytes, token: bytes, error: bytes,
+            max_attempts: int | None, backoff: int | None, config: Config) -> None:
+        self.keys = keys
+        self.id = id
+        self.token = token
+        self.error = error
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.config = config
 
 
-@dataclass(slots=True)
 class Dead:
-    failures: int
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("failures",)
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
 
 
-@dataclass(slots=True)
 class Retry:
-    failures: int
-    due: int
+    # A plain class, not a dataclass: one is made per call, and mypyc would
+    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    __slots__ = ("failures", "due")
+
+    def __init__(self, failures: int, due: int) -> None:
+        self.failures = failures
+        self.due = due
 
 
 def parse(argv: list[bytes], config: Config) -> FailArgs:
