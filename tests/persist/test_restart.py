@@ -57,7 +57,10 @@ def test_a_restart_serves_what_was_written_under_a_new_epoch(tmp_path: Path) -> 
             job = r.execute_command("EMQ.CLAIM", "q", 60000)
             r.execute_command("EMQ.COMPLETE", "q", job[0], job[1], "RESULT", "done")
             job = r.execute_command("EMQ.CLAIM", "q", 60000)
-            r.execute_command("EMQ.FAIL", "q", job[0], job[1], "ERROR", "boom")
+            # a retry due long after the test: promotion must not move it between
+            # the two snapshots (the default backoff, 1 s, did on a loaded machine)
+            r.execute_command("EMQ.FAIL", "q", job[0], job[1], "ERROR", "boom",
+                              "BACKOFF", 600000)
             claimed = r.execute_command("EMQ.CLAIM", "q", 60000)
             before = {
                 "rows": [row(r, "q", i) for i in ids],
