@@ -67,6 +67,8 @@ class Config:
     keep_dead: int = 10000
     lane_limit: int = 1
     keep_log_lines: int = 100  # EMQ.LOG keeps a job's newest lines (0: none)
+    keep_completed_ms: int = 0  # finished rows older than this are trimmed too; 0 = no age limit
+    keep_dead_ms: int = 0
     # Where a queue's ids start when nothing says where the last one was: None is
     # 0 with a log to load, else the start time, so that no id of an earlier
     # process names a new job (PROTOCOL.md 6.1). Server resolves it at start.

@@ -207,6 +207,18 @@ INVALID_GROUP = Refusal("ERR invalid group name")
 INVALID_BACKOFF = Refusal("ERR invalid backoff rule")
 PRIORITY_RANGE = Refusal("ERR PRIORITY must be between -1000 and 1000")
 PRIORITY_NOT_INTEGER = Refusal("ERR PRIORITY must be an integer")
+INVALID_CHILD_POLICY = Refusal("ERR ONCHILDFAIL must be fail, ignore or remove")
+FLOW_UNDER = Refusal("ERR UNDER must name the parent (0) or an earlier CHILD of the flow")
+FLOW_PARENT_DELAY = Refusal(
+    "ERR a job with children cannot have DELAY or AT: it runs when they are done"
+)
+FLOW_POLICY_WITHOUT_CHILDREN = Refusal("ERR ONCHILDFAIL is for a job with children")
+FLOW_SAME_ID = Refusal("ERR a flow names the same job twice")
+STATE_DEAD_OF_CHILD = Refusal(
+    "EMQSTATE job died of a child: revive the child, or remove it to go on without it"
+)
+INVALID_SCHEDULE = Refusal("ERR invalid schedule name")
+INVALID_UNIQUE_KEY = Refusal("ERR invalid unique key")
 TIMEOUT_RANGE = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
 PAYLOAD_TOO_BIG = Refusal("ERR payload exceeds max-payload")
 NO_SUCH_JOB = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id
@@ -252,6 +264,31 @@ def corrupt_job_field(field: bytes) -> ReplyError:
     """A job row's own setting (`priority`, `max_attempts`, `backoff`) that a plain
     HSET made unreadable: the verb that depends on it is refused, nothing written."""
     return ReplyError(b"ERR job field '" + field + b"' holds an invalid value")
+
+
+def job_exists(queue: bytes, job_id: bytes) -> ReplyError:
+    """A flow's child names an id that a job of its queue already has."""
+    return ReplyError(_one_line(b"EMQSTATE job '" + job_id + b"' already exists in queue '"
+                                + queue + b"'"))
+
+
+def invalid_cron(reason: str) -> ReplyError:
+    """A cron expression the library refuses, with the library's own reason."""
+    return ReplyError(_one_line(b"ERR invalid cron expression: " + reason.encode()))
+
+
+def invalid_zone(zone: bytes) -> ReplyError:
+    return ReplyError(_one_line(b"ERR invalid time zone '" + _c_string(zone) + b"'"))
+
+
+def corrupt_schedule(name: bytes) -> ReplyError:
+    """A schedule's hash that a plain HSET made unreadable."""
+    return ReplyError(_one_line(b"ERR schedule '" + name + b"' holds an invalid value"))
+
+
+def corrupt_rate(what: bytes) -> ReplyError:
+    """A rate limit that a plain HSET made unreadable (the queue's, or a lane's)."""
+    return ReplyError(_one_line(b"ERR rate limit of " + what + b" holds an invalid value"))
 
 
 def corrupt_lane_limit(group: bytes) -> ReplyError:

@@ -1,6 +1,7 @@
-"""The server's own clock work (protocol section 6.4): promotion, the stall sweep, retention.
+"""The server's own clock work (protocol section 6.4): promotion, the stall sweep, retention,
+the schedules' jobs and the lanes' rate windows.
 
-emqd does not wait for clients to drive time. Three jobs run on the event loop,
+emqd does not wait for clients to drive time. Five jobs run on the event loop,
 each through the same planners as the verbs (`verb.plan`, then
 `ServerState.commit`, so they are applied and logged like any verb), each
 followed by the server's `wake` so that parked claimers see their result:
@@ -11,14 +12,20 @@ followed by the server's `wake` so that parked claimers see their result:
   the earliest lease of its `active` set runs out (`--stalled-interval` 0
   turns it off);
 - retention: the retention slice, after a queue's `config` was written (a
-  lowered `keep_completed` / `keep_dead`) and once per queue at start.
+  lowered `keep_completed` / `keep_dead`), once per queue at start, and when
+  its oldest finished row outlives `keep_completed_ms` / `keep_dead_ms`;
+- repeatable jobs: the schedules' planner (verbs/repeat_fire.py) at the
+  earliest next slot of the queue's `repeats` set;
+- rate windows: the planner that puts lanes whose rate window has room back
+  in the ring (verbs/rate_release.py), at the earliest time of `rated`.
 
 How it learns of due times without polling: `ServerState.commit` hands every
 committed plan to `learn`. A verb's plan says itself what housekeeping must
 know (`Plan.due`: a lease that runs out, a job scheduled, a queue's settings
 changed), so its ops are not read again; only a plain Redis command's plan
 (a client's own ZADD into `scheduled`) is looked at op by op (`observe`:
-ZADD ops on keys ending in `}:scheduled` / `}:active`, writes to `}:config`).
+ZADD ops on keys ending in `}:scheduled` / `}:active` / `}:repeats` /
+`}:rated`, writes to `}:config`).
 Housekeeping keeps, per job, one `Deadlines`: a heap of (time, queue) with the
 earliest known time of each queue, and one loop timer on the heap's top. A
 later deadline (an EXTEND) never adds an entry; an entry that turns out early
@@ -56,7 +63,7 @@ from emqd import clock
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QUEUES, queue_keys
-from emqd.plan import LEASED, SCHEDULED, Op, Plan
+from emqd.plan import AGING, CONFIGURED, LEASED, RATED, REPEATING, SCHEDULED, Op, Plan
 from emqd.server_state import ServerState
 from emqd.store.zset import ZSet
 from emqd.verbs import args as verb_args
@@ -64,6 +71,7 @@ from emqd.verbs import args as verb_args
 log = logging.getLogger("emqd")
 
 SLICE = 100  # jobs per plan: a slice never holds the loop for long
+REPEAT_SLICE = 20  # schedules per plan: a cron schedule's slots cost croniter ~0.5 ms
 RETRY_MS = 1000  # a refused promotion or retention slice is tried again this much later
 QUEUES_PER_TURN = 16  # queues served per timer run; the rest at the loop's next turn
 MAX_TIMER_MS = 3_600_000  # a far due time is looked at again after an hour, not armed as is
@@ -71,6 +79,8 @@ LOGGED_MAX = 10_000  # refusals remembered so that each is logged once
 
 _SCHEDULED = b"}:scheduled"
 _ACTIVE = b"}:active"
+_REPEATS = b"}:repeats"
+_RATED = b"}:rated"
 _CONFIG = b"}:config"
 _PREFIX = b"emq:{"
 _UNWATCHED = ()  # a ZADD key that feeds no Deadlines
@@ -182,11 +192,14 @@ class Deadlines:
 
 @dataclass(slots=True)
 class Planners:
-    """The planner modules housekeeping runs (tests substitute fakes)."""
+    """The planner modules housekeeping runs (tests substitute fakes; the last two default
+    to the real ones)."""
 
     promote: ModuleType
     stalled: ModuleType
     retention: ModuleType
+    repeat: ModuleType | None = None
+    release: ModuleType | None = None
 
 
 @dataclass(slots=True)
@@ -197,6 +210,8 @@ class Counters:
     stall_recovered: int = 0  # expired leases returned to pending by the sweep
     stall_dead: int = 0  # expired leases dead-lettered by the sweep
     trimmed: int = 0  # finished rows deleted by retention slices
+    repeated: int = 0  # jobs added by schedules
+    released: int = 0  # lanes back in the ring when their rate window had room
     refused: int = 0  # slices refused (a corrupt row); each retried later
     last_refusal: str = ""
 
@@ -212,6 +227,8 @@ class Counters:
             "housekeeping_stall_recovered": self.stall_recovered,
             "housekeeping_stall_dead": self.stall_dead,
             "housekeeping_trimmed": self.trimmed,
+            "housekeeping_repeated": self.repeated,
+            "housekeeping_released": self.released,
             "housekeeping_refused": self.refused,
             "housekeeping_last_refusal": self.last_refusal,
         }
@@ -223,12 +240,18 @@ class Housekeeping:
         self.state = state
         self.wake = wake  # re-runs the parked requests whose keys a plan wrote
         self.planners = planners or default_planners()
+        if self.planners.repeat is None or self.planners.release is None:
+            real = default_planners()
+            self.planners.repeat = self.planners.repeat or real.repeat
+            self.planners.release = self.planners.release or real.release
         self.sweep_interval = state.config.stalled_interval  # 0: no stall sweep
         self.counters = Counters()
         self.logged: set[tuple[Any, ...]] = set()  # refusals already logged: each is logged once
         self.promotion = Deadlines(self._promote)
         self.sweep = Deadlines(self._sweep, after_io=True)  # heartbeats in the sockets win
         self.retention = Deadlines(self._trim)
+        self.repeats = Deadlines(self._repeat)
+        self.rated = Deadlines(self._release)
         self._targets: dict[bytes, Any] = {}  # ZADD key -> (Deadlines, queue) | _UNWATCHED
 
     # --- wiring -------------------------------------------------------------------
@@ -243,8 +266,13 @@ class Housekeeping:
             if self.sweep_interval:
                 self._note_next(self.sweep, keys.active, queue, now)
             self.retention.note(queue, now)
-        for deadlines in (self.promotion, self.sweep, self.retention):
+            self._note_next(self.rated, keys.rated, queue, now)
+            self._note_next(self.repeats, keys.repeats, queue, now)
+        for deadlines in self._all():
             deadlines.start(loop)
+
+    def _all(self) -> tuple[Deadlines, ...]:
+        return (self.promotion, self.sweep, self.retention, self.repeats, self.rated)
 
     def reconfigure(self, old: Config, new: Config) -> None:
         """CONFIG SET of a setting housekeeping acts on.
@@ -252,7 +280,8 @@ class Housekeeping:
         `stalled-interval`: 0 stops the sweep (a due queue is passed over); from 0
         to another value, every queue's earliest lease is looked up again, as at
         start. Lowered server defaults of retention (`keep-completed`,
-        `keep-dead`): every queue is trimmed again, in slices, as after a
+        `keep-dead`, or an age limit `keep-*-ms` set or shortened): every queue is
+        trimmed again, in slices, as after a
         queue's own `EMQ.CONFIG SET` (a queue with settings of its own costs one
         empty slice). Every other setting is read from `state.config` when used.
         """
@@ -263,14 +292,16 @@ class Housekeeping:
             if self.sweep_interval and not was_on:
                 for _, queue in self._zset(QUEUES) or ():
                     self._note_next(self.sweep, queue_keys(queue).active, queue, now)
-        if new.keep_completed < old.keep_completed or new.keep_dead < old.keep_dead:
+        if (new.keep_completed < old.keep_completed or new.keep_dead < old.keep_dead
+                or _tighter(old.keep_completed_ms, new.keep_completed_ms)
+                or _tighter(old.keep_dead_ms, new.keep_dead_ms)):
             for _, queue in self._zset(QUEUES) or ():
                 self.retention.note(queue, now)
 
     def stop(self) -> None:
         if self.state.housekeeping is self:
             self.state.housekeeping = None
-        for deadlines in (self.promotion, self.sweep, self.retention):
+        for deadlines in self._all():
             deadlines.stop()
 
     def learn(self, plan: Plan) -> None:
@@ -285,7 +316,13 @@ class Housekeeping:
                     self.sweep.note(queue, at)
             elif what == SCHEDULED:
                 self.promotion.note(queue, at)
-            else:
+            elif what == REPEATING:
+                self.repeats.note(queue, at)
+            elif what == RATED:
+                self.rated.note(queue, at)
+            elif what == AGING:
+                self.retention.note(queue, at)
+            elif what == CONFIGURED:
                 self.retention.note(queue, clock.now_ms())
 
     def observe(self, ops: list[Op]) -> None:
@@ -328,6 +365,12 @@ class Housekeeping:
             queue = _queue_of(key, len(_ACTIVE))
             if queue is not None:
                 target = (self.sweep, queue)
+        elif key.endswith(_REPEATS) or key.endswith(_RATED):
+            suffix, deadlines = ((_REPEATS, self.repeats) if key.endswith(_REPEATS)
+                                 else (_RATED, self.rated))
+            queue = _queue_of(key, len(suffix))
+            if queue is not None:
+                target = (deadlines, queue)
         if len(self._targets) >= TARGETS_MAX:
             self._targets.clear()
         self._targets[key] = target
@@ -370,20 +413,43 @@ class Housekeeping:
         if deleted:
             self.counters.trimmed += deleted
             self.retention.note(queue, now)  # more may be in excess: the next slice, next turn
+            return
+        next_aging = getattr(retention, "next_aging", None)
+        if next_aging is not None:
+            try:
+                at = next_aging(self.state.keyspace, queue_keys(queue), self.state.config)
+            except ReplyError:
+                at = None  # a corrupt setting: the slice above was refused the same way
+            if at is not None:
+                self.retention.note(queue, max(at, now + 1))
+
+    def _repeat(self, queue: bytes, now: int) -> None:
+        keys = queue_keys(queue)
+        reply = self._slices(b"EMQ.REPEAT.FIRE", self.planners.repeat,  # type: ignore[arg-type]
+                             queue, keys.repeats, now, RETRY_MS, self.repeats, REPEAT_SLICE)
+        if reply is not None:
+            self.counters.repeated += reply
+
+    def _release(self, queue: bytes, now: int) -> None:
+        keys = queue_keys(queue)
+        reply = self._slices(b"EMQ.RATE.RELEASE", self.planners.release,  # type: ignore[arg-type]
+                             queue, keys.rated, now, RETRY_MS, self.rated)
+        if reply is not None:
+            self.counters.released += reply
 
     # --- one slice of PROMOTE / STALLED.CHECK -------------------------------------
     def _slices(self, name: bytes, verb: ModuleType, queue: bytes, zkey: bytes, now: int,
-                retry_ms: int, deadlines: Deadlines) -> Any:
+                retry_ms: int, deadlines: Deadlines, size: int = SLICE) -> Any:
         """Run one slice on `zkey`'s due members; note when to come back. The reply, or None."""
         first = self._first_due(zkey, now)
         if first is None:
             self._note_next(deadlines, zkey, queue, now)
             return None
         try:
-            reply = self._commit(self._plan(name, verb, queue, SLICE, now))
+            reply = self._commit(self._plan(name, verb, queue, size, now))
         except ReplyError as error:
             deadlines.hold(queue, now + retry_ms)
-            return self._refused_slice(name, verb, queue, zkey, now, error)
+            return self._refused_slice(name, verb, queue, zkey, now, error, size)
         after = self._first_due(zkey, now)
         if after is None:
             self._note_next(deadlines, zkey, queue, now)
@@ -398,12 +464,12 @@ class Housekeeping:
         return verb.plan(args, self.state.keyspace, now, self.state.run_id_bytes)
 
     def _refused_slice(self, name: bytes, verb: ModuleType, queue: bytes, zkey: bytes,
-                       now: int, error: ReplyError) -> Any:
+                       now: int, error: ReplyError, size: int = SLICE) -> Any:
         """Find the member that refuses the slice, apply the members before it, log it once.
 
         Returns the reply of the members applied, or None.
         """
-        members = self._due_members(zkey, now, SLICE)
+        members = self._due_members(zkey, now, size)
         culprit = reply = None
         if members and self._refuses(name, verb, queue, len(members), now):
             low, high = 1, len(members)  # the shortest refused LIMIT: its last member
@@ -469,6 +535,11 @@ class Housekeeping:
             deadlines.note(queue, max(_ms(first[0]), now))
 
 
+def _tighter(old_ms: int, new_ms: int) -> bool:
+    """Whether a new age limit (0: none) keeps fewer rows than the old one."""
+    return new_ms != 0 and (old_ms == 0 or new_ms < old_ms)
+
+
 def _queue_of(key: bytes, suffix: int) -> bytes | None:
     """The queue of `emq:{QUEUE}` + suffix, or None for a key outside the EMQ keyspace."""
     if not key.startswith(_PREFIX):
@@ -489,6 +560,6 @@ def _ms(score: float) -> int:
 
 def default_planners() -> Planners:
     """The verbs' own planners (imported here: the verbs import nothing of this module)."""
-    from emqd.verbs import promote, retention, stalled_check
+    from emqd.verbs import promote, rate_release, repeat_fire, retention, stalled_check
 
-    return Planners(promote, stalled_check, retention)
+    return Planners(promote, stalled_check, retention, repeat_fire, rate_release)

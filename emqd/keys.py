@@ -33,6 +33,17 @@ class QueueKeys:
         "lane_prefix",
         "log_prefix",
         "events",
+        "waiting",
+        "children_prefix",
+        "results_prefix",
+        "repeats",
+        "repeat_prefix",
+        "unique",
+        "unique_ttl",
+        "rate_log",
+        "lane_rates",
+        "lane_rate_prefix",
+        "rated",
     )
 
     def __init__(self, queue: bytes) -> None:
@@ -56,6 +67,22 @@ class QueueKeys:
         self.lane_prefix = p + b"lane:"
         self.log_prefix = p + b"log:"  # a job's log lines (emqd/verbs/job_log.py)
         self.events = p + b"events"  # the Pub/Sub channel of its transitions (emqd/queue_events.py)
+        # flows (verbs/flows.py): parents waiting for their children, and each parent's record
+        self.waiting = p + b"waiting"
+        self.children_prefix = p + b"children:"
+        self.results_prefix = p + b"results:"
+        # repeatable jobs (verbs/repeat.py): name -> next slot, and each schedule's hash
+        self.repeats = p + b"repeats"
+        self.repeat_prefix = p + b"repeat:"
+        # unique jobs (verbs/unique.py): key -> the job holding it; the keys that expire
+        self.unique = p + b"unique"
+        self.unique_ttl = p + b"unique:ttl"
+        # rate limits (verbs/rates.py): the queue's claims in its window, the lanes' limits
+        # and windows, and the lanes held out of the ring until their window frees
+        self.rate_log = p + b"rate:claims"
+        self.lane_rates = p + b"grate"
+        self.lane_rate_prefix = p + b"rate:lane:"
+        self.rated = p + b"rated"
 
     def job(self, job_id: bytes) -> bytes:
         return self.job_prefix + job_id
@@ -65,6 +92,31 @@ class QueueKeys:
 
     def log(self, job_id: bytes) -> bytes:
         return self.log_prefix + job_id
+
+    def children(self, job_id: bytes) -> bytes:
+        return self.children_prefix + job_id
+
+    def results(self, job_id: bytes) -> bytes:
+        return self.results_prefix + job_id
+
+    def repeat(self, name: bytes) -> bytes:
+        return self.repeat_prefix + name
+
+    def lane_rate_log(self, group: bytes) -> bytes:
+        return self.lane_rate_prefix + group
+
+
+def split_job_key(key: bytes) -> tuple[bytes, bytes] | None:
+    """(queue, id) of a job row key `emq:{QUEUE}:job:ID` (a flow's links), or None."""
+    if not key.startswith(b"emq:{"):
+        return None
+    end = key.find(b"}:job:", 5)
+    if end < 5:
+        return None
+    queue, job_id = key[5:end], key[end + 6:]
+    if not job_id or 0x7B in queue:  # a queue name holds no brace: the first `}` ends it
+        return None
+    return queue, job_id
 
 
 _cache: dict[bytes, QueueKeys] = {}

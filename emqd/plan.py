@@ -28,7 +28,10 @@ Op = tuple[Any, ...]  # (b"HSET", key, field, value, ...): bytes | int | float a
 SCHEDULED = 0  # a job waits in `scheduled` until at_ms (promotion)
 LEASED = 1  # a lease runs out at at_ms (the stall sweep)
 CONFIGURED = 2  # the queue's settings changed (retention may have rows to trim); at_ms 0
-Due = tuple[int, bytes, int]  # (SCHEDULED | LEASED | CONFIGURED, queue, at_ms)
+REPEATING = 3  # a schedule of the queue adds its next job at at_ms (verbs/repeat.py)
+AGING = 4  # a finished row outlives keep_completed_ms / keep_dead_ms at at_ms (retention)
+RATED = 5  # a lane held out of the ring by its rate limit may be served at at_ms
+Due = tuple[int, bytes, int]  # (SCHEDULED | LEASED | ... | RATED, queue, at_ms)
 
 
 class Plan:
@@ -73,27 +76,31 @@ class Block:
     again the client stays parked, first in line. `timeout_ms` 0 waits for
     ever; at the timeout the client gets `timeout_reply`. `plan`, when given,
     is applied before parking (writes a blocking command makes even when it
-    finds nothing to return, such as CLAIM removing a ghost). A plain class, as
-    Plan is.
+    finds nothing to return, such as CLAIM removing a ghost). `wake_at_ms`,
+    when given, runs the command again at that time even if no key was
+    written (a rate limit's window that frees: time, not a write, changes
+    the answer). A plain class, as Plan is.
     """
 
-    __slots__ = ("keys", "timeout_ms", "timeout_reply", "plan")
+    __slots__ = ("keys", "timeout_ms", "timeout_reply", "plan", "wake_at_ms")
 
     def __init__(self, keys: tuple[bytes, ...], timeout_ms: int, timeout_reply: Any,
-                 plan: Plan | None = None) -> None:
+                 plan: Plan | None = None, wake_at_ms: int | None = None) -> None:
         self.keys = keys
         self.timeout_ms = timeout_ms
         self.timeout_reply = timeout_reply
         self.plan = plan
+        self.wake_at_ms = wake_at_ms
 
     def __repr__(self) -> str:
         return (f"Block(keys={self.keys!r}, timeout_ms={self.timeout_ms!r}, "
-                f"timeout_reply={self.timeout_reply!r}, plan={self.plan!r})")
+                f"timeout_reply={self.timeout_reply!r}, plan={self.plan!r}, "
+                f"wake_at_ms={self.wake_at_ms!r})")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Block) and (
-            (self.keys, self.timeout_ms, self.timeout_reply, self.plan)
-            == (other.keys, other.timeout_ms, other.timeout_reply, other.plan))
+            (self.keys, self.timeout_ms, self.timeout_reply, self.plan, self.wake_at_ms)
+            == (other.keys, other.timeout_ms, other.timeout_reply, other.plan, other.wake_at_ms))
 
 
 def removal(command: Op, present: Container[bytes], names: Iterable[bytes]) -> Plan:

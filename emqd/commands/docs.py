@@ -78,6 +78,17 @@ def block(name: str, *parts: dict[bytes, Any], **options: Any) -> dict[bytes, An
 
 _QUEUE = key("queue")
 _ID = string("id")
+_JOB_OPTIONS = [  # EMQ.ADD's, and each job's of EMQ.FLOW
+    string("id", token="ID", optional=True),
+    oneof("when", integer("delay-ms", token="DELAY"), integer("unix-time-ms", token="AT"),
+          optional=True),
+    integer("priority", token="PRIORITY", optional=True),
+    integer("max-attempts", token="MAXATTEMPTS", optional=True),
+    string("backoff-rule", token="BACKOFF", optional=True),
+    string("group", token="GROUP", optional=True),
+]
+_ON_CHILD_FAIL = oneof("on-child-fail", pure("fail"), pure("ignore"), pure("remove"),
+                       token="ONCHILDFAIL", optional=True)
 _TOKEN = string("token")
 
 # Full command name (`client|list` for a subcommand) -> its arguments. A
@@ -253,14 +264,35 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     ],
     # The EMQ verbs (docs/PROTOCOL.md section 5).
     "emq.add": [
-        _QUEUE, string("payload"), string("id", token="ID", optional=True),
-        oneof("when", integer("delay-ms", token="DELAY"), integer("unix-time-ms", token="AT"),
-              optional=True),
+        _QUEUE, string("payload"), *_JOB_OPTIONS,
+        block("unique", string("key", token="UNIQUE"),
+              integer("ttl-ms", token="TTL", optional=True), optional=True),
+    ],
+    "emq.flow": [
+        _QUEUE, string("payload"), *_JOB_OPTIONS, _ON_CHILD_FAIL,
+        block("child", string("child-queue", token="CHILD"), string("child-payload"),
+              *_JOB_OPTIONS, _ON_CHILD_FAIL, integer("under", token="UNDER", optional=True),
+              multiple=True),
+    ],
+    "emq.children": [_QUEUE, _ID],
+    "emq.repeat": [
+        _QUEUE, string("name"),
+        oneof("rule", integer("every-ms", token="EVERY"),
+              block("cron", string("expression", token="CRON"),
+                    string("zone", token="TZ", optional=True))),
+        string("payload"),
         integer("priority", token="PRIORITY", optional=True),
         integer("max-attempts", token="MAXATTEMPTS", optional=True),
         string("backoff-rule", token="BACKOFF", optional=True),
         string("group", token="GROUP", optional=True),
     ],
+    "emq.repeat.del": [_QUEUE, string("name")],
+    "emq.repeats": [_QUEUE],
+    "emq.rate": [_QUEUE, oneof("limit", block("window", integer("max"), integer("per-ms")),
+                               pure("off"))],
+    "emq.lane.rate": [_QUEUE, string("group"),
+                      oneof("limit", block("window", integer("max"), integer("per-ms")),
+                            pure("off"))],
     "emq.claim": [
         _QUEUE, integer("lease-ms"), integer("count", token="COUNT", optional=True),
         integer("block-ms", token="BLOCK", optional=True),

@@ -1,5 +1,5 @@
 """EMQ.ADD QUEUE PAYLOAD [ID id] [DELAY ms | AT unix_ms] [PRIORITY p] [MAXATTEMPTS n]
-[BACKOFF rule] [GROUP g]
+[BACKOFF rule] [GROUP g] [UNIQUE key [TTL ms]]
 
 Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
 enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
@@ -9,8 +9,16 @@ options given (`group` among them). `seq` is `meta.seq + 1`; without ID
 the id is that number, skipping numbers whose row a client already created.
 `meta.added` counts the jobs added (the metric `emqd_jobs_added_total`).
 
+With UNIQUE key: while a job added with that key is live (pending,
+scheduled, active or waiting), or with TTL until the time has passed
+(unique.py), nothing is added and that job's id is answered; otherwise the
+new job holds the key (`unique` in its row, `p.."unique"`).
+
 Returns: the id (bulk string). With ID of an existing row nothing is written
-and the id is returned (idempotent enqueue).
+and the id is returned (idempotent enqueue). With UNIQUE the reply is always
+`[id, "added"]` or `[id, "exists"]` (the shape follows the arguments, as
+CLAIM's COUNT does): `exists` for the id of the live job holding the key, or
+of the existing row ID named.
 
 Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
@@ -18,8 +26,10 @@ job id`; `ERR DELAY must be a non-negative integer` (AT the same);
 1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY does not fit
 in 64 bits; `ERR MAXATTEMPTS must be a
 positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
-with AT or a bad option; `ERR invalid group name`; a corrupt `meta.seq`
-(or `meta.added`) answers HINCRBY's text (a corrupt lane counter the same). Every refusal writes nothing.
+with AT, TTL without UNIQUE or a bad option; `ERR invalid group name`; `ERR
+invalid unique key` (1..256 bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq`
+(or `meta.added`) answers HINCRBY's text (a corrupt lane counter the same).
+Every refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -31,20 +41,23 @@ from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX, ms_text, parse_int
-from emqd.plan import SCHEDULED, Op, Plan, Shape, Slot
+from emqd.plan import Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
+from emqd.verbs import enqueue, job, lanes, unique
 from emqd.verbs.backoff import parse_backoff
-from emqd.verbs.job import PRIORITY_BAND
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
+OPTIONS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
+                     b"GROUP"})
+_KEYWORDS = OPTIONS | {b"UNIQUE", b"TTL"}
 NAME = "emq.add"
-SEQ = b"seq"
-ADDED = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
+SEQ = enqueue.SEQ
+ADDED = enqueue.ADDED
+EXISTS = b"exists"  # UNIQUE's verdict words
+NEW = b"added"
 
 # A job with no options into a queue that exists and has no lanes: nearly every ADD.
 PLAIN = Shape(
@@ -60,12 +73,13 @@ class AddArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
     __slots__ = ("keys", "payload", "id", "delay", "at", "priority", "max_attempts", "backoff",
-                 "group", "config")
+                 "group", "config", "unique", "ttl")
 
     def __init__(
             self, keys: QueueKeys, payload: bytes, id: bytes | None, delay: int | None,
             at: int | None, priority: int | None, max_attempts: int | None,
-            backoff: bytes | None, group: bytes | None, config: Config) -> None:
+            backoff: bytes | None, group: bytes | None, config: Config,
+            unique: bytes | None = None, ttl: int | None = None) -> None:
         self.keys = keys
         self.payload = payload
         self.id = id
@@ -76,6 +90,12 @@ class AddArgs:
         self.backoff = backoff
         self.group = group
         self.config = config
+        self.unique = unique
+        self.ttl = ttl
+
+    def new_job(self) -> enqueue.NewJob:
+        return enqueue.NewJob(self.payload, self.priority, self.max_attempts, self.backoff,
+                              self.group)
 
 
 def parse(argv: list[bytes], config: Config) -> AddArgs:
@@ -86,6 +106,21 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     if len(argv) == 3:
         return AddArgs(keys, payload, None, None, None, None, None, None, None, config)
     opts = parse_args.options(argv, 3, _KEYWORDS)
+    args = parse_options(keys, payload, opts, config)
+    raw_unique, raw_ttl = opts.get(b"UNIQUE"), opts.get(b"TTL")
+    if raw_ttl is not None and raw_unique is None:
+        raise errors.SYNTAX()
+    if raw_unique is not None:
+        if not raw_unique or len(raw_unique) > parse_args.NAME_MAX:
+            raise errors.INVALID_UNIQUE_KEY()
+        args.unique = raw_unique
+        args.ttl = None if raw_ttl is None else parse_args.positive(raw_ttl, "TTL")
+    return args
+
+
+def parse_options(keys: QueueKeys, payload: bytes, opts: dict[bytes, bytes | None],
+                  config: Config) -> AddArgs:
+    """ADD's own options (OPTIONS), checked: FLOW's jobs take the same."""
     if b"DELAY" in opts and b"AT" in opts:
         raise errors.SYNTAX()
     raw_group = opts.get(b"GROUP")
@@ -118,7 +153,7 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
     )
 
 
-def _due(args: AddArgs, now_ms: int) -> int | None:
+def due_time(args: AddArgs, now_ms: int) -> int | None:
     """The due time when it is in the future (the job is scheduled), else None."""
     if args.delay is not None:
         if now_ms + args.delay > INT64_MAX:
@@ -129,59 +164,59 @@ def _due(args: AddArgs, now_ms: int) -> int | None:
     return due if due is not None and due > now_ms else None
 
 
-def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     keys = args.keys
-    due = _due(args, now_ms)
+    due = due_time(args, now_ms)
+    if args.unique is not None:
+        return _unique(args, view, now_ms, due)
     # The sets the plan ZADDs to are read for their type first: one holding a
     # hash refuses with WRONGTYPE here, instead of failing the plan halfway.
     meta = view.hash(keys.meta)
     queues = view.zset(QUEUES)
     view.zset(keys.scheduled if due is not None else lanes.waiting_key(keys, args.group))
     ring = view.zset(keys.ring)
+    if args.id is not None and view.type_name(keys.job(args.id)) != "none":
+        return Plan([], args.id, None, ())  # idempotent: the job exists
+    if (due is not None or ring is not None or args.id is not None or args.priority is not None
+            or args.max_attempts is not None or args.backoff is not None
+            or args.group is not None or queues is None or keys.queue not in queues):
+        new = enqueue.Enqueue(view, args.config, now_ms)
+        job_id = new.add(keys, args.new_job(), args.id, due)
+        return Plan(new.ops(), job_id, new.events, tuple(new.due))
     seq = job.next_seq(None if meta is None else hashes.get(meta, SEQ), args.config)
     added = incremented(None if meta is None else hashes.get(meta, ADDED), 1)
-    if args.id is not None:
-        job_id = args.id
-        if view.type_name(keys.job(job_id)) != "none":
-            return Plan([], job_id, None, ())  # idempotent: the job exists
-    else:
+    job_id = b"%d" % seq
+    while view.type_name(keys.job(job_id)) != "none":  # a client made that row
+        seq = incremented(job_id, 1)
         job_id = b"%d" % seq
-        while view.type_name(keys.job(job_id)) != "none":  # a client made that row
-            seq = incremented(job_id, 1)
-            job_id = b"%d" % seq
-    now = ms_text(now_ms)
-    seq_text = job_id if args.id is None else b"%d" % seq
-    new_queue = queues is None or keys.queue not in queues
-    event = (events.ADDED, keys.queue, job_id, now_ms, None if due is None else {"due_ms": due})
-    if (due is None and ring is None and not new_queue and args.priority is None
-            and args.max_attempts is None and args.backoff is None and args.group is None):
-        return Plan(PLAIN.ops(keys.job(job_id), args.payload, now, keys.pending, seq_text,
-                              job_id, keys.meta, b"%d" % added), job_id, [event], (), PLAIN)
-    row: list[Any] = [b"HSET", keys.job(job_id), b"state", b"scheduled" if due is not None else
-                 b"pending", b"payload", args.payload, b"created_ms", now]
-    if args.priority is not None:
-        row += [b"priority", b"%d" % args.priority]
-    if args.max_attempts is not None:
-        row += [b"max_attempts", b"%d" % args.max_attempts]
-    if args.backoff is not None:
-        row += [b"backoff", args.backoff]
-    if args.group is not None:
-        row += [lanes.GROUP, args.group]
-    ops: list[Op] = [tuple(row)]
-    if due is not None:
-        ops.append((b"ZADD", keys.scheduled, due, job_id))
-        lane_ops = []
-    else:
-        score = (args.priority or 0) * PRIORITY_BAND + seq
-        ops.append((b"ZADD", lanes.waiting_key(keys, args.group), score, job_id))
-        ledger = lanes.Ledger(view, keys, args.config)
-        ledger.enter(args.group)
-        lane_ops = lanes.settle(ledger)
-    ops.append((b"HSET", keys.meta, SEQ, seq_text, ADDED, b"%d" % added))
-    ops += lane_ops
-    if new_queue:
-        ops.append((b"ZADD", QUEUES, now_ms, keys.queue))
-    return Plan(ops, job_id, [event], () if due is None else ((SCHEDULED, keys.queue, due),))
+    event = (events.ADDED, keys.queue, job_id, now_ms, None)
+    return Plan(PLAIN.ops(keys.job(job_id), args.payload, ms_text(now_ms), keys.pending, job_id,
+                          job_id, keys.meta, b"%d" % added), job_id, [event], (), PLAIN)
+
+
+def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
+    """ADD with UNIQUE: the live job holding the key, or a new job that holds it."""
+    keys = args.keys
+    key = args.unique
+    assert key is not None
+    if args.id is not None and view.type_name(keys.job(args.id)) != "none":
+        return Plan([], [args.id, EXISTS], None, ())
+    owner = unique.holder(view, keys, key, now_ms)
+    if owner is not None:
+        return Plan([], [owner, EXISTS], None, ())
+    until = None
+    if args.ttl is not None:
+        if now_ms + args.ttl > INT64_MAX:
+            raise errors.invalid_time("TTL", NAME)
+        until = now_ms + args.ttl
+    job = args.new_job()
+    job.fields += [unique.UNIQUE, key]
+    if until is not None:
+        job.fields += [unique.UNTIL, b"%d" % until]
+    new = enqueue.Enqueue(view, args.config, now_ms)
+    created = new.add(keys, job, args.id, due)
+    ops = [*new.ops(), *unique.take_ops(view, keys, key, created, until, now_ms)]
+    return Plan(ops, [created, NEW], new.events, tuple(new.due))
 
 
 COMMANDS = [

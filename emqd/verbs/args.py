@@ -20,6 +20,10 @@ def _is_name(raw: bytes) -> bool:
     return bool(raw) and len(raw) <= NAME_MAX and 0x7B not in raw and 0x7D not in raw
 
 
+def is_queue_name(raw: bytes) -> bool:
+    return _is_name(raw)
+
+
 def queue_name(raw: bytes) -> bytes:
     """QUEUE: 1..256 bytes without `{` or `}`."""
     if not _is_name(raw):

@@ -9,12 +9,18 @@ next(attempts) (the token), `state active`, `lease_epoch` = run_id, `claimed_ms`
 (a ghost) is removed from pending; a row whose `attempts` or `failures` HINCRBY
 would refuse is dead-lettered with that text as `last_error`. Skipped members
 do not count towards n, and their writes are made even when nothing is
-claimed. A paused queue (`meta.paused` 1) claims nothing.
+claimed. A paused queue (`meta.paused` 1) claims nothing. A queue with a
+rate limit (`meta.rate_max`, rates.py) hands out no more than its window
+allows, and writes each claim into the window; a lane with one is served
+the same way (lanes.py). A dead-lettered row settles what it is tied to
+(ties.py).
 
 BLOCK ms: when nothing can be claimed, the client parks (0 = for ever) on the
 keys whose writes can make a job claimable (`pending`, `ring` for a lane
 that gets work or a free slot, and `meta` for RESUME) and is served first
-come first served; at the timeout it gets nil / an empty array. Inside MULTI, BLOCK is ignored.
+come first served; at the timeout it gets nil / an empty array. When it is
+the queue's rate limit that holds it, it is run again when the window has
+room (Block.wake_at_ms: a timer). Inside MULTI, BLOCK is ignored.
 
 Returns: without COUNT, `[id, token, payload, failures]` or nil (`*-1`);
 with COUNT, an array of such arrays (empty when none).
@@ -38,13 +44,13 @@ from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX, parse_int
-from emqd.plan import LEASED, Block, Op, Plan, Shape, Slot
+from emqd.plan import AGING, LEASED, Block, Due, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
+from emqd.verbs import job, lanes, rates, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.runner import verb_command
@@ -110,21 +116,35 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     if meta is not None and is_paused(hashes.get(meta, PAUSED)):
         return _answer(args, [], [])
     want = args.count or 1
+    window = None
+    if meta is not None and hashes.has(meta, rates.MAX):  # the queue has a rate limit
+        window = _window(view, keys, meta, now_ms)
+        if window.free <= 0:
+            return _answer(args, [], [], wake_at=window.frees_at())
+        want = min(want, window.free)
     if ring is not None:
-        served = lanes.serve(view, keys, want, args.config, judge)
+        served = lanes.serve(view, keys, want, args.config, judge, now_ms)
         removed: list[Op] = [(b"ZREM", key, *members) for key, members in served.taken.items()]
         return _verdict(args, view, removed, served.jobs, served.corrupt, now_ms, run_id,
-                        lanes.settle(served.ledger))
+                        served.ledger, window)
     members: Iterator[bytes] = iter(()) if pending is None else pending.members()
     taken, jobs, corrupt = _walk(view, keys, members, want)
-    if len(jobs) == 1 and len(taken) == 1:
+    if len(jobs) == 1 and len(taken) == 1 and window is None:
         return _one(args, jobs[0], now_ms, deadline, run_id)
     removed = [(b"ZREM", keys.pending, *taken)] if taken else []
-    return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id)
+    return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id, None, window)
+
+
+def _window(view: View, keys: QueueKeys, meta: Hash, now_ms: int) -> rates.Window:
+    rate = rates.queue_rate(meta, keys.queue)
+    assert rate is not None  # the caller saw `rate_max`
+    view.zset(keys.rate_log)
+    return rates.Window(view, keys.rate_log, rate, now_ms)
 
 
 def _walk(view: View, keys: QueueKeys, members: Iterator[bytes],
-          want: int) -> tuple[list[bytes], list[tuple[bytes, Hash, int]], list[tuple[bytes, bytes]]]:
+          want: int) -> tuple[list[bytes], list[tuple[bytes, Hash, int]],
+                              list[tuple[bytes, bytes]]]:
     """Members taken off pending, the claimable (id, row, token), the corrupt (id, text)."""
     taken: list[bytes] = []
     jobs: list[tuple[bytes, Hash, int]] = []
@@ -180,7 +200,8 @@ def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: in
 
 
 def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],
-             now: int, run_id: bytes, lane_ops: list[Op] | None = None) -> Any:
+             now: int, run_id: bytes, ledger: lanes.Ledger | None,
+             window: rates.Window | None) -> Any:
     keys = args.keys
     ops = list(removed)
     replies = []
@@ -195,30 +216,66 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], co
         reply, event = _claimed(keys, job_id, row, token, now)
         replies.append(reply)
         happened.append(event)
+        if window is not None:
+            window.take(rates.claim_member(job_id, token))
     if jobs:
         ops.append(tuple(zadd))
+    due: list[Due] = []
     if corrupt:
-        settings = queue_settings.of_queue(view, keys, args.config)
-        tail = job.finish_ops(view, keys, job.DEAD, [m for m, _ in corrupt], now,
-                              settings.keep_dead)
-        for member, text in corrupt:
-            ops.append(job.dead_row_op(keys, member, now, job.LAST_ERROR, text))
-            happened.append((events.DEAD, keys.queue, member, now, {"error": text}))
-        ops += tail
-    if lane_ops:
-        ops += lane_ops
-    return _answer(args, replies, ops, happened, deadline if jobs else None)
+        if ledger is None:
+            ledger = lanes.Ledger(view, keys, args.config, now)
+        ops += _dead_letters(args, view, corrupt, jobs, now, ledger, happened, due)
+    if window is not None:
+        ops += window.ops()
+    if ledger is not None:
+        ops += lanes.settle(ledger)
+        due += ledger.due
+    if jobs:
+        due.append((LEASED, keys.queue, deadline))
+    return _answer(args, replies, ops, happened, tuple(due))
+
+
+def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[Any], now: int,
+                  ledger: lanes.Ledger, happened: list[Any], due: list[Due]) -> list[Op]:
+    """The rows CLAIM dead-letters (a counter HINCRBY would refuse), with what they are tied to."""
+    keys = args.keys
+    settings = queue_settings.of_queue(view, keys, args.config)
+    ops: list[Op] = []
+    dead = [member for member, _ in corrupt]
+    tie = None
+    for member, text in corrupt:
+        ops.append(job.dead_row_op(keys, member, now, job.LAST_ERROR, text))
+        happened.append((events.DEAD, keys.queue, member, now, {"error": text}))
+        row = view.hash(keys.job(member))
+        if row is not None and ties.tied(row):
+            if tie is None:
+                busy = {keys.job(m) for m in dead} | {keys.job(j[0]) for j in jobs}
+                tie = ties.Ties(view, keys, args.config, now, ledger, busy)
+            tie.died(member, row)
+    if tie is not None:
+        tie.resolve()
+        dead += tie.take_deaths()
+        ops += tie.ops()
+        happened += tie.events
+        due += tie.due
+    ops += job.finish_ops(view, keys, job.DEAD, dead, now, settings.keep_dead,
+                          settings.keep_dead_ms)
+    if settings.keep_dead_ms:
+        due.append((AGING, keys.queue, now + settings.keep_dead_ms))
+    return ops
 
 
 def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any] | None = None,
-            deadline: int | None = None) -> Any:
-    """The reply (or the park), with the plan of what was claimed and skipped."""
+            due: tuple[Due, ...] = (), wake_at: int | None = None) -> Any:
+    """The reply (or the park), with the plan of what was claimed and skipped.
+
+    `wake_at`: the queue's rate limit holds the claim until then (a parked
+    client is run again at that time)."""
     keys = args.keys
     if args.count is None:
         reply: Any = jobs[0] if jobs else NULL_ARRAY
     else:
         reply = jobs
-    due = () if deadline is None else ((LEASED, keys.queue, deadline),)
     if jobs or args.block is None:
         return Plan(ops, reply, happened, due)
     return Block(
@@ -226,6 +283,7 @@ def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any]
         args.block,
         reply,
         Plan(ops, None, happened, due) if ops else None,
+        wake_at,
     )
 
 

@@ -3,8 +3,11 @@
 The holder of TOKEN finishes the job. Plan: `ZREM active`, `state
 completed`, `finished_ms`, `result` if given, `ZADD completed now id`,
 `HINCRBY metrics:completed count 1`, the retention trim of `completed`
-(at most 100 of its oldest rows beyond `keep_completed`, see retention.py),
-and for a lane job its slot back (lanes.py).
+(at most 100 of its oldest rows beyond `keep_completed`, or finished more
+than `keep_completed_ms` ago, see retention.py), and for a lane job its slot
+back (lanes.py). A job tied to others (ties.py) also settles them in the same
+plan: a flow's child its parent (which enters pending when it was the last,
+flows.py), a parent its record, a unique job its key (unique.py).
 
 Returns: `OK`.
 
@@ -23,12 +26,12 @@ from emqd import events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
-from emqd.plan import Op, Plan, Shape, Slot
+from emqd.plan import AGING, Due, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes, retention
+from emqd.verbs import job, lanes, retention, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
@@ -84,22 +87,44 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = job.held(view, keys, args.id, args.token)
     settings = queue_settings.of_queue(view, keys, args.config)
+    keep_ms = settings.keep_completed_ms
     claimed = parse_int(hashes.get(row, job.CLAIMED_MS) or b"")
     event = (events.COMPLETED, keys.queue, args.id, now_ms,
              {"duration_ms": now_ms - claimed if claimed is not None else 0})
     now = b"%d" % now_ms
-    if lanes.group_of(row) is None:
+    if not keep_ms and lanes.group_of(row) is None and not ties.tied(row):
         flat = _flat(args, view, now_ms, now, settings.keep_completed)
         if flat is not None:
             return Plan(flat[0], "OK", [event], (), flat[1])
-    tail = job.finish_ops(view, keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed)
-    ledger = lanes.Ledger(view, keys, args.config)
+    due: tuple[Due, ...] = () if not keep_ms else ((AGING, keys.queue, now_ms + keep_ms),)
+    tail = job.finish_ops(view, keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed,
+                          keep_ms)
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
     leave = job.leave_active_ops(keys, args.id, row, ledger)
+    ops = [*leave, (b"HSET", keys.job(args.id), *_fields(args, now)), *tail]
+    if ties.tied(row):
+        return _tied(args, view, row, ledger, ops, event, due, now_ms)
+    ops += lanes.settle(ledger)
+    return Plan(ops, "OK", [event], due)
+
+
+def _fields(args: CompleteArgs, now: bytes) -> list[Any]:
     fields: list[Any] = [job.STATE, job.COMPLETED, job.FINISHED_MS, now]
     if args.result is not None:
         fields += [b"result", args.result]
-    ops = [*leave, (b"HSET", keys.job(args.id), *fields), *tail, *lanes.settle(ledger)]
-    return Plan(ops, "OK", [event], ())
+    return fields
+
+
+def _tied(args: CompleteArgs, view: View, row: Any, ledger: lanes.Ledger, ops: list[Any],
+          event: Any, due: tuple[Due, ...], now_ms: int) -> Plan:
+    """A child, a parent or a unique job completes: what it is tied to follows (ties.py)."""
+    keys = args.keys
+    tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
+    tie.completed(args.id, row, args.result)
+    tie.resolve()
+    ops += tie.ops()
+    ops += lanes.settle(ledger)
+    return Plan(ops, "OK", [event, *tie.events], (*due, *tie.due))
 
 
 def _flat(args: CompleteArgs, view: View, now_ms: int, now: bytes,

@@ -80,7 +80,7 @@ def plan(args: ConfigArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     ops = [(b"HSET", keys.config, *(x for pair in args.pairs for x in pair))]
     limit = dict(args.pairs).get(b"lane_limit")
     if limit is not None:
-        ops += lanes.retune(view, keys, args.defaults, int(limit))
+        ops += lanes.retune(view, keys, args.defaults, int(limit), now_ms)
     return Plan(ops, "OK", None, ((CONFIGURED, keys.queue, 0),))
 
 

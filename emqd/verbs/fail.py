@@ -14,7 +14,9 @@ again (token 2) still has its whole retry budget.
   row's `backoff` rule, else the queue's, for failure number f.
 
 Both give a lane job's slot back (lanes.py), and count in `p.."metrics"`:
-`failed` always, `retried` for a retry. `last_error` is ERROR, or
+`failed` always, `retried` for a retry. A death also settles what the job is
+tied to (ties.py): a flow's child tells its parent (which may die with it,
+flows.py), a unique job frees its key. `last_error` is ERROR, or
 empty without it. `attempts` and `stalled` are
 never written.
 
@@ -37,12 +39,12 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX
-from emqd.plan import SCHEDULED, Op, Plan, Shape, Slot
+from emqd.plan import AGING, SCHEDULED, Due, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
+from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
@@ -140,24 +142,49 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
     if isinstance(verdict, Retry) and lanes.group_of(row) is None:
         return _flat_retry(args, view, verdict, written[3], now_ms)
-    ledger = lanes.Ledger(view, keys, args.config)
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
     leave = job.leave_active_ops(keys, args.id, row, ledger)
-    lane_ops = lanes.settle(ledger)
     if isinstance(verdict, Dead):
-        tail = job.finish_ops(view, keys, job.DEAD, [args.id], now_ms, settings.keep_dead)
-        ops = [*leave, job.dead_row_op(keys, args.id, now_ms, *written), *tail, *lane_ops,
-               job.count_op(view, keys, b"failed")]
-        event: Event = (events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})
-        return Plan(ops, [job.DEAD, verdict.failures], [event], ())
-    due = verdict.due
+        return _dead(args, view, row, verdict, settings, ledger, [*leave, job.dead_row_op(
+            keys, args.id, now_ms, *written)], now_ms)
+    lane_ops = lanes.settle(ledger)
+    due_ms = verdict.due
     ops = [
         *leave,
         (b"HSET", keys.job(args.id), *written, job.STATE, job.SCHEDULED),
-        (b"ZADD", keys.scheduled, due, args.id),
+        (b"ZADD", keys.scheduled, due_ms, args.id),
         *lane_ops,
         job.count_op(view, keys, b"failed", b"retried"),
     ]
     return _retried(args, verdict, now_ms, ops)
+
+
+def _dead(args: FailArgs, view: View, row: Hash, verdict: Dead,
+          settings: queue_settings.Settings, ledger: lanes.Ledger, ops: list[Op],
+          now_ms: int) -> Plan:
+    """The job dies (`ops`: it leaves active, its dead row): counted and trimmed, with what
+    it is tied to (ties.py: a flow's parent may die of it, in any queue)."""
+    keys = args.keys
+    happened: list[Event] = [(events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})]
+    dead = [args.id]
+    due: list[Due] = []
+    tie = None
+    if ties.tied(row):
+        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
+        tie.died(args.id, row)
+        tie.resolve()
+        dead += tie.take_deaths()
+    tail = job.finish_ops(view, keys, job.DEAD, dead, now_ms, settings.keep_dead,
+                          settings.keep_dead_ms)
+    if tie is not None:  # the rows it writes come before the trim, which may delete them
+        ops += tie.ops()
+        happened += tie.events
+        due += tie.due
+    ops += tail
+    if settings.keep_dead_ms:
+        due.append((AGING, keys.queue, now_ms + settings.keep_dead_ms))
+    ops += [*lanes.settle(ledger), job.count_op(view, keys, b"failed")]
+    return Plan(ops, [job.DEAD, verdict.failures], happened, tuple(due))
 
 
 def _flat_retry(args: FailArgs, view: View, verdict: Retry, failures: bytes,

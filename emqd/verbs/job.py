@@ -24,7 +24,7 @@ from emqd.plan import Op
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import lanes, retention
+from emqd.verbs import job_log, lanes, retention
 from emqd.verbs.backoff import Backoff, parse_backoff
 
 PRIORITY_BAND = 1 << 40  # score = priority * 2^40 + seq (protocol section 3)
@@ -45,6 +45,7 @@ ACTIVE = b"active"
 SCHEDULED = b"scheduled"
 DEAD = b"dead"
 COMPLETED = b"completed"
+WAITING = b"waiting"  # a flow's parent, until its children are done (verbs/flows.py)
 
 
 def field(row: Hash, name: bytes) -> bytes | None:
@@ -171,7 +172,7 @@ def leave_active_ops(keys: QueueKeys, job_id: bytes, row: Hash | None,
 
 # --- finishing: the set entry, the metric, the retention trim --------------------------
 def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: int,
-               keep: int) -> list[Op]:
+               keep: int, keep_ms: int = 0) -> list[Op]:
     """`ZADD completed|dead now id...`, the metric's `count` + len(ids), and the trim.
 
     The rows' own fields (`state`, `finished_ms`, ...) are the caller's: they
@@ -181,7 +182,7 @@ def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: 
     metric = metric_key(keys, kind)
     incremented(hget(view, metric, b"count"), len(ids))
     added = [(now, job_id) for job_id in ids]
-    trim = retention.trim_ops(view, keys, kind.decode(), keep, added)
+    trim = retention.trim_ops(view, keys, kind.decode(), keep, added, keep_ms, now)
     zadd: list[Any] = [b"ZADD", retention.set_key(keys, kind.decode())]
     for job_id in ids:
         zadd += [now, job_id]
@@ -199,6 +200,37 @@ def count_op(view: View, keys: QueueKeys, *names: bytes, by: int = 1) -> Op:
     for name in names:
         fields += [name, b"%d" % incremented(None if row is None else hashes.get(row, name), by)]
     return (b"HSET", keys.metrics, *fields)
+
+
+def set_of(keys: QueueKeys, row: Hash) -> bytes | None:
+    """The set a job that is not active sits in, by its state (None for an unknown state)."""
+    state = hashes.get(row, STATE)
+    if state == PENDING:
+        return entry_key(keys, row)
+    if state == SCHEDULED:
+        return keys.scheduled
+    if state == DEAD:
+        return keys.dead
+    if state == COMPLETED:
+        return keys.completed
+    return keys.waiting if state == WAITING else None
+
+
+def removal_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash,
+                ledger: lanes.Ledger) -> list[Op]:
+    """Delete a job that is not active: its row (with its log, job_log.py) and the entry of
+    the set its state names.
+
+    A waiting lane job leaves with its lane bookkeeping (noted on `ledger`).
+    """
+    ops: list[Op] = [job_log.del_op(view, keys, [job_id])]
+    zkey = set_of(keys, row)
+    if zkey is not None:
+        zset = view.zset(zkey)
+        ops.append((b"ZREM", zkey, job_id))
+        if hashes.get(row, STATE) == PENDING and zset is not None and job_id in zset:
+            ledger.leave_waiting(lanes.group_of(row))
+    return ops
 
 
 def metric_key(keys: QueueKeys, kind: bytes) -> bytes:

@@ -43,7 +43,7 @@ def parse(argv: list[bytes], config: Config) -> LaneLimitArgs:
 
 
 def plan(args: LaneLimitArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
-    ledger = lanes.Ledger(view, args.keys, args.config)
+    ledger = lanes.Ledger(view, args.keys, args.config, now_ms)
     ledger.set_limit(args.group, args.limit)
     lane_ops = lanes.settle(ledger)
     return Plan([(b"HSET", args.keys.glimit, args.group, b"%d" % args.limit), *lane_ops], "OK",

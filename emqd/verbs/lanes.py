@@ -19,6 +19,12 @@ A job added with `GROUP g` waits in its lane `p.."lane:"..g` (scored like
 - `meta.lanes_pending`: how many jobs wait in all lanes together, so that
   EMQ.STATS answers in O(1) whatever the number of lanes. Every plan that
   moves jobs into or out of lanes writes the new total.
+- `p.."grate"`: group -> its rate limit (EMQ.LANE.RATE, verbs/rates.py). A
+  lane whose window is full cannot be served now either: it is out of the
+  ring like a full lane, and waits in `p.."rated"` (group -> when its window
+  has room) for housekeeping to put it back. The plan that fills a window
+  (CLAIM) or makes it full (LANE.RATE) enters it there; `grate` is read only
+  when a lane is looked at, so flat jobs never pay for it.
 - Counters are written as resolved values (`HSET gactive g n`, `HSET meta rr
   n lanes_pending m`: the log holds effects, and HSET costs less than
   HINCRBY to apply), and a gactive field that reaches 0 is deleted (`HDEL`).
@@ -44,10 +50,11 @@ from emqd import errors
 from emqd.config import Config
 from emqd.keys import QueueKeys
 from emqd.numbers import INT64_MAX, parse_int
-from emqd.plan import Op
+from emqd.plan import RATED, Due, Op
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
+from emqd.verbs import rates
 
 GROUP = b"group"  # the row field naming a job's lane
 FLAT = b""  # the flat queue's member in the ring
@@ -95,13 +102,14 @@ class Ledger:
     through `view` when an answer needs it.
     """
 
-    __slots__ = ("view", "keys", "config", "flat", "waiting", "active", "placed", "known", "rr",
-                 "limits", "queue_limit")
+    __slots__ = ("view", "keys", "config", "now_ms", "flat", "waiting", "active", "placed",
+                 "known", "rr", "limits", "queue_limit", "rates", "rates_set", "windows", "due")
 
-    def __init__(self, view: View, keys: QueueKeys, config: Config) -> None:
+    def __init__(self, view: View, keys: QueueKeys, config: Config, now_ms: int) -> None:
         self.view = view
         self.keys = keys
         self.config = config
+        self.now_ms = now_ms
         self.flat = 0
         self.waiting: dict[bytes, int] = {}
         self.active: dict[bytes, int] = {}
@@ -110,6 +118,10 @@ class Ledger:
         self.rr: int | None = None
         self.limits: dict[bytes, int] = {}  # each lane's limit once known, or set by the plan
         self.queue_limit: int | None = None  # the queue's lane_limit (CONFIG SET sets it)
+        self.rates: Hash | None | bool = False  # `grate` once read (False: not yet)
+        self.rates_set: dict[bytes, rates.Rate | None] = {}  # lane rates the plan writes
+        self.windows: dict[bytes, rates.Window | None] = {}  # each lane's window, once looked at
+        self.due: list[Due] = []  # lanes whose window this plan filled: when they have room
 
     # --- what the verbs note --------------------------------------------------------
     def enter(self, group: bytes | None) -> None:
@@ -139,11 +151,37 @@ class Ledger:
         self.limits[group] = limit
         self.waiting.setdefault(group, 0)
 
-    def claimed(self, group: bytes | None) -> None:
-        """CLAIM made a waiting job active."""
+    def set_rate(self, group: bytes, rate: rates.Rate | None) -> None:
+        """The plan writes lane `group`'s rate limit (None: it has none)."""
+        self.rates_set[group] = rate
+        self.windows.pop(group, None)
+        self.waiting.setdefault(group, 0)
+
+    def claimed(self, group: bytes | None, member: bytes = b"") -> None:
+        """CLAIM made a waiting job active (`member`: its entry in a lane's rate window)."""
         self.leave_waiting(group)
         if group is not None:
             self.active[group] += 1
+            window = self.window(group)
+            if window is not None:
+                window.take(member)
+
+    def window(self, group: bytes) -> rates.Window | None:
+        """The lane's rate window now, None when it has no rate limit."""
+        if group in self.windows:
+            return self.windows[group]
+        if group in self.rates_set:
+            rate = self.rates_set[group]
+        else:
+            if self.rates is False:
+                self.rates = self.view.hash(self.keys.lane_rates)
+            table = self.rates
+            raw = None if table is None else hashes.get(table, group)  # type: ignore[arg-type]
+            rate = None if raw is None else rates.parse_lane_rate(raw, group)
+        window = None if rate is None else rates.Window(
+            self.view, self.keys.lane_rate_log(group), rate, self.now_ms)
+        self.windows[group] = window
+        return window
 
     # --- the lanes' state after what was noted ----------------------------------------
     def size(self, group: bytes) -> int:
@@ -174,7 +212,10 @@ class Ledger:
         if self.size(group) <= 0:
             return False
         limit = self.limit(group)
-        return limit == 0 or self.running(group) < limit
+        if limit != 0 and self.running(group) >= limit:
+            return False
+        window = self.window(group)
+        return window is None or window.free > 0
 
     def was_in(self, member: bytes) -> bool:
         """Whether `member` was in the ring before the plan."""
@@ -203,14 +244,15 @@ class Ledger:
         self.placed[member] = None
 
 
-def retune(view: View, keys: QueueKeys, config: Config, queue_limit: int) -> list[Op]:
+def retune(view: View, keys: QueueKeys, config: Config, queue_limit: int,
+           now_ms: int) -> list[Op]:
     """The ring ops for a new queue `lane_limit` (EMQ.CONFIG SET), in the same plan.
 
     Only a lane with active jobs can change from servable to full or back (a lane
     with none has a free slot under any limit), so the lanes visited are the
     fields of `gactive`: O(lanes with active jobs), never all lanes.
     """
-    ledger = Ledger(view, keys, config)
+    ledger = Ledger(view, keys, config, now_ms)
     ledger.queue_limit = queue_limit
     gactive = view.hash(keys.gactive)
     for group in () if gactive is None else hashes.names(gactive):
@@ -277,6 +319,28 @@ def settle(ledger: Ledger) -> list[Op]:
         meta_fields += [LANES_PENDING, b"%d" % incremented(stored, waiting)]
     if meta_fields:
         ops.append((b"HSET", keys.meta, *meta_fields))
+    if ledger.windows:
+        ops += _window_ops(ledger)
+    return ops
+
+
+def _window_ops(ledger: Ledger) -> list[Op]:
+    """The lanes' rate windows: the claims added, and each window this plan filled (or a
+    new limit made full) entered in `rated` until it has room."""
+    ops: list[Op] = []
+    held: list[Any] = []
+    for group, window in ledger.windows.items():
+        if window is None:
+            continue
+        if window.added:
+            ops += window.ops()
+        if window.free <= 0 and (window.added or group in ledger.rates_set):
+            at = window.frees_at()
+            held += [at, group]
+            ledger.due.append((RATED, ledger.keys.queue, at))
+    if held:
+        ledger.view.zset(ledger.keys.rated)  # its type, before the ZADD
+        ops.append((b"ZADD", ledger.keys.rated, *held))
     return ops
 
 
@@ -355,7 +419,8 @@ class _Source:
         self.members: Iterator[bytes] = iter(()) if zset is None else zset.members()
 
 
-def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge) -> Served:
+def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge,
+          now_ms: int) -> Served:
     """Go round the ring job by job until `want` jobs are found or nothing is servable.
 
     Each turn takes the ring's lowest-score member, takes its front job, and
@@ -366,7 +431,7 @@ def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge) 
     whatever the number of lanes. `judge` is CLAIM's own rule for each row met
     (claim.judge).
     """
-    ledger = Ledger(view, keys, config)
+    ledger = Ledger(view, keys, config, now_ms)
     ring = view.zset(keys.ring)
     first: Iterator[bytes] = iter(()) if ring is None else ring.members()
     sources: dict[bytes, _Source] = {}
@@ -395,7 +460,7 @@ def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge) 
             ledger.take_out(member)
             continue
         jobs.append(found)
-        ledger.claimed(source.group)
+        ledger.claimed(source.group, rates.claim_member(found[0], b"%d" % found[2]))
         if _still_servable(source, ledger):
             ledger.to_back(member)
             turns.append(member)

@@ -74,7 +74,7 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     seq_raw = None if meta is None else hashes.get(meta, b"seq")
     seq = None
     happened: list[Event] = []
-    ledger = lanes.Ledger(view, keys, args.config)
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
     for member, row in zip(members, rows, strict=True):
         if row is None:
             continue  # a ghost: removed from scheduled, not counted

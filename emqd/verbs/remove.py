@@ -1,10 +1,15 @@
 """EMQ.REMOVE QUEUE ID
 
 Deletes a job that is not active: its row (with its log, job_log.py), and its
-entry in the set its `state` names (pending or its lane, scheduled, dead or
-completed), whatever that state. A waiting lane job leaves with its lane bookkeeping (lanes.py:
-the lane count, and the ring when the lane became empty).
+entry in the set its `state` names (pending or its lane, scheduled, waiting,
+dead or completed), whatever that state. A waiting lane job leaves with its
+lane bookkeeping (lanes.py: the lane count, and the ring when the lane became
+empty).
 An active job is refused: its holder must finish, fail or requeue it first.
+What the job is tied to follows in the same plan (ties.py): a flow's child
+removed is settled for its parent (which may run now, or live again when
+that child had killed it), a parent's record is deleted with it (its
+children go on as jobs of their own), a unique job's key is free.
 
 Returns: 1, or 0 when there was no such job (nothing written).
 
@@ -19,13 +24,13 @@ from dataclasses import dataclass
 
 from emqd import errors, events
 from emqd.config import Config
+from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.plan import Due, Op, Plan
 from emqd.store import hash as hashes
-from emqd.store.hash import Hash
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, job_log, lanes
+from emqd.verbs import job, lanes, ties
 from emqd.verbs.runner import verb_command
 
 
@@ -41,18 +46,6 @@ def parse(argv: list[bytes], config: Config) -> RemoveArgs:
                       config)
 
 
-def _set_of(keys: QueueKeys, row: Hash) -> bytes | None:
-    """The set a job that is not active sits in, by its state (None for an unknown state)."""
-    state = hashes.get(row, job.STATE)
-    if state == job.PENDING:
-        return job.entry_key(keys, row)
-    return {
-        job.SCHEDULED: keys.scheduled,
-        job.DEAD: keys.dead,
-        job.COMPLETED: keys.completed,
-    }.get(state)  # type: ignore[arg-type]
-
-
 def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = view.hash(keys.job(args.id))
@@ -61,17 +54,19 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         return Plan([], 0, None, ())
     if hashes.get(row, job.STATE) == job.ACTIVE or (active is not None and args.id in active):
         raise errors.STATE_ACTIVE()
-    ops: list[Op] = [job_log.del_op(view, keys, [args.id])]
-    zkey = _set_of(keys, row)
-    if zkey is not None:
-        zset = view.zset(zkey)
-        ops.append((b"ZREM", zkey, args.id))
-        if hashes.get(row, job.STATE) == job.PENDING and zset is not None and args.id in zset:
-            # a waiting job leaves: the ring, the count
-            ledger = lanes.Ledger(view, keys, args.config)
-            ledger.leave_waiting(lanes.group_of(row))
-            ops += lanes.settle(ledger)
-    return Plan(ops, 1, [(events.REMOVED, keys.queue, args.id, now_ms, None)], ())
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
+    ops: list[Op] = job.removal_ops(view, keys, args.id, row, ledger)
+    happened: list[Event] = [(events.REMOVED, keys.queue, args.id, now_ms, None)]
+    due: tuple[Due, ...] = ()
+    if ties.tied(row):
+        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
+        tie.removed(args.id, row)
+        tie.resolve()
+        ops += tie.ops()
+        happened += tie.events
+        due = tuple(tie.due)
+    ops += lanes.settle(ledger)
+    return Plan(ops, 1, happened, due)
 
 
 COMMANDS = [

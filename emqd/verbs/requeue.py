@@ -45,7 +45,7 @@ def plan(args: RequeueArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = job.held(view, keys, args.id, args.token)
     job.check_entry(view, keys, row)
-    ledger = lanes.Ledger(view, keys, args.config)
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
     ops = [
         *job.leave_active_ops(keys, args.id, row, ledger),
         *job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger),

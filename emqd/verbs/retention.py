@@ -1,21 +1,28 @@
 """Retention (protocol section 6.3): the oldest finished rows go, with their set entries and logs.
 
-`keep_completed` / `keep_dead` bound the `completed` and `dead` sets. A plan
-that adds finished jobs (COMPLETE, FAIL at the cap, a dead-lettering sweep or
-CLAIM) trims at most SLICE excess rows of that set in the same plan, oldest
-first in ZPOPMIN order, counting the rows it adds itself. Housekeeping trims
-the rest in slices by running this module's planner:
+`keep_completed` / `keep_dead` bound the `completed` and `dead` sets by count,
+`keep_completed_ms` / `keep_dead_ms` (0: off) by age: a row finished that
+long ago is in excess too (a set is scored by finish time, so the rows too
+old are its front). A plan that adds finished jobs (COMPLETE, FAIL at the
+cap, a dead-lettering sweep or CLAIM) trims at most SLICE excess rows of that
+set in the same plan, oldest first in ZPOPMIN order, counting the rows it
+adds itself. Housekeeping trims the rest in slices by running this module's
+planner, and comes back when the oldest row will age out (`next_aging`):
 
     plan = retention.plan(retention.slice_args(queue, config), keyspace, now, run_id)
     # plan.reply: rows deleted in this slice (<= SLICE per set); again while > 0
 
 so lowering a setting never stalls the loop. Dead letters deleted here are
 counted in field `trimmed` of p.."metrics:failed" (EMQ.STATS' `trimmed_dead`);
-completed rows are not counted (`completed_total` already counts them).
+completed rows are not counted (`completed_total` already counts them). A
+trimmed row that is a flow's parent takes its record with it
+(verbs/flows.py): read only for dead rows, because a parent deletes its
+record itself when it completes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +40,7 @@ SLICE = 100
 COMPLETED = "completed"
 DEAD = "dead"
 TRIMMED = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
+CHILDREN = b"children"  # the row field of a flow's parent (verbs/flows.py): it has a record
 
 
 def set_key(keys: QueueKeys, kind: str) -> bytes:
@@ -40,8 +48,10 @@ def set_key(keys: QueueKeys, kind: str) -> bytes:
 
 
 def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
-             added: tuple[Any, ...] | list[Any] = ()) -> list[Op]:
-    """The ops that trim `kind`'s set towards `keep` rows, deleting at most SLICE.
+             added: tuple[Any, ...] | list[Any] = (), keep_ms: int = 0,
+             now_ms: int = 0) -> list[Op]:
+    """The ops that trim `kind`'s set towards `keep` rows, and of rows finished more than
+    `keep_ms` before `now_ms` (0: no age limit), deleting at most SLICE.
 
     `added` holds the (score, id) pairs the same plan adds to the set before
     these ops run. Returns the ops (empty when nothing is in excess): ZREM of
@@ -52,7 +62,10 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
     zkey = set_key(keys, kind)
     zset = view.zset(zkey)
     size = 0 if zset is None else len(zset)
-    excess = min(size + len(added) - keep, SLICE)
+    excess = size + len(added) - keep
+    if keep_ms and zset is not None:
+        excess = max(excess, zset.end_of(now_ms - keep_ms))  # finished too long ago
+    excess = min(excess, SLICE)
     if excess <= 0:
         return []
     if len(added) == 1 and excess == 1:
@@ -62,7 +75,16 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
         head = [] if zset is None else [pair for pair in zset.walk(0, excess)]
         victims = [member for _, member in sorted(
             [pair for pair in head if pair[1] not in new] + [(s, m) for s, m in added])[:excess]]
-    ops: list[Op] = [(b"ZREM", zkey, *victims), job_log.del_op(view, keys, victims)]
+    delete = job_log.del_op(view, keys, victims)
+    if kind == DEAD:
+        records: list[bytes] = []
+        for victim in victims:
+            row = view.hash(keys.job(victim))
+            if row is not None and hashes.has(row, CHILDREN):
+                records += [keys.children(victim), keys.results(victim)]
+        if records:
+            delete = (*delete, *records)
+    ops: list[Op] = [(b"ZREM", zkey, *victims), delete]
     if kind == DEAD:
         row = view.hash(keys.metrics_failed)
         incremented(None if row is None else hashes.get(row, TRIMMED), len(victims))
@@ -93,7 +115,21 @@ def plan(args: SliceArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     settings = queue_settings.of_queue(view, keys, args.config)
     ops: list[Op] = []
-    for kind, keep in ((COMPLETED, settings.keep_completed), (DEAD, settings.keep_dead)):
-        ops += trim_ops(view, keys, kind, keep)
+    for kind, keep, keep_ms in ((COMPLETED, settings.keep_completed, settings.keep_completed_ms),
+                                (DEAD, settings.keep_dead, settings.keep_dead_ms)):
+        ops += trim_ops(view, keys, kind, keep, (), keep_ms, now_ms)
     deleted = sum(len(op) - 2 for op in ops if op[0] == b"ZREM")  # the victims, not their logs
     return Plan(ops, deleted, due=())
+
+
+def next_aging(view: View, keys: QueueKeys, config: Config) -> int | None:
+    """When the oldest finished row of the queue outlives its age limit (None: no limit,
+    or no row). Housekeeping's retention timer comes back then."""
+    settings = queue_settings.of_queue(view, keys, config)
+    times = []
+    for kind, keep_ms in ((COMPLETED, settings.keep_completed_ms), (DEAD, settings.keep_dead_ms)):
+        zset = view.zset(set_key(keys, kind)) if keep_ms else None
+        first = None if zset is None else zset.first()
+        if first is not None:
+            times.append(math.ceil(first[0]) + keep_ms)
+    return min(times) if times else None

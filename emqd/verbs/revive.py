@@ -4,11 +4,18 @@ The dead-letter return: a dead job re-enters pending (a lane job: its lane,
 with the lane bookkeeping of lanes.py) at the front of its band (`ZREM
 dead`, `state pending`, `ZADD pending`). Charges no counter; with
 RESET, `failures` and `stalled` are deleted so that the job has its whole
-budget again. `last_error` and `finished_ms` stay, as history.
+budget again. `last_error` and `finished_ms` stay, as history. A flow's
+child that is revived no longer counts against its parent: a parent that
+died of it (and of no other child) waits again, in the same plan (flows.py).
+A parent that died of a child is not revived itself: it runs when its
+children are done, so its dead child is the one to revive (or to remove, to
+go on without it). A unique job takes its key back when nobody holds it
+(unique.py).
 
 Returns: `OK`.
 
 Errors: `EMQSTATE job is not dead` (no row, or its state is not `dead`);
+`EMQSTATE job died of a child: ...` for a flow's parent that died of a child;
 `ERR syntax error`; a corrupt `priority`; WRONGTYPE. Every refusal writes
 nothing.
 """
@@ -20,12 +27,13 @@ from dataclasses import dataclass
 
 from emqd import errors, events
 from emqd.config import Config
+from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.plan import Due, Op, Plan
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
+from emqd.verbs import flows, job, lanes, ties
 from emqd.verbs.runner import verb_command
 
 
@@ -50,15 +58,26 @@ def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     view.zset(keys.dead)
     if row is None or hashes.get(row, job.STATE) != job.DEAD:
         raise errors.STATE_NOT_DEAD()
+    if hashes.has(row, flows.LEFT):
+        raise errors.STATE_DEAD_OF_CHILD()
     job.check_entry(view, keys, row)
     ops: list[Op] = [(b"ZREM", keys.dead, args.id)]
     if args.reset:
         ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
-    ledger = lanes.Ledger(view, keys, args.config)
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
     ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger)
+    happened: list[Event] = [(events.REVIVED, keys.queue, args.id, now_ms, None)]
+    due: tuple[Due, ...] = ()
+    if ties.tied(row):
+        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
+        tie.revived(args.id, row)
+        tie.resolve()
+        ops += tie.ops()
+        happened += tie.events
+        due = tuple(tie.due)
     ops += lanes.settle(ledger)
     ops.append(job.count_op(view, keys, b"revived"))
-    return Plan(ops, "OK", [(events.REVIVED, keys.queue, args.id, now_ms, None)], ())
+    return Plan(ops, "OK", happened, due)
 
 
 COMMANDS = [

@@ -41,6 +41,8 @@ FIELDS: dict[bytes, tuple[Callable[[bytes], object], errors.Refusal]] = {
     b"keep_dead": (_non_negative, errors.must_be_non_negative("keep_dead")),
     b"lane_limit": (_non_negative, errors.must_be_non_negative("lane_limit")),
     b"keep_log_lines": (_non_negative, errors.must_be_non_negative("keep_log_lines")),
+    b"keep_completed_ms": (_non_negative, errors.must_be_non_negative("keep_completed_ms")),
+    b"keep_dead_ms": (_non_negative, errors.must_be_non_negative("keep_dead_ms")),
 }
 
 
@@ -53,6 +55,8 @@ class Settings:
     keep_dead: int
     lane_limit: int
     keep_log_lines: int
+    keep_completed_ms: int  # 0: no age limit
+    keep_dead_ms: int
 
 
 def defaults(config: Config) -> dict[bytes, bytes]:
@@ -65,6 +69,8 @@ def defaults(config: Config) -> dict[bytes, bytes]:
         b"keep_dead": b"%d" % config.keep_dead,
         b"lane_limit": b"%d" % config.lane_limit,
         b"keep_log_lines": b"%d" % config.keep_log_lines,
+        b"keep_completed_ms": b"%d" % config.keep_completed_ms,
+        b"keep_dead_ms": b"%d" % config.keep_dead_ms,
     }
 
 

@@ -21,7 +21,8 @@ reached before the first write. Verdict per member, in selection order:
 
 A lane job, whatever its verdict, gives its slot back, and one that re-enters
 goes back to its lane (lanes.py; the seed's scripted row, counted and with the
-epoch exemption: protocol section 11).
+epoch exemption: protocol section 11). A member that dies settles what it is
+tied to (ties.py: a flow's parent, a unique key) in the same plan.
 
 Returns: `[[recovered ids...], [dead ids...]]`, each in selection order.
 
@@ -41,12 +42,12 @@ from typing import Any
 from emqd import events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.plan import AGING, Due, Op, Plan
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
+from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
@@ -88,7 +89,8 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     dead: list[bytes] = []
     happened: list[tuple[Any, ...]] = []
     counted = 0
-    ledger = lanes.Ledger(view, keys, args.config)
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
+    tie: ties.Ties | None = None
     for member, row in zip(expired, rows, strict=True):
         ops += job.leave_active_ops(keys, member, row, ledger)
         if row is None:
@@ -105,6 +107,11 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
             ops.append(job.dead_row_op(keys, member, now_ms, *count, job.LAST_ERROR, STALLED_ERROR))
             dead.append(member)
             happened.append((events.DEAD, keys.queue, member, now_ms, {"error": STALLED_ERROR}))
+            if ties.tied(row):
+                if tie is None:
+                    tie = ties.Ties(view, keys, args.config, now_ms, ledger,
+                                    {keys.job(m) for m in expired})
+                tie.died(member, row)
         else:
             job.check_entry(view, keys, row)
             ops += job.enter_ops(keys, member, row, job.reentry_score(row), *count,
@@ -112,12 +119,24 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
             recovered.append(member)
             counted += 1
             happened.append((events.STALLED, keys.queue, member, now_ms, None))
-    if dead:
-        ops += job.finish_ops(view, keys, job.DEAD, dead, now_ms, settings.keep_dead)
+    due: list[Due] = []
+    finished = list(dead)
+    if tie is not None:
+        tie.resolve()
+        finished += tie.take_deaths()
+    if tie is not None:  # the rows it writes come before the trim, which may delete them
+        ops += tie.ops()
+        happened += tie.events
+        due += tie.due
+    if finished:
+        ops += job.finish_ops(view, keys, job.DEAD, finished, now_ms, settings.keep_dead,
+                              settings.keep_dead_ms)
+        if settings.keep_dead_ms:
+            due.append((AGING, keys.queue, now_ms + settings.keep_dead_ms))
     ops += lanes.settle(ledger)
     if counted:
         ops.append(job.count_op(view, keys, b"stalled", by=counted))
-    return Plan(ops, [recovered, dead], happened, ())
+    return Plan(ops, [recovered, dead], happened, tuple(due))
 
 
 COMMANDS = [

@@ -4,8 +4,9 @@ Returns: a map of integers, in this order: `pending` (the flat queue and every
 lane together), `active`, `scheduled`, `dead`, `completed` (the set sizes),
 `completed_total` (`metrics:completed count`), `failed_total`
 (`metrics:failed count`), `trimmed_dead` (`metrics:failed trimmed`: dead
-letters deleted by retention), `paused` (0 or 1). A queue that never existed
-gives zeros.
+letters deleted by retention), `paused` (0 or 1), `waiting` (flows' parents
+waiting for their children: last, so that readers of the older reply by
+position are not moved). A queue that never existed gives zeros.
 
 Cost: O(1) whatever the number of lanes. The lanes' waiting jobs are not
 counted lane by lane: whoever moves a job into or out of a lane keeps the
@@ -68,6 +69,7 @@ def counts(view: View, keys: QueueKeys) -> dict[bytes, int]:
         b"failed_total": _counter(hget(view, keys.metrics_failed, b"count")),
         b"trimmed_dead": _counter(hget(view, keys.metrics_failed, TRIMMED)),
         b"paused": int(is_paused(hget(view, keys.meta, PAUSED))),
+        b"waiting": zcard(view, keys.waiting),
     }
 
 

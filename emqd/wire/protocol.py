@@ -50,6 +50,7 @@ class Connection(asyncio.Protocol):
         "pending",
         "parked",
         "park_timer",
+        "wake_timer",
         "paused",
         "closed",
         "holding",
@@ -63,6 +64,7 @@ class Connection(asyncio.Protocol):
         self.pending: deque[list[bytes]] = deque()  # requests waiting to run
         self.parked: Block | None = None  # the Block of the request at the head
         self.park_timer: asyncio.TimerHandle | None = None
+        self.wake_timer: asyncio.TimerHandle | None = None  # Block.wake_at_ms
         self.paused = False  # the socket's write buffer is full
         self.closed = False
         self.holding = 0  # replies the server holds for the log (Server.write)
@@ -194,6 +196,22 @@ class Connection(asyncio.Protocol):
         if block.timeout_ms > 0:
             loop = asyncio.get_running_loop()
             self.park_timer = loop.call_later(block.timeout_ms / 1000.0, self._park_timeout)
+        self._arm_wake(block.wake_at_ms)
+
+    def _arm_wake(self, at_ms: int | None) -> None:
+        """Run the parked request again at `at_ms` (a rate limit's window frees then)."""
+        if self.wake_timer is not None:
+            self.wake_timer.cancel()
+            self.wake_timer = None
+        if at_ms is not None:
+            delay_ms = max(at_ms - clock.now_ms(), 0)
+            self.wake_timer = asyncio.get_running_loop().call_later(delay_ms / 1000.0,
+                                                                     self._park_wake)
+
+    def _park_wake(self) -> None:
+        self.wake_timer = None
+        self.retry_parked()
+        self.server.wake_parked()  # its plan may have written what others wait for
 
     def _park_timeout(self) -> None:
         block = self.parked
@@ -211,6 +229,7 @@ class Connection(asyncio.Protocol):
         argv = self.pending[0]
         reply = execute(self.session, argv)
         if type(reply) is Block:
+            self._arm_wake(reply.wake_at_ms)
             return False
         self._unpark()
         self.pending.popleft()
@@ -233,6 +252,9 @@ class Connection(asyncio.Protocol):
         if self.park_timer is not None:
             self.park_timer.cancel()
             self.park_timer = None
+        if self.wake_timer is not None:
+            self.wake_timer.cancel()
+            self.wake_timer = None
 
 
 def _addr(info: Any) -> str:

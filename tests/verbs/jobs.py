@@ -14,7 +14,7 @@ from emqd.verbs import add, claim, promote, stalled_check
 from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 
 P = b"emq:{q}:"
-SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed")
+SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"waiting")
 
 
 def run(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,
@@ -83,6 +83,91 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
             assert row(space, member, prefix) is not None, (name, member)
 
 
+def check_flows(space: Keyspace) -> None:
+    """Flows' bookkeeping (emqd/verbs/flows.py), recomputed from the rows, in every queue.
+
+    A parent that has not run (it has `children_left`) counts exactly its children that
+    are not settled (a row that is not completed, nor dead under `ignore`) and, unless
+    its policy is `ignore`, its dead children; it is dead when one is dead, else waiting
+    (with something left). A child of such a parent is in its record. (For this to be
+    exact no dead child's row may have been trimmed: the worlds keep them.)
+    """
+    for key in list(space.data):
+        if b"}:job:" not in key:
+            continue
+        parent = hash_of(space, key)
+        assert parent is not None
+        if b"parent" in parent:
+            owner = hash_of(space, parent[b"parent"])
+            if owner is not None and b"children_left" in owner:
+                queue, _, job_id = parent[b"parent"].partition(b"}:job:")
+                record = space.zset(queue + b"}:children:" + job_id)
+                assert record is not None and key in record, (key, parent)
+        if b"children_left" not in parent:
+            assert parent.get(b"state") != b"waiting", (key, parent)
+            continue
+        queue, _, job_id = key.partition(b"}:job:")
+        policy = parent.get(b"on_child_fail", b"fail")
+        left = dead = 0
+        for _, child_key in space.zset(queue + b"}:children:" + job_id) or ():
+            child = hash_of(space, child_key)
+            if child is None or child.get(b"parent") != key:
+                continue
+            state = child[b"state"]
+            if state == b"dead" and policy != b"ignore":
+                dead += 1
+            if state != b"completed" and not (state == b"dead" and policy == b"ignore"):
+                left += 1
+        assert int(parent[b"children_left"]) == left, (key, parent, left)
+        assert int(parent.get(b"children_dead", b"0")) == dead, (key, parent, dead)
+        assert parent[b"state"] == (b"dead" if dead else b"waiting"), (key, parent)
+        assert left > 0, (key, parent)
+
+
+LIVE = (b"pending", b"scheduled", b"active", b"waiting")
+
+
+def check_unique(space: Keyspace, now: int, prefix: bytes = P) -> None:
+    """Unique keys (emqd/verbs/unique.py): a key held without TTL is held by a live job that
+    names it; a live job holding its key (no TTL) is the one the table names, unless it was
+    revived while another held it; at most one live holder a key."""
+    table = hash_of(space, prefix + b"unique") or {}
+    ttl = {m: s for m, s in members(space, b"unique:ttl", prefix)}
+    for key, owner in table.items():
+        if key in ttl:
+            continue  # held until its time, whatever its job does
+        held = row(space, owner, prefix)
+        assert held is not None and held[b"state"] in LIVE and held.get(b"unique") == key, (
+            key, owner, held)
+    holders: dict[bytes, list[bytes]] = {}
+    for key in space.data:
+        if key.startswith(prefix + b"job:"):
+            job = hash_of(space, key) or {}
+            if b"unique" in job and b"unique_until" not in job and job[b"state"] in LIVE:
+                holders.setdefault(job[b"unique"], []).append(key[len(prefix) + 4:])
+    for key, ids in holders.items():
+        assert table.get(key) in ids, (key, ids, table)
+
+
+def rate_window(space: Keyspace, now: int, prefix: bytes = P) -> tuple[int, int] | None:
+    """(claims in the queue's rate window at `now`, its MAX), None without a limit."""
+    meta = hash_of(space, prefix + b"meta") or {}
+    if b"rate_max" not in meta:
+        return None
+    most, per = int(meta[b"rate_max"]), int(meta[b"rate_per_ms"])
+    return sum(1 for _, at in members(space, b"rate:claims", prefix) if at > now - per), most
+
+
+def check_claim_rate(before: tuple[int, int] | None, after: tuple[int, int] | None) -> None:
+    """A CLAIM under a rate limit (emqd/verbs/rates.py) adds no more claims to the window
+    than MAX allows (a window over MAX, after the limit was lowered, takes none)."""
+    if before is None or after is None:
+        return
+    (inside, most), (now_inside, _) = before, after
+    assert now_inside <= max(most, inside), (inside, now_inside, most)
+    assert inside < most or now_inside == inside, (inside, now_inside, most)
+
+
 def snapshot(space: Keyspace) -> dict:
     """A deep copy of the keyspace as plain data, to compare before / after."""
     return {k: (list(v) if isinstance(v, ZSet) else hashes.as_dict(v))
@@ -120,8 +205,12 @@ def wire_error(client: Any, *argv: Any) -> str:
     raise AssertionError(f"{argv!r} answered {reply!r}, not an error")
 
 
-def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P) -> None:
+def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P,
+                now: int | None = None) -> None:
     """Section 8's bookkeeping, recomputed from the rows and sets (see emqd/verbs/lanes.py).
+
+    With `now`, a lane whose rate window is full at `now` is not servable and waits in
+    `rated` (emqd/verbs/rates.py).
 
     `gactive` equals the real count of active lane jobs (no field at 0); `lanes_pending`
     equals the lanes' total size; the ring holds exactly the servable members: each
@@ -141,15 +230,28 @@ def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P) -> N
     assert int(meta.get(b"lanes_pending", 0)) == sum(lanes.values())
     limits = hash_of(space, prefix + b"glimit") or {}
     queue_limit = int((hash_of(space, prefix + b"config") or {}).get(b"lane_limit", default_limit))
+    rates = hash_of(space, prefix + b"grate") or {}
+    rated = {m: at for m, at in members(space, b"rated", prefix)}
     servable = set()
+    releasing = set()  # due in `rated`: housekeeping puts them back, they may be in or out
     for group, size in lanes.items():
         limit = int(limits.get(group, queue_limit))
         if size and (limit == 0 or active.get(group, 0) < limit):
+            if now is not None and rated.get(group, now + 1) <= now:
+                releasing.add(group)
+                continue
+            if group in rates and now is not None:
+                most, per = map(int, rates[group].split(b":"))
+                window = members(space, b"rate:lane:" + group, prefix)
+                if sum(1 for _, at in window if at > now - per) >= most:
+                    assert group in rated, (group, window)  # it waits for room
+                    continue
             servable.add(group)
-    if servable and space.zset(prefix + b"pending"):
-        servable.add(b"")
     ring = members(space, b"ring", prefix)
-    assert {m for m, _ in ring} == servable, (ring, servable)
+    in_ring = {m for m, _ in ring} - {b""}
+    assert in_ring - releasing == servable, (ring, servable, releasing)
+    flat = bool(in_ring) and bool(space.zset(prefix + b"pending"))
+    assert (b"" in {m for m, _ in ring}) == flat, (ring, flat)
     scores = [score for _, score in ring]
     assert len(set(scores)) == len(scores)
     assert all(score <= int(meta.get(b"rr", 0)) for score in scores)
@@ -183,7 +285,8 @@ class Interleaving:
     def __init__(self) -> None:
         self.space = keyspace(**{"emq:{q}:config": {"keep_completed": "3", "keep_dead": "2",
                                                     "backoff": "exp:5:40",
-                                                    "keep_log_lines": "2"}})
+                                                    "keep_log_lines": "2",
+                                                    "keep_completed_ms": "60"}})
         self.now = NOW
         self.run_id = RUN_ID
         self.restarts = 0

@@ -14,7 +14,7 @@ from tests.verbs.planner import drive, effects, keyspace
 KEY = b"emq:{q}:config"
 DEFAULTS = {b"max_attempts": b"3", b"backoff": b"fixed:1000", b"max_stalled": b"2",
             b"keep_completed": b"1000", b"keep_dead": b"10000", b"lane_limit": b"1",
-            b"keep_log_lines": b"100"}
+            b"keep_log_lines": b"100", b"keep_completed_ms": b"0", b"keep_dead_ms": b"0"}
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ from emqd.verbs import (
     config,
     fail,
     lane_limit,
+    lane_rate,
+    rate_release,
     remove,
     requeue,
     revive,
@@ -35,6 +37,7 @@ GROUPS = (None, "a", "b", "c")
 KINDS = ("add", "add", "add", "claim", "claim", "claim", "complete", "complete", "fail",
          "requeue", "sweep", "tick", "promote", "revive", "remove", "restart")
 LIMIT_KINDS = ("lane_limit", "queue_limit")
+RATE_KINDS = ("lane_rate", "lane_rate", "release", "release", "tick")
 P = b"emq:{q}:"
 
 
@@ -53,6 +56,15 @@ class World(Interleaving):
         if own is not None:
             return int(own)
         return int((hash_of(self.space, P + b"config") or {}).get(b"lane_limit", b"1"))
+
+    def windows(self) -> dict[bytes, tuple[int, int]]:
+        """Each rate-limited lane's claims in its window now, and its MAX."""
+        found = {}
+        for group, rule in (hash_of(self.space, P + b"grate") or {}).items():
+            most, per = map(int, rule.split(b":"))
+            window = members(self.space, b"rate:lane:" + group)
+            found[group] = (sum(1 for _, at in window if at > self.now - per), most)
+        return found
 
     def active_of(self, group: bytes) -> int:
         return sum(1 for job_id, _ in members(self.space, b"active")
@@ -86,6 +98,11 @@ class World(Interleaving):
             self.call(lane_limit, ["emq.lane.limit", "q", GROUPS[1 + a % 3], b % 3])
         elif kind == "queue_limit":
             self.call(config, ["emq.config", "q", "SET", "lane_limit", b % 3])
+        elif kind == "lane_rate":
+            argv = ["OFF"] if b == 0 else [b, 10 + a * 10]
+            self.call(lane_rate, ["emq.lane.rate", "q", GROUPS[1 + a % 3], *argv])
+        elif kind == "release":  # what housekeeping runs when a lane's window frees
+            self.call(rate_release, ["emq.rate.release", "q"])
 
     def _claim(self, a: int, b: int) -> None:
         fronts = {group: [m for m, _ in members(self.space, b"lane:" + group)]
@@ -107,7 +124,7 @@ class World(Interleaving):
 
 def check(world: World) -> None:
     check_invariant(world.space)
-    check_lanes(world.space)
+    check_lanes(world.space, now=world.now)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,3 +149,19 @@ def test_limits_changing_under_load_keep_the_ring_exact(plan: list) -> None:
     for kind, a, b in plan:
         world.step(kind, a, b)
         check(world)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps(KINDS + LIMIT_KINDS + RATE_KINDS))
+def test_lane_rates_keep_the_ring_exact_and_their_windows(plan: list) -> None:
+    """A lane whose rate window is full is out of the ring and waits in `rated`; CLAIM
+    never puts more in a lane's window than its MAX allows."""
+    world = World()
+    for kind, a, b in plan:
+        before = world.windows()
+        world.step(kind, a, b)
+        check(world)
+        if kind == "claim":
+            for group, (inside, most) in world.windows().items():
+                was, _ = before.get(group, (0, most))
+                assert inside <= max(most, was) and (was < most or inside == was), group

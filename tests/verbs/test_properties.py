@@ -1,6 +1,8 @@
 """Random interleavings of every job verb from several clients, checking after each step
 that every job is in exactly the one set its `state` names (protocol section 1), that no
-job completes twice, that a stale token never acts, and that every refusal writes nothing.
+job completes twice, that a stale token never acts, and that every refusal writes nothing;
+with unique jobs among them (one live holder a key), a rate limit switched on and off
+(its window never over MAX) and rows trimmed by age as well as by count.
 
 The planner variant drives the planners against one keyspace with a controlled `now`
 and run_id (a "restart" draws a new one); the wire variant does the same with a few real
@@ -28,22 +30,30 @@ from emqd.verbs import (
     log,
     logs,
     progress,
+    rate,
     remove,
     requeue,
     revive,
     wait,
 )
-from tests.verbs.jobs import Interleaving, check_invariant, row
+from tests.verbs.jobs import (
+    Interleaving,
+    check_claim_rate,
+    check_invariant,
+    check_unique,
+    rate_window,
+    row,
+)
 
 KINDS = ("add", "claim", "complete", "fail", "requeue", "extend", "progress", "log", "sweep",
-         "promote", "revive", "remove", "wait", "logs", "tick", "restart")
+         "promote", "revive", "remove", "wait", "logs", "tick", "restart", "unique", "rate")
 HOLDER_VERBS = {"complete": complete, "fail": fail, "requeue": requeue, "extend": extend,
                 "progress": progress, "log": log}
 CLIENTS = 3
 
 # Weighted so that jobs get claimed and held tokens get used (and reused once stale).
 WEIGHTED = (*KINDS, "add", "add", "claim", "claim", "complete", "fail", "requeue", "extend",
-            "log", "tick")
+            "log", "tick", "unique")
 step = st.tuples(st.sampled_from(WEIGHTED), st.integers(0, CLIENTS - 1), st.integers(0, 12),
                  st.integers(0, 3))
 
@@ -66,11 +76,21 @@ class World(Interleaving):
             if b == 2:
                 options += ["PRIORITY", a % 3 - 1, "MAXATTEMPTS", 1 + a % 3]
             self.ids.append(self.call(add, ["emq.add", "q", f"p{a}", *options]))
+        elif kind == "unique":
+            options = ["UNIQUE", f"k{a % 3}"] + (["TTL", 5 + a] if b == 1 else [])
+            job_id, verdict = self.call(add, ["emq.add", "q", f"u{a}", *options])
+            if verdict == b"added":
+                self.ids.append(job_id)
+        elif kind == "rate":
+            argv = ["OFF"] if b == 0 else [b, 10 + a * 5]
+            self.call(rate, ["emq.rate", "q", *argv])
         elif kind == "claim":
             argv = ["emq.claim", "q", 5 + a * 5] + (["COUNT", b + 1] if b else [])
             if a % 4 == 0:
                 argv += ["BLOCK", 10]
+            window = rate_window(self.space, self.now)
             reply = self.call(claim, argv)
+            check_claim_rate(window, rate_window(self.space, self.now))
             jobs = reply if b else ([reply] if isinstance(reply, list) else [])
             for job_id, token, _, _ in jobs:
                 assert row(self.space, job_id)[b"attempts"] == token
@@ -130,6 +150,7 @@ def test_random_interleavings_keep_the_invariant(steps: list) -> None:
     for kind, client, a, b in steps:
         world.step(kind, client, a, b)
         check_invariant(world.space)
+        check_unique(world.space, world.now)
 
 
 # --- the same over the wire, with real connections -----------------------------------

@@ -8,10 +8,10 @@ import pytest
 from emqd import errors
 from emqd.config import Config
 from emqd.keys import queue_keys
-from emqd.plan import Plan
-from emqd.verbs import retention
-from tests.verbs.jobs import P, members, row
-from tests.verbs.planner import NOW, RUN_ID, hash_of, keyspace
+from emqd.plan import AGING, Plan
+from emqd.verbs import complete, retention
+from tests.verbs.jobs import P, add_jobs, claim_one, members, row, run
+from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 
 KEYS = queue_keys(b"q")
 
@@ -83,3 +83,38 @@ def test_housekeeping_slice_trims_both_sets() -> None:
     plan = retention.plan(retention.slice_args(b"q", Config(keep_completed=1, keep_dead=1)),
                           space, NOW, RUN_ID)
     assert plan.reply == 3
+
+
+# --- by age: keep_completed_ms / keep_dead_ms ---------------------------------------------
+def test_rows_older_than_their_age_limit_are_in_excess() -> None:
+    space = finished("completed", 5)  # finished at 100 .. 104
+    ops = retention.trim_ops(space, KEYS, "completed", 1000, (), keep_ms=10, now_ms=112)
+    assert ops == [(b"ZREM", P + b"completed", b"j000", b"j001", b"j002"),
+                   (b"DEL", P + b"job:j000", P + b"job:j001", P + b"job:j002")]
+    # the count cap still counts: the larger excess wins
+    ops = retention.trim_ops(space, KEYS, "completed", 1, (), keep_ms=10, now_ms=112)
+    assert ops[0] == (b"ZREM", P + b"completed", b"j000", b"j001", b"j002", b"j003")
+    assert retention.trim_ops(space, KEYS, "completed", 1000, (), keep_ms=0, now_ms=10**9) == []
+
+
+def test_complete_trims_by_age_and_tells_housekeeping_when_to_come_back() -> None:
+    space = keyspace(**{"emq:{q}:config": {"keep_completed_ms": "1000"}})
+    add_jobs(space, 2)
+    job_id, token, _, _ = claim_one(space)
+    run(complete, ["emq.complete", "q", job_id, token], space)
+    job_id, token, _, _ = claim_one(space, now=NOW + 1000)
+    plan = drive(complete, ["emq.complete", "q", job_id, token], space, now=NOW + 1000)
+    assert plan.due == ((AGING, b"q", NOW + 2000),)
+    space.apply(plan.ops)
+    assert [m for m, _ in members(space, b"completed")] == [b"2"]  # the first aged out
+
+
+def test_next_aging_is_the_oldest_row_plus_its_limit() -> None:
+    config = Config(keep_dead_ms=50)
+    space = finished("dead", 3)
+    assert retention.next_aging(space, KEYS, config) == 150
+    assert retention.next_aging(space, KEYS, Config()) is None
+    space = finished("completed", 2, **{"emq:{q}:config": {"keep_completed_ms": "7"}})
+    assert retention.next_aging(space, KEYS, Config()) == 107
+    plan = retention.plan(retention.slice_args(b"q", Config()), space, 107, RUN_ID)
+    assert plan.reply == 1

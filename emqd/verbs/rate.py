@@ -1,0 +1,71 @@
+"""EMQ.RATE QUEUE MAX PER_MS | EMQ.RATE QUEUE OFF
+
+The queue's rate limit (verbs/rates.py): at most MAX claims of QUEUE in any
+window of PER_MS, lanes included. Plan: `HSET meta rate_max MAX rate_per_ms
+PER_MS`; OFF: `HDEL meta rate_max rate_per_ms` and `DEL p.."rate:claims"`
+(the window). The window is kept when a limit is changed: the claims made are
+still the claims made. A parked `CLAIM ... BLOCK` is woken by the write to
+`meta` (a higher limit may let it claim now).
+
+Returns: `OK`. OFF on a queue without a limit writes nothing.
+
+Errors: `ERR MAX must be a positive integer` (PER_MS the same); `ERR syntax
+error` for anything else; `ERR invalid queue name`; WRONGTYPE when `meta`
+holds a sorted set.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from emqd import errors
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.plan import Op, Plan
+from emqd.store import hash as hashes
+from emqd.store.keyspace import View
+from emqd.verbs import args as parse_args
+from emqd.verbs import rates
+from emqd.verbs.runner import verb_command
+
+
+@dataclass(frozen=True, slots=True)
+class RateArgs:
+    keys: QueueKeys
+    rate: rates.Rate | None  # None: OFF
+
+
+def parse_rate(argv: list[bytes], at: int) -> rates.Rate | None:
+    """`MAX PER_MS` or `OFF` from argv[at:] (EMQ.RATE and EMQ.LANE.RATE)."""
+    rest = argv[at:]
+    if len(rest) == 1 and rest[0].upper() == b"OFF":
+        return None
+    if len(rest) != 2:
+        raise errors.SYNTAX()
+    return rates.Rate(parse_args.positive(rest[0], "MAX"), parse_args.positive(rest[1], "PER_MS"))
+
+
+def parse(argv: list[bytes], config: Config) -> RateArgs:
+    return RateArgs(queue_keys(parse_args.queue_name(argv[1])), parse_rate(argv, 2))
+
+
+def plan(args: RateArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+    keys = args.keys
+    meta = view.hash(keys.meta)
+    rate = args.rate
+    ops: list[Op] = []
+    if rate is not None:
+        ops.append((b"HSET", keys.meta, rates.MAX, b"%d" % rate.max, rates.PER_MS,
+                    b"%d" % rate.per_ms))
+    elif meta is not None and hashes.has(meta, rates.MAX):
+        ops.append((b"HDEL", keys.meta, rates.MAX, rates.PER_MS))
+        if view.type_name(keys.rate_log) != "none":
+            ops.append((b"DEL", keys.rate_log))
+    return Plan(ops, "OK", None, ())
+
+
+COMMANDS = [
+    verb_command("emq.rate", -3, "write fast", sys.modules[__name__],
+                 summary="Set a queue's rate limit: at most MAX claims per PER_MS")
+]

@@ -1,0 +1,72 @@
+"""Lanes whose rate window has room again, back into the ring: housekeeping's planner.
+
+    plan(parse([b"EMQ.RATE.RELEASE", queue, b"LIMIT", b"n"], config), keyspace, now, run_id)
+
+A lane whose window is full waits in `p.."rated"` (group -> when its window
+has room; verbs/rates.py, lanes.py). At that time housekeeping runs this
+plan: each due lane (the first LIMIT members scored <= now) leaves `rated`
+and the lanes' bookkeeping puts it back in the ring when it can be served
+(`lanes.settle`: waiting jobs, a free slot, room in its window), which wakes
+parked claimers. A lane whose window is still full (its limit was lowered
+meanwhile) stays in `rated` with its new time.
+
+Returns: how many lanes left `rated`. Errors: a corrupt lane limit, rate or
+counter; WRONGTYPE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
+from emqd.plan import RATED, Op, Plan
+from emqd.store.keyspace import View
+from emqd.verbs import args as parse_args
+from emqd.verbs import lanes
+
+DEFAULT_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseArgs:
+    keys: QueueKeys
+    limit: int
+    config: Config
+
+
+def parse(argv: list[bytes], config: Config) -> ReleaseArgs:
+    """`[name, QUEUE, LIMIT, n]`, as housekeeping's slices give it."""
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    raw = parse_args.options(argv, 2, frozenset({b"LIMIT"})).get(b"LIMIT")
+    return ReleaseArgs(keys, DEFAULT_LIMIT if raw is None else parse_args.positive(raw, "LIMIT"),
+                       config)
+
+
+def plan(args: ReleaseArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+    keys = args.keys
+    rated = view.zset(keys.rated)
+    groups = [] if rated is None else rated.due(now_ms, args.limit)
+    if not groups:
+        return Plan([], 0, None, ())
+    ledger = lanes.Ledger(view, keys, args.config, now_ms)
+    released: list[bytes] = []
+    held: list[Any] = []
+    due = []
+    for group in groups:
+        window = ledger.window(group)
+        if window is not None and window.free <= 0:
+            at = window.frees_at()
+            held += [at, group]
+            due.append((RATED, keys.queue, at))
+        else:
+            released.append(group)
+            ledger.waiting.setdefault(group, 0)  # touched: settle looks at it again
+    ops: list[Op] = []
+    if released:
+        ops.append((b"ZREM", keys.rated, *released))
+    if held:
+        ops.append((b"ZADD", keys.rated, *held))
+    ops += lanes.settle(ledger)
+    return Plan(ops, len(released), None, tuple(due))
