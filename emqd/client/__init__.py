@@ -6,13 +6,18 @@ See docs/CLIENT.md.
 """
 
 from emqd.client.commands import (
+    Added,
+    Child,
+    ChildInfo,
     FailVerdict,
     Finished,
+    Flow,
     Job,
     JobInfo,
     Lane,
     NewJob,
     QueueEvent,
+    Schedule,
     Stats,
 )
 from emqd.client.errors import (
@@ -27,6 +32,7 @@ from emqd.client.errors import (
 from emqd.client.queue import Queue, SyncQueue
 from emqd.client.worker import Counts, Worker
 
-__all__ = ["Counts", "Discard", "FailVerdict", "Finished", "Job", "JobDead", "JobInfo",
-           "JobStateError", "Lane", "NewJob", "PermanentError", "Queue", "QueueEvent", "Retry",
-           "StaleJob", "Stats", "SyncQueue", "WaitTimeout", "Worker"]
+__all__ = ["Added", "Child", "ChildInfo", "Counts", "Discard", "FailVerdict", "Finished", "Flow",
+           "Job", "JobDead", "JobInfo", "JobStateError", "Lane", "NewJob", "PermanentError",
+           "Queue", "QueueEvent", "Retry", "Schedule", "StaleJob", "Stats", "SyncQueue",
+           "WaitTimeout", "Worker"]

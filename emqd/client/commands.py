@@ -189,7 +189,7 @@ class JobInfo:
 
 
 STATS_FIELDS = ("pending", "active", "scheduled", "dead", "completed",
-                "completed_total", "failed_total", "trimmed_dead", "paused")
+                "completed_total", "failed_total", "trimmed_dead", "paused", "waiting")
 
 
 @dataclass(frozen=True)
@@ -205,6 +205,7 @@ class Stats:
     failed_total: int = 0
     trimmed_dead: int = 0
     paused: int = 0
+    waiting: int = 0  # flows' parents waiting for their children
 
     @classmethod
     def from_reply(cls, reply: Any) -> Stats:
@@ -223,6 +224,79 @@ class NewJob:
     def __init__(self, payload: Any, **options: Any) -> None:
         object.__setattr__(self, "payload", payload)
         object.__setattr__(self, "options", options)
+
+
+@dataclass(frozen=True)
+class Added:
+    """EMQ.ADD ... UNIQUE: the job's id, and whether this call added it (False: the live job
+    that already holds the key, or the existing row an `id` named)."""
+
+    id: str
+    added: bool
+
+
+@dataclass(frozen=True)
+class Child:
+    """One job of a flow (`flow`): its queue, payload and `add`'s options; `under` is the
+    flow job it belongs to (0: the flow's parent, k: the k-th child, which must come before
+    it); `on_child_fail` ("fail", "ignore", "remove") for a child that has children."""
+
+    queue: str | bytes
+    payload: Any
+    options: dict[str, Any]
+    under: int = 0
+    on_child_fail: str | None = None
+
+    def __init__(self, queue: str | bytes, payload: Any, *, under: int = 0,
+                 on_child_fail: str | None = None, **options: Any) -> None:
+        object.__setattr__(self, "queue", queue)
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "under", under)
+        object.__setattr__(self, "on_child_fail", on_child_fail)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """EMQ.FLOW's reply: the parent's id and the children's, in the order given."""
+
+    parent: str
+    children: list[str]
+
+
+@dataclass(frozen=True)
+class ChildInfo:
+    """EMQ.CHILDREN: one child of a parent, with its state and its result (None until it
+    completed)."""
+
+    queue: str
+    id: str
+    state: str
+    result: bytes | None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """EMQ.REPEATS: one schedule, its rule (`every_ms`, or `cron` and `tz`), its next slot."""
+
+    name: str
+    next_ms: int
+    payload: bytes
+    every_ms: int | None = None
+    cron: str | None = None
+    tz: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> Schedule:
+        values = as_map(reply)
+        every = values.pop("every", None)
+        cron, tz = values.pop("cron", None), values.pop("tz", None)
+        return cls(name=text(values.pop("name")), next_ms=int(values.pop("next_ms")),
+                   payload=bytes(values.pop("payload", b"")),
+                   every_ms=None if every is None else int(every),
+                   cron=None if cron is None else text(cron), tz=None if tz is None else text(tz),
+                   options={name: text(value) for name, value in values.items()})
 
 
 @dataclass(frozen=True)
@@ -288,6 +362,30 @@ class FailVerdict:
         return self.verdict == "dead"
 
 
+def job_options(*, id: str | None = None, delay_ms: int | None = None, at_ms: int | None = None,
+                priority: int = 0, max_attempts: int | None = None,
+                backoff: str | int | None = None, group: str | None = None) -> list[Any]:
+    """EMQ.ADD's options as words (EMQ.FLOW's jobs take the same)."""
+    argv: list[Any] = []
+    if id is not None:
+        argv += ["ID", raw_bytes(id)]
+    if delay_ms is not None and at_ms is not None:
+        raise ValueError("give delay_ms or at_ms, not both")
+    if delay_ms is not None:
+        argv += ["DELAY", delay_ms]
+    if at_ms is not None:
+        argv += ["AT", at_ms]
+    if priority:
+        argv += ["PRIORITY", priority]
+    if max_attempts is not None:
+        argv += ["MAXATTEMPTS", max_attempts]
+    if backoff is not None:
+        argv += ["BACKOFF", backoff]
+    if group is not None:
+        argv += ["GROUP", raw_bytes(group)]
+    return argv
+
+
 def _single(command: Command) -> Generator[list[Command], list[Any], Any]:
     replies = yield [command]
     return expect(replies[0])
@@ -309,29 +407,32 @@ class QueueCommands:
     def add_command(self, payload: bytes | str, *, id: str | None = None,
                     delay_ms: int | None = None, at_ms: int | None = None, priority: int = 0,
                     max_attempts: int | None = None, backoff: str | int | None = None,
-                    group: str | None = None) -> Command:
+                    group: str | None = None, unique: str | bytes | None = None,
+                    unique_ttl_ms: int | None = None) -> Command:
         argv: list[bytes | str | int] = ["EMQ.ADD", self.key, payload_bytes(payload)]
-        if id is not None:
-            argv += ["ID", raw_bytes(id)]
-        if delay_ms is not None and at_ms is not None:
-            raise ValueError("give delay_ms or at_ms, not both")
-        if delay_ms is not None:
-            argv += ["DELAY", delay_ms]
-        if at_ms is not None:
-            argv += ["AT", at_ms]
-        if priority:
-            argv += ["PRIORITY", priority]
-        if max_attempts is not None:
-            argv += ["MAXATTEMPTS", max_attempts]
-        if backoff is not None:
-            argv += ["BACKOFF", backoff]
-        if group is not None:
-            argv += ["GROUP", raw_bytes(group)]
+        argv += job_options(id=id, delay_ms=delay_ms, at_ms=at_ms, priority=priority,
+                            max_attempts=max_attempts, backoff=backoff, group=group)
+        if unique_ttl_ms is not None and unique is None:
+            raise ValueError("unique_ttl_ms needs unique")
+        if unique is not None:
+            argv += ["UNIQUE", raw_bytes(unique)]
+            if unique_ttl_ms is not None:
+                argv += ["TTL", unique_ttl_ms]
         return tuple(argv)
 
     def add(self, payload: bytes | str, **options: Any) -> Operation[str]:
-        """EMQ.ADD; returns the job's id (an existing id is returned unchanged)."""
-        return text((yield from _single(self.add_command(payload, **options))))
+        """EMQ.ADD; returns the job's id (an existing id is returned unchanged). With
+        `unique`, the id of the live job holding the key when there is one (`add_unique`
+        says which)."""
+        reply = yield from _single(self.add_command(payload, **options))
+        return text(reply[0] if isinstance(reply, list) else reply)
+
+    def add_unique(self, payload: bytes | str, key: str | bytes, *, ttl_ms: int | None = None,
+                   **options: Any) -> Operation[Added]:
+        """EMQ.ADD ... UNIQUE key [TTL ms]: the job holding `key`, new or not."""
+        job_id, verdict = yield from _single(self.add_command(
+            payload, unique=key, unique_ttl_ms=ttl_ms, **options))
+        return Added(text(job_id), text(verdict) == "added")
 
     def add_json(self, value: Any, **options: Any) -> Operation[str]:
         return (yield from self.add(json_bytes(value), **options))
@@ -449,6 +550,82 @@ class QueueCommands:
     def set_lane_limit(self, group: str, limit: int) -> Operation[None]:
         """EMQ.LANE.LIMIT: at most `limit` of the lane's jobs run at once (0: no limit)."""
         yield from _single(("EMQ.LANE.LIMIT", self.key, raw_bytes(group), limit))
+
+    def set_rate(self, max_claims: int, per_ms: int) -> Operation[None]:
+        """EMQ.RATE: at most `max_claims` claims of the queue in any window of `per_ms`."""
+        yield from _single(("EMQ.RATE", self.key, max_claims, per_ms))
+
+    def clear_rate(self) -> Operation[None]:
+        """EMQ.RATE ... OFF."""
+        yield from _single(("EMQ.RATE", self.key, "OFF"))
+
+    def set_lane_rate(self, group: str, max_claims: int, per_ms: int) -> Operation[None]:
+        """EMQ.LANE.RATE: at most `max_claims` claims of the lane's jobs per `per_ms`."""
+        yield from _single(("EMQ.LANE.RATE", self.key, raw_bytes(group), max_claims, per_ms))
+
+    def clear_lane_rate(self, group: str) -> Operation[None]:
+        yield from _single(("EMQ.LANE.RATE", self.key, raw_bytes(group), "OFF"))
+
+    # --- flows -------------------------------------------------------------------------
+    def flow(self, payload: Any, children: Iterable[Child], *,
+             on_child_fail: str | None = None, **options: Any) -> Operation[Flow]:
+        """EMQ.FLOW: a parent in this queue that runs once its children are done. Payloads
+        are `add_many`'s (bytes and text as they are, anything else as JSON)."""
+        argv: list[Any] = ["EMQ.FLOW", self.key, loose_payload_bytes(payload),
+                           *job_options(**options)]
+        if on_child_fail is not None:
+            argv += ["ONCHILDFAIL", on_child_fail]
+        for child in children:
+            argv += ["CHILD", child.queue, loose_payload_bytes(child.payload),
+                     *job_options(**child.options)]
+            if child.on_child_fail is not None:
+                argv += ["ONCHILDFAIL", child.on_child_fail]
+            if child.under:
+                argv += ["UNDER", child.under]
+        if argv.count("CHILD") == 0:
+            raise ValueError("a flow needs at least one child")
+        parent, ids = yield from _single(tuple(argv))
+        return Flow(text(parent), [text(job_id) for job_id in ids])
+
+    def children(self, job_id: str) -> Operation[list[ChildInfo] | None]:
+        """EMQ.CHILDREN: a parent's children with their states and results (None: no
+        such job). A parent's handler reads its children's results here."""
+        reply = yield from _single(("EMQ.CHILDREN", self.key, raw_bytes(job_id)))
+        if reply is None:
+            return None
+        return [ChildInfo(text(queue), text(child), text(state),
+                          None if result is None else bytes(result))
+                for queue, child, state, result in reply]
+
+    # --- repeatable jobs -------------------------------------------------------------------
+    def repeat(self, name: str, payload: Any, *, every_ms: int | None = None,
+               cron: str | None = None, tz: str | None = None, **options: Any) -> Operation[int]:
+        """EMQ.REPEAT: create or replace a schedule (`every_ms`, or `cron` [and `tz`]); the
+        server adds one job a slot. `options`: priority, max_attempts, backoff, group.
+        Returns its first slot (server ms)."""
+        argv: list[Any] = ["EMQ.REPEAT", self.key, raw_bytes(name)]
+        if (every_ms is None) == (cron is None):
+            raise ValueError("give every_ms or cron")
+        if every_ms is not None:
+            if tz is not None:
+                raise ValueError("tz goes with cron")
+            argv += ["EVERY", every_ms]
+        else:
+            argv += ["CRON", cron] + ([] if tz is None else ["TZ", tz])
+        unknown = set(options) - {"priority", "max_attempts", "backoff", "group"}
+        if unknown:
+            raise TypeError(f"repeat() got unexpected options {sorted(unknown)}")
+        argv += [loose_payload_bytes(payload), *job_options(**options)]
+        return int((yield from _single(tuple(argv))))
+
+    def delete_repeat(self, name: str) -> Operation[bool]:
+        """EMQ.REPEAT.DEL: True when the schedule existed; the jobs it added stay."""
+        return bool((yield from _single(("EMQ.REPEAT.DEL", self.key, raw_bytes(name)))))
+
+    def repeats(self) -> Operation[list[Schedule]]:
+        """EMQ.REPEATS: the queue's schedules, soonest first."""
+        return [Schedule.from_reply(entry)
+                for entry in (yield from _single(("EMQ.REPEATS", self.key)))]
 
     def promote(self, limit: int | None = None) -> Operation[int]:
         """EMQ.PROMOTE: due scheduled jobs into pending now; how many moved. The server

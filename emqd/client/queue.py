@@ -66,10 +66,11 @@ def _sync_method(build: Callable[..., Operation[Any]]) -> Callable[..., Any]:
     return method
 
 
-_METHODS = ("add", "add_json", "add_many", "add_and_wait", "wait", "logs", "get", "stats",
-            "revive", "remove", "pause", "resume", "dead", "get_config", "set_config", "queues",
-            "lanes", "set_lane_limit", "promote", "ping", "claim", "complete", "fail", "requeue",
-            "extend", "progress", "log")
+_METHODS = ("add", "add_json", "add_many", "add_unique", "add_and_wait", "wait", "logs", "get",
+            "stats", "revive", "remove", "pause", "resume", "dead", "get_config", "set_config",
+            "queues", "lanes", "set_lane_limit", "set_rate", "clear_rate", "set_lane_rate",
+            "clear_lane_rate", "flow", "children", "repeat", "delete_repeat", "repeats",
+            "promote", "ping", "claim", "complete", "fail", "requeue", "extend", "progress", "log")
 
 
 def _with_methods(

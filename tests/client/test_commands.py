@@ -8,13 +8,18 @@ import pytest
 from redis.exceptions import ResponseError
 
 from emqd.client.commands import (
+    Added,
+    Child,
+    ChildInfo,
     Finished,
+    Flow,
     Job,
     JobInfo,
     Lane,
     NewJob,
     QueueCommands,
     QueueEvent,
+    Schedule,
     Stats,
     result_bytes,
 )
@@ -167,8 +172,9 @@ def test_get_reads_resp2_and_resp3_rows(reply: Any) -> None:
 
 def test_stats_in_resp2_and_resp3() -> None:
     flat = [b"pending", 3, b"active", 1, b"scheduled", 0, b"dead", 2, b"completed", 5,
-            b"completed_total", 9, b"failed_total", 2, b"trimmed_dead", 0, b"paused", 1]
-    expected = Stats(3, 1, 0, 2, 5, 9, 2, 0, 1)
+            b"completed_total", 9, b"failed_total", 2, b"trimmed_dead", 0, b"paused", 1,
+            b"waiting", 4]
+    expected = Stats(3, 1, 0, 2, 5, 9, 2, 0, 1, 4)
     assert one(Q.stats(), flat) == (("EMQ.STATS", "mail"), expected)
     as_map = dict(zip(flat[::2], flat[1::2], strict=True))
     assert one(Q.stats(), as_map)[1] == expected
@@ -309,3 +315,62 @@ def test_queue_events_parse_into_name_id_ts_and_fields() -> None:
     event = QueueEvent.parse(b'{"event":"claimed","id":"4","ts":17,"token":"2","wait_ms":3}')
     assert event == QueueEvent("claimed", "4", 17, {"token": "2", "wait_ms": 3})
     assert QueueEvent.parse('{"event":"paused","ts":18}') == QueueEvent("paused", None, 18, {})
+
+
+# --- issue 14: unique jobs, flows, schedules, rate limits ------------------------------------
+def test_add_unique_says_whether_it_added() -> None:
+    command, added = one(Q.add_unique(b"x", "ada", ttl_ms=500, priority=2), [b"4", b"added"])
+    assert command == ("EMQ.ADD", "mail", b"x", "PRIORITY", 2, "UNIQUE", b"ada", "TTL", 500)
+    assert added == Added("4", True)
+    assert one(Q.add_unique(b"x", b"ada"), [b"4", b"exists"])[1] == Added("4", False)
+    assert one(Q.add(b"x", unique="ada"), [b"4", b"exists"])[1] == "4"
+    with pytest.raises(ValueError, match="needs unique"):
+        next(Q.add(b"x", unique_ttl_ms=5))
+
+
+def test_flow_builds_one_command_and_reads_its_ids() -> None:
+    children = [Child("fetch", b"a", group="g"), Child("fetch", {"n": 1}, on_child_fail="ignore"),
+                Child("mail", "b", under=2, id="m1")]
+    command, made = one(Q.flow(b"p", children, on_child_fail="remove", priority=1),
+                        [b"1", [b"1", b"2", b"m1"]])
+    assert command == ("EMQ.FLOW", "mail", b"p", "PRIORITY", 1, "ONCHILDFAIL", "remove",
+                       "CHILD", "fetch", b"a", "GROUP", b"g",
+                       "CHILD", "fetch", b'{"n":1}', "ONCHILDFAIL", "ignore",
+                       "CHILD", "mail", b"b", "ID", b"m1", "UNDER", 2)
+    assert made == Flow("1", ["1", "2", "m1"])
+    with pytest.raises(ValueError, match="at least one child"):
+        next(Q.flow(b"p", []))
+
+
+def test_children_reads_states_and_results() -> None:
+    reply = [[b"fetch", b"1", b"completed", b"r"], [b"fetch", b"2", b"pending", None]]
+    command, listed = one(Q.children("9"), reply)
+    assert command == ("EMQ.CHILDREN", "mail", b"9")
+    assert listed == [ChildInfo("fetch", "1", "completed", b"r"),
+                      ChildInfo("fetch", "2", "pending", None)]
+    assert one(Q.children("9"), None)[1] is None
+
+
+def test_repeat_and_its_listing() -> None:
+    assert one(Q.repeat("tick", b"x", every_ms=1000, priority=2), 5000) == (
+        ("EMQ.REPEAT", "mail", b"tick", "EVERY", 1000, b"x", "PRIORITY", 2), 5000)
+    command, _ = one(Q.repeat("d", {"a": 1}, cron="0 8 * * 1", tz="Europe/Paris"), 7)
+    assert command == ("EMQ.REPEAT", "mail", b"d", "CRON", "0 8 * * 1", "TZ", "Europe/Paris",
+                       b'{"a":1}')
+    for bad in ({}, {"every_ms": 1, "cron": "* * * * *"}, {"every_ms": 1, "tz": "UTC"}):
+        with pytest.raises(ValueError):
+            next(Q.repeat("n", b"x", **bad))
+    with pytest.raises(TypeError, match="delay_ms"):
+        next(Q.repeat("n", b"x", every_ms=1, delay_ms=5))
+    flat = [b"name", b"tick", b"next_ms", 5000, b"every", 1000, b"payload", b"x",
+            b"priority", b"2"]
+    assert one(Q.repeats(), [flat])[1] == [Schedule("tick", 5000, b"x", every_ms=1000,
+                                                    options={"priority": "2"})]
+    assert one(Q.delete_repeat("tick"), 1) == (("EMQ.REPEAT.DEL", "mail", b"tick"), True)
+
+
+def test_rate_limits() -> None:
+    assert one(Q.set_rate(10, 1000), b"OK")[0] == ("EMQ.RATE", "mail", 10, 1000)
+    assert one(Q.clear_rate(), b"OK")[0] == ("EMQ.RATE", "mail", "OFF")
+    assert one(Q.set_lane_rate("g", 2, 500), b"OK")[0] == ("EMQ.LANE.RATE", "mail", b"g", 2, 500)
+    assert one(Q.clear_lane_rate("g"), b"OK")[0] == ("EMQ.LANE.RATE", "mail", b"g", "OFF")
