@@ -17,6 +17,7 @@ from emqd.http import present, reading
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
 from emqd.http.rates import MINUTE_MS, MINUTES
+from emqd.keys import split_job_key
 from emqd.numbers import parse_int
 
 PAGE = 50  # jobs per page
@@ -32,7 +33,7 @@ NOTICES = {
 
 # What a state's score means, for the list's time column.
 SCORE_MEANING = {"active": "lease until", "scheduled": "due", "dead": "died",
-                 "completed": "finished"}
+                 "completed": "finished", "waiting": "waiting since"}
 
 COUNTERS_EXPLAINED = {
     "attempts": "the fencing token: how many times the job was claimed. Every verb a "
@@ -115,13 +116,16 @@ async def queue_page(request: web.Request) -> web.Response:
         "queue": queue, "figures": figures, "state": state, "states": reading.STATES,
         "notice": _notice(request), "wanted_id": wanted_id, "needle": needle,
         "meaning": SCORE_MEANING.get(state), "page": page, "search": None,
+        "schedules": reading.schedules(keyspace, queue),
+        "rate": reading.rate_limit(keyspace, queue),
     }
     if needle:
         offset = parse_int(request.query.get("from", "0").encode())
         if offset is None or offset < 0:
             raise web.HTTPBadRequest(reason="from must be a non-negative integer")
         search = reading.search_payloads(keyspace, queue, state, needle, offset, PAGE)
-        context.update(jobs=present.lines(search.jobs), total=None, pages=1, search=search, offset=offset,
+        context.update(jobs=present.lines(search.jobs), total=None, pages=1, search=search,
+                       offset=offset,
                        rows=reading.SEARCH_ROWS)
     else:
         total, jobs = reading.job_page(keyspace, queue, state, (page - 1) * PAGE, PAGE)
@@ -167,7 +171,8 @@ async def job_page(request: web.Request) -> web.Response:
         payload=present.payload(row.get(b"payload", b"")),
         score=reading.job_score(keyspace, queue, state, job_id),
         meaning=SCORE_MEANING.get(state), explained=COUNTERS_EXPLAINED,
-        notice=_notice(request))
+        notice=_notice(request), children=reading.children(keyspace, queue, job_id),
+        parent=split_job_key(row.get(b"parent", b"")))
 
 
 def _kind(field: bytes) -> str:

@@ -39,10 +39,12 @@ from emqd.numbers import parse_int
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
+from emqd.verbs import children as children_verb
+from emqd.verbs import rates, repeats
 from emqd.verbs.lanes import FLAT, LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
 
-STATES = ("pending", "active", "scheduled", "dead", "completed")
+STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed")
 COUNTERS = ("added", "completed", "failed", "retried", "dead", "stalled", "revived")
 SEARCH_ROWS = 10_000  # rows one payload search looks at, at most
 SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
@@ -197,6 +199,40 @@ def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: bytes | None,
             return None
         oldest = created_ms if oldest is None else min(oldest, created_ms)
     return 0 if oldest is None else max(0, now_ms - oldest)
+
+
+# --- what a queue's page shows beside its jobs ------------------------------------------
+SCHEDULES_SHOWN = 100  # a queue's page lists its first schedules (EMQ.REPEATS has them all)
+CHILDREN_SHOWN = 200  # a parent's page lists its first children
+
+
+def schedules(keyspace: Keyspace, queue: bytes) -> list[dict[str, Any]]:
+    """The queue's first schedules, soonest first, as EMQ.REPEATS lists them (by field
+    name as text: `name`, `next_ms`, `every` or `cron` and `tz`, `payload`, ...)."""
+    try:
+        listed = repeats.listing(keyspace, queue_keys(queue), SCHEDULES_SHOWN)
+    except ReplyError:
+        return []  # a key of the other type: EMQ.REPEATS says WRONGTYPE
+    return [{name.decode(): value for name, value in entry.items()} for entry in listed]
+
+
+def rate_limit(keyspace: Keyspace, queue: bytes) -> tuple[int, int] | None:
+    """The queue's rate limit (MAX, PER_MS), None without one (or an unreadable one)."""
+    try:
+        rate = rates.queue_rate(keyspace.hash(queue_keys(queue).meta), queue)
+    except ReplyError:
+        return None
+    return None if rate is None else (rate.max, rate.per_ms)
+
+
+def children(keyspace: Keyspace, queue: bytes, job_id: bytes) -> list[list[Any]]:
+    """A flow's parent's first children, `[queue, id, state, result]` as EMQ.CHILDREN."""
+    try:
+        listed = children_verb.plan(children_verb.ChildrenArgs(queue_keys(queue), job_id),
+                                    keyspace, 0, b"")
+    except ReplyError:
+        return []
+    return listed[:CHILDREN_SHOWN] if isinstance(listed, list) else []
 
 
 # --- jobs ----------------------------------------------------------------------------

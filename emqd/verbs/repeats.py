@@ -40,11 +40,12 @@ def parse(argv: list[bytes], config: Config) -> RepeatsArgs:
     return RepeatsArgs(queue_keys(parse_args.queue_name(argv[1])))
 
 
-def listing(view: View, keys: QueueKeys) -> list[dict[bytes, Any]]:
-    """The schedules as the reply lists them (the dashboard shows the same)."""
+def listing(view: View, keys: QueueKeys, limit: int | None = None) -> list[dict[bytes, Any]]:
+    """The schedules as the reply lists them (the dashboard shows the first `limit`)."""
     index = view.zset(keys.repeats)
     found = []
-    for score, name in () if index is None else index:
+    pairs = () if index is None else index if limit is None else index.walk(0, limit)
+    for score, name in pairs:
         entry: dict[bytes, Any] = {b"name": name, b"next_ms": int(score)}
         row = view.hash(keys.repeat(name))
         if row is not None:

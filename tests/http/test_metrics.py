@@ -48,7 +48,7 @@ def test_the_figures_after_known_plans() -> None:
     local.run("EMQ.FAIL", "mail", "2", "1", "MAXATTEMPTS", 1)
     local.run("EMQ.PAUSE", "mail")
     samples = scrape(metrics_of(local, blocked=2))
-    for state, count in {"pending": 1, "active": 1, "scheduled": 0, "dead": 1,
+    for state, count in {"pending": 1, "active": 1, "scheduled": 0, "waiting": 0, "dead": 1,
                          "completed": 1}.items():
         assert samples[("emqd_jobs", q("mail", state=state))] == count
     assert samples[("emqd_jobs_completed_total", q("mail"))] == 1
@@ -64,6 +64,14 @@ def test_the_figures_after_known_plans() -> None:
     assert samples[("emqd_memory_rss_bytes", ())] > 1 << 20
     assert not any(name == "emqd_aof_size_bytes" for name, _ in samples)  # the log is off
     assert not any(name == "emqd_lanes" for name, _ in samples)  # no lanes here
+
+
+def test_a_flows_waiting_parent_is_a_state() -> None:
+    local = Local()
+    local.run("EMQ.FLOW", "render", "page", "CHILD", "fetch", "a")
+    samples = scrape(metrics_of(local))
+    assert samples[("emqd_jobs", q("render", state="waiting"))] == 1
+    assert samples[("emqd_jobs", q("fetch", state="pending"))] == 1
 
 
 def test_lanes_where_they_exist() -> None:

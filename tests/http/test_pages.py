@@ -66,7 +66,8 @@ def test_script_in_names_payloads_and_errors_shows_as_text(r: redis.Redis, web: 
     evil = "<script>alert(1)</script>"
     r.execute_command("EMQ.ADD", evil, evil, "ID", evil)
     r.execute_command("EMQ.CLAIM", evil, 30_000)
-    r.execute_command("EMQ.FAIL", evil, evil, 1, "MAXATTEMPTS", 1, "ERROR", '<img src=x onerror="x">')
+    r.execute_command("EMQ.FAIL", evil, evil, 1, "MAXATTEMPTS", 1, "ERROR",
+                      '<img src=x onerror="x">')
     pages = [web.get("/"), web.get("/queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E?state=dead"),
              web.get("/queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E/dead"),
              web.get("/queues/%3Cscript%3Ealert(1)%3C%2Fscript%3E/jobs/"
@@ -116,7 +117,8 @@ def test_jobs_are_paged_newest_first(r: redis.Redis, web: Web) -> None:
         r.execute_command("EMQ.ADD", "q", f"p{i}")
     first = web.get("/queues/q")
     assert ids_listed(first.text) == [str(i) for i in range(120, 70, -1)]
-    assert "page 1 of 3" in first.text and 'rel="next" href="/queues/q?state=pending&amp;page=2"' in first.text
+    assert "page 1 of 3" in first.text
+    assert 'rel="next" href="/queues/q?state=pending&amp;page=2"' in first.text
     second = web.get("/queues/q?state=pending&page=2")
     third = web.get("/queues/q?state=pending&page=3")
     assert ids_listed(second.text) == [str(i) for i in range(70, 20, -1)]
@@ -136,6 +138,35 @@ def test_each_state_has_its_tab(r: redis.Redis, web: Web) -> None:
     assert "No completed job" in web.get("/queues/q?state=completed").text
 
 
+def test_a_flows_parent_is_in_the_waiting_tab_and_its_page_lists_its_children(
+        r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.FLOW", "render", "page", "CHILD", "fetch", "a", "CHILD", "fetch", "b")
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "fetch", 30_000)
+    r.execute_command("EMQ.COMPLETE", "fetch", job_id, token, "RESULT", "<got a>")
+    assert '<a href="/queues/render?state=waiting" data-state="waiting">1</a>' in web.get("/").text
+    tab = web.get("/queues/render?state=waiting")
+    assert ids_listed(tab.text) == ["1"] and "waiting since" in tab.text
+    page = web.get("/queues/render/jobs/1")
+    assert '<span class="tag state-waiting">waiting</span>' in page.text
+    assert ids_listed(page.text.split("<h2>Children</h2>")[1]) == ["1", "2"]
+    assert "&lt;got a&gt;" in page.text and "state-pending" in page.text
+    child = web.get("/queues/fetch/jobs/2")
+    assert 'Child of <a class="job" href="/queues/render/jobs/1">render › 1</a>' in child.text
+
+
+def test_the_queue_page_lists_its_schedules_and_its_rate(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.REPEAT", "mail", "tick", "EVERY", 60_000, "<ping>")
+    r.execute_command("EMQ.REPEAT", "mail", "daily", "CRON", "30 7 * * *", "TZ", "Europe/Paris",
+                      "digest")
+    r.execute_command("EMQ.RATE", "mail", 10, 1000)
+    page = web.get("/queues/mail")  # a queue with schedules but no job yet
+    assert page.status == 200 and "<h2>Schedules</h2>" in page.text
+    assert "every 1 min 0 s" in page.text
+    assert "cron <code>30 7 * * *</code> (Europe/Paris)" in page.text
+    assert "&lt;ping&gt;" in page.text
+    assert "rate limit 10 claims / 1.0 s" in page.text
+
+
 def test_search_by_id_opens_the_job_and_by_payload_filters(r: redis.Redis, web: Web) -> None:
     for i in range(1, 6):
         r.execute_command("EMQ.ADD", "q", f'{{"user": "u{i}", "vip": {str(i % 2 == 0).lower()}}}')
@@ -152,7 +183,8 @@ def test_the_job_page_explains_the_row(r: redis.Redis, web: Web) -> None:
     r.execute_command("EMQ.ADD", "q", '{"to":"ann","n":[1,2]}', "DELAY", 60_000)
     page = web.get("/queues/q/jobs/1")
     assert '<pre class="payload json">{\n  &#34;to&#34;: &#34;ann&#34;,' in page.text
-    assert re.search(r"<th>created_ms</th>\s*<td>\s*20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", page.text)
+    assert re.search(r"<th>created_ms</th>\s*<td>\s*20\d\d-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC",
+                     page.text)
     assert "<th>due</th>" in page.text and "(in " in page.text
     for counter in ("attempts", "failures", "stalled"):
         assert f"<th>{counter}</th>" in page.text
@@ -214,7 +246,8 @@ def test_revive_all_is_confirmed_and_capped(r: redis.Redis, web: Web) -> None:
     job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
     r.execute_command("EMQ.FAIL", "q", job_id, token, "MAXATTEMPTS", 1)
     done = web.submit(confirm, "/queues/q/dead/revive-all", confirm="yes", reset="1")
-    assert done.url.endswith("?done=revived_all&n=4") and "4 dead letters are pending again" in done.text
+    assert done.url.endswith("?done=revived_all&n=4")
+    assert "4 dead letters are pending again" in done.text
     assert r.zrange("emq:{q}:dead", 0, -1) == [job_id]  # the one the user did not see
     assert r.zcard("emq:{q}:pending") == 4
     too_many = web.post("/queues/q/dead/revive-all", {

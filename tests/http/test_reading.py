@@ -20,7 +20,8 @@ def test_counts_per_state_after_known_plans() -> None:
     assert local.run("EMQ.COMPLETE", "q", "1", "1") == "OK"
     assert local.run("EMQ.FAIL", "q", "2", "1", "MAXATTEMPTS", 1) == [b"dead", 1]
     figures = reading.queue_figures(local.keyspace, b"q", NOW)
-    assert figures.counts == {"pending": 2, "active": 1, "scheduled": 1, "dead": 1, "completed": 1}
+    assert figures.counts == {"pending": 2, "active": 1, "scheduled": 1, "waiting": 0, "dead": 1,
+                              "completed": 1}
     assert (figures.totals["completed"], figures.totals["dead"]) == (1, 1)
     assert figures.paused is False and reading.queue_names(local.keyspace) == [b"q"]
 
