@@ -352,11 +352,6 @@ class Flows:
         return ops
 
 
-def any_ties(row: Hash) -> bool:
-    """Whether a row takes part in a flow (as a child or as a parent)."""
-    return hashes.has(row, PARENT) or hashes.has(row, CHILDREN)
-
-
 def parse_args_policy(raw: bytes) -> bytes:
     """ONCHILDFAIL's value, lower-cased: fail, ignore or remove."""
     policy = raw.lower()

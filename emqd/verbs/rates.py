@@ -116,7 +116,11 @@ class Window:
         return at + self.rate.per_ms
 
     def ops(self) -> list[Op]:
+        """The window's writes when the plan claimed (a claim that takes nothing writes
+        nothing: the entries that left the window go with the next claim)."""
         ops: list[Op] = []
+        if not self.added:
+            return ops
         if self.gone and self.log is not None:
             ops.append((b"ZREM", self.key, *(m for _, m in self.log.walk(0, min(self.gone,
                                                                                 PRUNE)))))
