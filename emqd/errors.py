@@ -278,7 +278,7 @@ def invalid_cron(reason: str) -> ReplyError:
 
 
 def invalid_zone(zone: bytes) -> ReplyError:
-    return ReplyError(_one_line(b"ERR invalid time zone '" + _c_string(zone) + b"'"))
+    return ReplyError(_one_line(b"ERR invalid time zone '" + c_string(zone) + b"'"))
 
 
 def corrupt_schedule(name: bytes) -> ReplyError:
