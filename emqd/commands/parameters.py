@@ -254,6 +254,8 @@ PARAMETERS: list[Parameter] = [
     field("keep-dead", "keep_dead", _COUNT),
     field("lane-limit", "lane_limit", _COUNT),
     field("keep-log-lines", "keep_log_lines", _COUNT),
+    field("keep-completed-ms", "keep_completed_ms", _COUNT),
+    field("keep-dead-ms", "keep_dead_ms", _COUNT),
     # Redis's, answered as the reference Redis has them
     fixed("databases", "1"),
     fixed("save", ""),
