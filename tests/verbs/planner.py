@@ -99,6 +99,27 @@ def effects(result: Any) -> Any:
     return [tuple(text(v) for v in op) for op in result.ops], result.reply
 
 
+class KeysRead:
+    """A planner's View over `space` that notes every key it reads and hands back the store's
+    own values (so that it serves a compiled core too, unlike RecordingView's counted sets)."""
+
+    def __init__(self, space: Keyspace) -> None:
+        self.space = space
+        self.keys: list[bytes] = []
+
+    def hash(self, key: bytes) -> Any:
+        self.keys.append(key)
+        return self.space.hash(key)
+
+    def zset(self, key: bytes) -> Any:
+        self.keys.append(key)
+        return self.space.zset(key)
+
+    def type_name(self, key: bytes) -> str:
+        self.keys.append(key)
+        return self.space.type_name(key)
+
+
 class RecordingView:
     """A planner's View over `space` that lists every read it makes, in order.
 

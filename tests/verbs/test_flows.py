@@ -34,7 +34,7 @@ from tests.verbs.jobs import (
     run,
     snapshot,
 )
-from tests.verbs.planner import NOW, RecordingView, drive, hash_of, keyspace, set_field
+from tests.verbs.planner import NOW, KeysRead, drive, hash_of, keyspace, set_field
 
 P = b"emq:{p}:"
 C = b"emq:{c}:"
@@ -374,10 +374,10 @@ def test_a_job_without_ties_reads_nothing_of_flows() -> None:
     space = keyspace()
     run(add, ["emq.add", "p", "x"], space)
     job_id, token, _, _ = take(space, "p")
-    view = RecordingView(space)
+    view = KeysRead(space)
     complete.plan(complete.parse([b"emq.complete", b"p", job_id, token], Config()), view, NOW,
                   b"")
-    read = {key for _, key in view.reads}
+    read = set(view.keys)
     assert not any(b"children" in key or b"results" in key or b"unique" in key for key in read)
 
 

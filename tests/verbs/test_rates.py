@@ -13,7 +13,7 @@ from emqd.config import Config
 from emqd.plan import RATED, Block, Plan
 from emqd.verbs import claim, config, lane_rate, rate, rate_release
 from tests.verbs.jobs import P, add_jobs, check_invariant, check_lanes, members, run, snapshot
-from tests.verbs.planner import NOW, RecordingView, drive, hash_of, keyspace, set_field
+from tests.verbs.planner import NOW, KeysRead, drive, hash_of, keyspace, set_field
 
 SECOND = 1000
 
@@ -56,9 +56,9 @@ def test_a_blocked_claim_is_woken_when_the_window_frees() -> None:
 def test_a_queue_without_a_limit_reads_no_window() -> None:
     space = keyspace()
     add_jobs(space, 1)
-    view = RecordingView(space)
+    view = KeysRead(space)
     claim.plan(claim.parse([b"emq.claim", b"q", b"1000"], Config()), view, NOW, b"r")
-    assert all(b"rate" not in key for _, key in view.reads)
+    assert view.keys and all(b"rate" not in key for key in view.keys)
 
 
 def test_rate_off_drops_the_limit_and_the_window() -> None:
