@@ -32,7 +32,7 @@ DEFAULTS = [
 EMQD_DEFAULTS = ["stalled-interval", "1000", "max-payload", "16777216", "max-attempts", "3",
                  "backoff", "fixed:1000", "max-stalled", "2", "keep-completed", "1000",
                  "keep-dead", "10000", "lane-limit", "1", "keep-log-lines", "100",
-                 "loglevel", "info"]
+                 "keep-completed-ms", "0", "keep-dead-ms", "0", "loglevel", "info"]
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,8 @@ def test_every_name_both_servers_have_shows_redis_s_value(servers: Ports) -> Non
     assert set(differ) == {b"port", b"appendfilename", b"loglevel"}, differ
     assert set(ours) - set(theirs) == {
         b"http-port", b"id-base", b"stalled-interval", b"max-payload", b"max-attempts", b"backoff",
-        b"max-stalled", b"keep-completed", b"keep-dead", b"lane-limit", b"keep-log-lines"}
+        b"max-stalled", b"keep-completed", b"keep-dead", b"lane-limit", b"keep-log-lines",
+        b"keep-completed-ms", b"keep-dead-ms"}
 
 
 # --- the encodings follow the limits of the moment --------------------------------------------
@@ -281,7 +282,7 @@ def test_max_payload_and_the_queue_defaults_reach_the_verbs(servers: Ports) -> N
     assert _call(port, "EMQ.CONFIG", "q", "GET") == {
         b"max_attempts": b"1", b"backoff": b"exp:10:100", b"max_stalled": b"2",
         b"keep_completed": b"1000", b"keep_dead": b"5", b"lane_limit": b"1",
-        b"keep_log_lines": b"100"}
+        b"keep_log_lines": b"100", b"keep_completed_ms": b"0", b"keep_dead_ms": b"0"}
     job_id, token, _, _ = _call(port, "EMQ.CLAIM", "q", "30000")
     assert _call(port, "EMQ.FAIL", "q", job_id, token) == [b"dead", 1]  # the cap of 1
     # a queue's own setting still wins over the server's default
@@ -306,6 +307,20 @@ def test_lowered_retention_defaults_trim_what_is_kept_already(servers: Ports) ->
     assert _call(port, "CONFIG", "SET", "keep-completed", "2") == b"OK"
     assert _within(lambda: _call(port, "ZCARD", completed) == 2, 5)
     assert _call(port, "ZRANGE", completed, "0", "-1") == [b"5", b"6"]  # the newest kept
+
+
+def test_an_age_limit_set_by_config_set_trims_the_rows_older(servers: Ports) -> None:
+    port = servers[0]
+    for _ in range(3):
+        _call(port, "EMQ.ADD", "q", "x")
+        job_id, token, _, _ = _call(port, "EMQ.CLAIM", "q", "30000")
+        _call(port, "EMQ.COMPLETE", "q", job_id, token)
+    completed = "emq:{q}:completed"
+    time.sleep(0.15)
+    assert _call(port, "CONFIG", "SET", "keep-completed-ms", "100") == b"OK"
+    assert _call(port, "CONFIG", "GET", "keep-completed-ms") == {b"keep-completed-ms": b"100"}
+    assert _within(lambda: _call(port, "ZCARD", completed) == 0, 5)
+    assert _call(port, "EXISTS", "emq:{q}:job:1") == 0
 
 
 def test_the_stall_sweep_stops_and_starts_with_stalled_interval(servers: Ports) -> None:
