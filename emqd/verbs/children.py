@@ -33,7 +33,6 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job
 from emqd.verbs.runner import verb_command
 
-COMPLETED = job.COMPLETED
 REMOVED = b"removed"
 
 
@@ -62,11 +61,11 @@ def plan(args: ChildrenArgs, view: View, now_ms: int, run_id: bytes) -> Any:
         recorded = None if results is None else hashes.get(results, child_key)
         if row is not None:
             state = hashes.get(row, job.STATE)
-            result = hashes.get(row, b"result") if state == COMPLETED else None
-            if state == COMPLETED and result is None:
+            result = hashes.get(row, b"result") if state == job.COMPLETED else None
+            if state == job.COMPLETED and result is None:
                 result = recorded if recorded is not None else b""
         else:
-            state = COMPLETED if recorded is not None else REMOVED
+            state = job.COMPLETED if recorded is not None else REMOVED
             result = recorded
         listed.append([where[0], where[1], state, result])
     return listed

@@ -21,7 +21,7 @@ written.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from emqd import events
 from emqd.config import Config
@@ -34,8 +34,10 @@ from emqd.store.keyspace import View
 from emqd.verbs import job, lanes
 from emqd.verbs.job import PRIORITY_BAND
 
-SEQ = b"seq"
-ADDED = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
+# Typed: add.py reads these at import time, and mypyc cannot infer a name of a module in
+# the same import cycle (emqd/ARCHITECTURE.md, the compiled core).
+SEQ: Final[bytes] = b"seq"
+ADDED: Final[bytes] = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
 WAITING = b"waiting"
 
 

@@ -53,6 +53,8 @@ is validated first, so applying cannot fail halfway.
 
 from __future__ import annotations
 
+from typing import Final
+
 from emqd import errors, events
 from emqd.config import Config
 from emqd.events import Event
@@ -66,7 +68,7 @@ from emqd.verbs import job, lanes
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.retention import CHILDREN as CHILDREN
 
-PARENT = b"parent"
+PARENT: Final[bytes] = b"parent"  # typed: ties.py reads it at import time
 LEFT = b"children_left"
 DEAD_CHILDREN = b"children_dead"
 POLICY = b"on_child_fail"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -40,7 +40,9 @@ SLICE = 100
 COMPLETED = "completed"
 DEAD = "dead"
 TRIMMED = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
-CHILDREN = b"children"  # the row field of a flow's parent (verbs/flows.py): it has a record
+# the row field of a flow's parent (verbs/flows.py): it has a record (typed: ties.py reads it
+# at import time, which mypyc cannot infer in the import cycle)
+CHILDREN: Final[bytes] = b"children"
 
 
 def set_key(keys: QueueKeys, kind: str) -> bytes:

@@ -19,6 +19,7 @@ import datetime
 import math
 import zoneinfo
 from dataclasses import dataclass
+from typing import Final
 
 from croniter import CroniterError, croniter
 
@@ -30,10 +31,11 @@ from emqd.verbs.args import is_queue_name
 from emqd.verbs.backoff import parse_backoff
 from emqd.verbs.enqueue import NewJob
 
-EVERY = b"every"
-CRON = b"cron"
-TZ = b"tz"
-PAYLOAD = b"payload"
+# Typed: repeats.py reads these at import time (mypyc cannot infer them in the cycle).
+EVERY: Final[bytes] = b"every"
+CRON: Final[bytes] = b"cron"
+TZ: Final[bytes] = b"tz"
+PAYLOAD: Final[bytes] = b"payload"
 CREATED_MS = b"created_ms"
 REPEAT = b"repeat"  # the row field naming the schedule that added a job
 NAME_MAX = 200  # a job's id is NAME:SLOT_MS, at most 256 bytes

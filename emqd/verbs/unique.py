@@ -21,6 +21,8 @@ a holder's row of the wrong type answers WRONGTYPE like any read.
 
 from __future__ import annotations
 
+from typing import Final
+
 from emqd.keys import QueueKeys
 from emqd.plan import Op
 from emqd.store import hash as hashes
@@ -28,10 +30,15 @@ from emqd.store.hash import Hash
 from emqd.store.keyspace import View
 from emqd.verbs import job
 
-UNIQUE = b"unique"  # row field: the key the job holds
+UNIQUE: Final[bytes] = b"unique"  # row field: the key the job holds (typed: read by ties.py)
 UNTIL = b"unique_until"  # row field: when a TTL hold ends
 PURGE = 16  # expired TTL keys deleted by one ADD, at most
-LIVE = frozenset({job.PENDING, job.SCHEDULED, job.ACTIVE, job.WAITING})
+
+
+def is_live(state: bytes | None) -> bool:
+    """Pending, scheduled, active or waiting: a job that holds its key (compared here, not
+    in a module-level set of job.py's names, which mypyc cannot type in the import cycle)."""
+    return state in (job.PENDING, job.SCHEDULED, job.ACTIVE, job.WAITING)
 
 
 def holder(view: View, keys: QueueKeys, key: bytes, now_ms: int) -> bytes | None:
@@ -45,7 +52,7 @@ def holder(view: View, keys: QueueKeys, key: bytes, now_ms: int) -> bytes | None
     if until is not None:
         return owner if now_ms < until else None
     row = view.hash(keys.job(owner))
-    if row is None or hashes.get(row, job.STATE) not in LIVE:
+    if row is None or not is_live(hashes.get(row, job.STATE)):
         return None  # a hold its job did not free (a client's write): stale
     return owner
 
