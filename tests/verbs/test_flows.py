@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -20,7 +21,9 @@ from emqd.verbs import (
     complete,
     fail,
     flow,
+    log,
     remove,
+    requeue,
     retention,
     revive,
     stalled_check,
@@ -292,6 +295,22 @@ def test_remove_deletes_the_rest_but_not_what_runs() -> None:
     check(space)
 
 
+def test_a_child_removed_by_the_policy_takes_its_log_with_it() -> None:
+    space = keyspace()
+    run(flow, ["emq.flow", "p", "x", "ONCHILDFAIL", "remove", "CHILD", "c", "a",
+               "CHILD", "c", "b"], space)
+    job_id, token, _, _ = take(space, "c")  # "a": it logs a line, then goes back to pending
+    other, other_token, _, _ = take(space, "c")  # "b"
+    assert run(log, ["emq.log", "c", job_id, token, "fetched"], space) == 1
+    assert run(requeue, ["emq.requeue", "c", job_id, token], space) == "OK"
+    assert space.type_name(C + b"log:1") == "zset"
+    assert run(fail, ["emq.fail", "c", other, other_token, "MAXATTEMPTS", 1], space)[0] == b"dead"
+    # "b" died: the parent dies, and "a" (pending again) is removed with its log
+    assert row(space, "1", P)[b"state"] == b"dead"
+    assert row(space, "1", C) is None and space.type_name(C + b"log:1") == "none"
+    check(space)
+
+
 def test_remove_does_not_delete_a_middle_job_that_dies_in_the_same_plan() -> None:
     space = keyspace()
     run(flow, ["emq.flow", "p", "root", "ONCHILDFAIL", "remove", "CHILD", "c", "middle",
@@ -394,3 +413,31 @@ def test_over_the_wire(r: redis.Redis) -> None:
     assert r.execute_command("EMQ.CLAIM", "render", 1000)[:3] == [b"1", b"1", b"page"]
     assert r.execute_command("EMQ.CHILDREN", "render", "nope") is None
     assert r.execute_command("EMQ.STATS", "render")[b"waiting"] == 0
+
+
+def test_wait_and_the_events_follow_a_parent_over_the_wire(r: redis.Redis) -> None:
+    """EMQ.WAIT on a parent answers when its child's death kills it; the parent's queue's
+    channel tells of its promotion and its death, made by the child's verbs."""
+    events = r.pubsub()
+    events.subscribe("emq:{render}:events")
+    assert events.get_message(timeout=5)["type"] == "subscribe"
+    parent, _ = r.execute_command("EMQ.FLOW", "render", "page", "CHILD", "fetch", "a",
+                                  "MAXATTEMPTS", 1)
+    assert r.execute_command("EMQ.WAIT", "render", parent, 10) is None  # waiting: not done
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "fetch", 1000)
+    assert r.execute_command("EMQ.FAIL", "fetch", job_id, token)[0] == b"dead"
+    assert r.execute_command("EMQ.WAIT", "render", parent, 1000) == [
+        b"dead", b"child died: emq:{fetch}:job:" + job_id]
+    assert r.execute_command("EMQ.REVIVE", "fetch", job_id) == b"OK"
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "fetch", 1000)
+    r.execute_command("EMQ.COMPLETE", "fetch", job_id, token)
+    heard = []
+    for _ in range(10):
+        message = events.get_message(timeout=5)
+        if message is None:
+            break
+        heard.append(json.loads(message["data"])["event"])
+        if heard[-1] == "promoted":
+            break
+    events.close()
+    assert heard == ["added", "dead", "revived", "promoted"], heard
