@@ -103,7 +103,8 @@ class Ledger:
     """
 
     __slots__ = ("view", "keys", "config", "now_ms", "flat", "waiting", "active", "placed",
-                 "known", "rr", "limits", "queue_limit", "rates", "rates_set", "windows", "due")
+                 "known", "rr", "limits", "queue_limit", "rates", "rates_read", "rates_set",
+                 "windows", "due")
 
     def __init__(self, view: View, keys: QueueKeys, config: Config, now_ms: int) -> None:
         self.view = view
@@ -118,7 +119,8 @@ class Ledger:
         self.rr: int | None = None
         self.limits: dict[bytes, int] = {}  # each lane's limit once known, or set by the plan
         self.queue_limit: int | None = None  # the queue's lane_limit (CONFIG SET sets it)
-        self.rates: Hash | None | bool = False  # `grate` once read (False: not yet)
+        self.rates: Hash | None = None  # `grate`, once read
+        self.rates_read = False
         self.rates_set: dict[bytes, rates.Rate | None] = {}  # lane rates the plan writes
         self.windows: dict[bytes, rates.Window | None] = {}  # each lane's window, once looked at
         self.due: list[Due] = []  # lanes whose window this plan filled: when they have room
@@ -173,10 +175,11 @@ class Ledger:
         if group in self.rates_set:
             rate = self.rates_set[group]
         else:
-            if self.rates is False:
+            if not self.rates_read:
                 self.rates = self.view.hash(self.keys.lane_rates)
+                self.rates_read = True
             table = self.rates
-            raw = None if table is None else hashes.get(table, group)  # type: ignore[arg-type]
+            raw = None if table is None else hashes.get(table, group)
             rate = None if raw is None else rates.parse_lane_rate(raw, group)
         window = None if rate is None else rates.Window(
             self.view, self.keys.lane_rate_log(group), rate, self.now_ms)
