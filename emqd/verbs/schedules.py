@@ -156,7 +156,8 @@ def read(name: bytes, row: Hash) -> Schedule:
         if every is not None:
             rule = every_rule(every)
         else:
-            rule = Rule(cron=cron.decode("ascii"),  # type: ignore[union-attr]
+            assert cron is not None  # one of the two, checked above
+            rule = Rule(cron=cron.decode("ascii"),
                         zone=None if zone is None else zone.decode("ascii"))
     except (errors.ReplyError, UnicodeDecodeError):
         raise errors.corrupt_schedule(name) from None
