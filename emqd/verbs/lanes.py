@@ -91,6 +91,19 @@ def _hget(view: View, key: bytes, name: bytes) -> bytes | None:
     return None if row is None else hashes.get(row, name)
 
 
+class LaneRates:
+    """The lanes' rate limits as one plan sees them: made only when a lane is looked at, so
+    that a plan of the flat queue (nearly every COMPLETE) builds none of it."""
+
+    __slots__ = ("table", "written", "windows", "due")
+
+    def __init__(self, table: Hash | None) -> None:
+        self.table = table  # `grate`
+        self.written: dict[bytes, rates.Rate | None] = {}  # lane rates the plan writes
+        self.windows: dict[bytes, rates.Window | None] = {}  # each lane's window, once looked at
+        self.due: list[Due] = []  # lanes whose window this plan filled: when they have room
+
+
 class Ledger:
     """What one plan does to the flat queue and the lanes, noted as the verb decides.
 
@@ -103,8 +116,7 @@ class Ledger:
     """
 
     __slots__ = ("view", "keys", "config", "now_ms", "flat", "waiting", "active", "placed",
-                 "known", "rr", "limits", "queue_limit", "rates", "rates_read", "rates_set",
-                 "windows", "due")
+                 "known", "rr", "limits", "queue_limit", "rated")
 
     def __init__(self, view: View, keys: QueueKeys, config: Config, now_ms: int) -> None:
         self.view = view
@@ -119,11 +131,7 @@ class Ledger:
         self.rr: int | None = None
         self.limits: dict[bytes, int] = {}  # each lane's limit once known, or set by the plan
         self.queue_limit: int | None = None  # the queue's lane_limit (CONFIG SET sets it)
-        self.rates: Hash | None = None  # `grate`, once read
-        self.rates_read = False
-        self.rates_set: dict[bytes, rates.Rate | None] = {}  # lane rates the plan writes
-        self.windows: dict[bytes, rates.Window | None] = {}  # each lane's window, once looked at
-        self.due: list[Due] = []  # lanes whose window this plan filled: when they have room
+        self.rated: LaneRates | None = None  # made when a lane's rate is first looked at
 
     # --- what the verbs note --------------------------------------------------------
     def enter(self, group: bytes | None) -> None:
@@ -155,8 +163,9 @@ class Ledger:
 
     def set_rate(self, group: bytes, rate: rates.Rate | None) -> None:
         """The plan writes lane `group`'s rate limit (None: it has none)."""
-        self.rates_set[group] = rate
-        self.windows.pop(group, None)
+        lane_rates = self.lane_rates()
+        lane_rates.written[group] = rate
+        lane_rates.windows.pop(group, None)
         self.waiting.setdefault(group, 0)
 
     def claimed(self, group: bytes | None, member: bytes = b"") -> None:
@@ -168,23 +177,32 @@ class Ledger:
             if window is not None:
                 window.take(member)
 
+    def lane_rates(self) -> LaneRates:
+        if self.rated is None:
+            self.rated = LaneRates(self.view.hash(self.keys.lane_rates))
+        return self.rated
+
     def window(self, group: bytes) -> rates.Window | None:
         """The lane's rate window now, None when it has no rate limit."""
-        if group in self.windows:
-            return self.windows[group]
-        if group in self.rates_set:
-            rate = self.rates_set[group]
+        lane_rates = self.lane_rates()
+        windows = lane_rates.windows
+        if group in windows:
+            return windows[group]
+        if group in lane_rates.written:
+            rate = lane_rates.written[group]
         else:
-            if not self.rates_read:
-                self.rates = self.view.hash(self.keys.lane_rates)
-                self.rates_read = True
-            table = self.rates
+            table = lane_rates.table
             raw = None if table is None else hashes.get(table, group)
             rate = None if raw is None else rates.parse_lane_rate(raw, group)
         window = None if rate is None else rates.Window(
             self.view, self.keys.lane_rate_log(group), rate, self.now_ms)
-        self.windows[group] = window
+        windows[group] = window
         return window
+
+    @property
+    def due(self) -> list[Due]:
+        """When the lanes whose rate window this plan filled have room again (RATED)."""
+        return [] if self.rated is None else self.rated.due
 
     # --- the lanes' state after what was noted ----------------------------------------
     def size(self, group: bytes) -> int:
@@ -322,25 +340,25 @@ def settle(ledger: Ledger) -> list[Op]:
         meta_fields += [LANES_PENDING, b"%d" % incremented(stored, waiting)]
     if meta_fields:
         ops.append((b"HSET", keys.meta, *meta_fields))
-    if ledger.windows:
-        ops += _window_ops(ledger)
+    if ledger.rated is not None and ledger.rated.windows:
+        ops += _window_ops(ledger, ledger.rated)
     return ops
 
 
-def _window_ops(ledger: Ledger) -> list[Op]:
+def _window_ops(ledger: Ledger, lane_rates: LaneRates) -> list[Op]:
     """The lanes' rate windows: the claims added, and each window this plan filled (or a
     new limit made full) entered in `rated` until it has room."""
     ops: list[Op] = []
     held: list[Any] = []
-    for group, window in ledger.windows.items():
+    for group, window in lane_rates.windows.items():
         if window is None:
             continue
         if window.added:
             ops += window.ops()
-        if window.free <= 0 and (window.added or group in ledger.rates_set):
+        if window.free <= 0 and (window.added or group in lane_rates.written):
             at = window.frees_at()
             held += [at, group]
-            ledger.due.append((RATED, ledger.keys.queue, at))
+            lane_rates.due.append((RATED, ledger.keys.queue, at))
     if held:
         ledger.view.zset(ledger.keys.rated)  # its type, before the ZADD
         ops.append((b"ZADD", ledger.keys.rated, *held))
