@@ -52,6 +52,16 @@ def positive(raw: bytes, keyword: str) -> int:
     return number
 
 
+def positive_capped(raw: bytes, keyword: str, cap: int) -> int:
+    """A positive integer, clamped to `cap`: COUNT and LIMIT bound the work of one call.
+
+    A value over the cap is not refused (the verb already answers *up to* n; a
+    client asks again for the rest), so no client written for an uncapped
+    server breaks; PROTOCOL.md section 4 lists the caps.
+    """
+    return min(positive(raw, keyword), cap)
+
+
 def non_negative(raw: bytes, keyword: str) -> int:
     number = parse_int(raw)
     if number is None or number < 0:

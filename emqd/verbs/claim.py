@@ -15,6 +15,12 @@ allows, and writes each claim into the window; a lane with one is served
 the same way (lanes.py). A dead-lettered row settles what it is tied to
 (ties.py).
 
+One call is bounded (protocol section 4, "Bounded calls"): COUNT above
+MAX_COUNT is clamped to it, and the walk stops once it has skipped
+MAX_SKIPPED members (ghosts, corrupt rows, lanes that turn out empty or
+full). A call cut off so answers what it found, even nothing, and does not
+park: its plan removed what it skipped, so the next call goes on from there.
+
 BLOCK ms: when nothing can be claimed, the client parks (0 = for ever) on the
 keys whose writes can make a job claimable (`pending`, `ring` for a lane
 that gets work or a free slot, and `meta` for RESUME) and is served first
@@ -57,6 +63,8 @@ from emqd.verbs.runner import verb_command
 
 _KEYWORDS = frozenset({b"COUNT", b"BLOCK"})
 NAME = "emq.claim"
+MAX_COUNT = 1000  # jobs one call hands out (~10 ms of the loop; a bigger COUNT is clamped)
+MAX_SKIPPED = 1000  # ghosts and corrupt rows one call walks past before it stops
 
 # One flat job claimed, nothing skipped: the plan of nearly every CLAIM.
 ONE = Shape(
@@ -94,7 +102,7 @@ def parse(argv: list[bytes], config: Config) -> ClaimArgs:
     return ClaimArgs(
         keys=keys,
         lease_ms=lease_ms,
-        count=None if count is None else parse_args.positive(count, "COUNT"),
+        count=None if count is None else parse_args.positive_capped(count, "COUNT", MAX_COUNT),
         block=None if block is None else parse_args.non_negative(block, "BLOCK"),
         config=config,
     )
@@ -123,16 +131,17 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
             return _answer(args, [], [], wake_at=window.frees_at())
         want = min(want, window.free)
     if ring is not None:
-        served = lanes.serve(view, keys, want, args.config, judge, now_ms)
+        served = lanes.serve(view, keys, want, args.config, judge, now_ms, MAX_SKIPPED)
         removed: list[Op] = [(b"ZREM", key, *members) for key, members in served.taken.items()]
         return _verdict(args, view, removed, served.jobs, served.corrupt, now_ms, run_id,
-                        served.ledger, window)
+                        served.ledger, window, served.cut_off)
     members: Iterator[bytes] = iter(()) if pending is None else pending.members()
     taken, jobs, corrupt = _walk(view, keys, members, want)
     if len(jobs) == 1 and len(taken) == 1 and window is None:
         return _one(args, jobs[0], now_ms, deadline, run_id)
     removed = [(b"ZREM", keys.pending, *taken)] if taken else []
-    return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id, None, window)
+    cut_off = len(taken) - len(jobs) >= MAX_SKIPPED
+    return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id, None, window, cut_off)
 
 
 def _window(view: View, keys: QueueKeys, meta: Hash, now_ms: int) -> rates.Window:
@@ -142,24 +151,32 @@ def _window(view: View, keys: QueueKeys, meta: Hash, now_ms: int) -> rates.Windo
     return rates.Window(view, keys.rate_log, rate, now_ms)
 
 
-def _walk(view: View, keys: QueueKeys, members: Iterator[bytes],
-          want: int) -> tuple[list[bytes], list[tuple[bytes, Hash, int]],
-                              list[tuple[bytes, bytes]]]:
-    """Members taken off pending, the claimable (id, row, token), the corrupt (id, text)."""
+Walked = tuple[list[bytes], list[tuple[bytes, Hash, int]], list[tuple[bytes, bytes]]]
+
+
+def _walk(view: View, keys: QueueKeys, members: Iterator[bytes], want: int) -> Walked:
+    """Members taken off pending, the claimable (id, row, token), the corrupt (id, text).
+
+    Stops at `want` jobs, or once MAX_SKIPPED members were skipped.
+    """
     taken: list[bytes] = []
     jobs: list[tuple[bytes, Hash, int]] = []
     corrupt: list[tuple[bytes, bytes]] = []
+    skipped = 0
     for member in members:
         taken.append(member)
         row = view.hash(keys.job(member))
-        if row is None:
-            continue  # a ghost: removed from pending, listed nowhere
-        token = judge(row)
-        if type(token) is bytes:
+        if row is not None:
+            token = judge(row)
+            if type(token) is not bytes:
+                jobs.append((member, row, token))  # type: ignore[arg-type]
+                if len(jobs) == want:
+                    break
+                continue
             corrupt.append((member, token))
-            continue
-        jobs.append((member, row, token))  # type: ignore[arg-type]
-        if len(jobs) == want:
+        # else a ghost: removed from pending, listed nowhere
+        skipped += 1
+        if skipped == MAX_SKIPPED:
             break
     return taken, jobs, corrupt
 
@@ -201,7 +218,7 @@ def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: in
 
 def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],
              now: int, run_id: bytes, ledger: lanes.Ledger | None,
-             window: rates.Window | None) -> Any:
+             window: rates.Window | None, cut_off: bool) -> Any:
     keys = args.keys
     ops = list(removed)
     replies = []
@@ -232,7 +249,7 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], co
         due += ledger.due
     if jobs:
         due.append((LEASED, keys.queue, deadline))
-    return _answer(args, replies, ops, happened, tuple(due))
+    return _answer(args, replies, ops, happened, tuple(due), cut_off=cut_off)
 
 
 def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[Any], now: int,
@@ -266,17 +283,20 @@ def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[An
 
 
 def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any] | None = None,
-            due: tuple[Due, ...] = (), wake_at: int | None = None) -> Any:
+            due: tuple[Due, ...] = (), wake_at: int | None = None, cut_off: bool = False) -> Any:
     """The reply (or the park), with the plan of what was claimed and skipped.
 
     `wake_at`: the queue's rate limit holds the claim until then (a parked
-    client is run again at that time)."""
+    client is run again at that time). A walk cut off by MAX_SKIPPED answers
+    even when it found nothing: parked, the client would be woken at once by
+    its own plan's write to `pending` and walk again in the same loop
+    iteration, which is the stall the bound avoids."""
     keys = args.keys
     if args.count is None:
         reply: Any = jobs[0] if jobs else NULL_ARRAY
     else:
         reply = jobs
-    if jobs or args.block is None:
+    if jobs or args.block is None or cut_off:
         return Plan(ops, reply, happened, due)
     return Block(
         (keys.pending, keys.ring, keys.meta),

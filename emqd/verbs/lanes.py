@@ -416,13 +416,31 @@ class Served:
 
     `taken`: waiting set -> members removed from it (jobs, ghosts, corrupt
     rows); `jobs`: (id, row, token) to hand out, in turn order; `corrupt`: (id,
-    HINCRBY's text) to dead-letter; `ledger`: the moves, ready for `settle`.
+    HINCRBY's text) to dead-letter; `ledger`: the moves, ready for `settle`;
+    `cut_off`: the turn stopped because it had skipped as many members as it
+    may (the rest is for the next call).
     """
 
     taken: dict[bytes, list[bytes]]
     jobs: list[tuple[bytes, Hash, int]]
     corrupt: list[tuple[bytes, bytes]]
     ledger: Ledger
+    cut_off: bool = False
+
+
+class _Skips:
+    """How many more members (ghosts, corrupt rows, ring members found empty or full)
+    one turn may skip."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, most: int) -> None:
+        self.left = most
+
+    def spend(self) -> bool:
+        """One more skipped; True once the turn must stop."""
+        self.left -= 1
+        return self.left <= 0
 
 
 Judge = Callable[[Hash], "int | bytes"]  # CLAIM's rule for a row: its token, or why it dies
@@ -441,8 +459,9 @@ class _Source:
 
 
 def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge,
-          now_ms: int) -> Served:
-    """Go round the ring job by job until `want` jobs are found or nothing is servable.
+          now_ms: int, skip_max: int) -> Served:
+    """Go round the ring job by job until `want` jobs are found, nothing is servable, or
+    `skip_max` members were skipped (`Served.cut_off`).
 
     Each turn takes the ring's lowest-score member, takes its front job, and
     moves the member to the back (`rr + 1`) or out of the ring when it became
@@ -461,6 +480,7 @@ def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge,
     jobs: list[tuple[bytes, Hash, int]] = []
     corrupt: list[tuple[bytes, bytes]] = []
     back = 0
+    skips = _Skips(skip_max)
     while len(jobs) < want:
         member = next(first, None)
         if member is not None:
@@ -475,10 +495,16 @@ def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge,
             source = sources[member] = _Source(view, keys, member)
         if source.group is not None and not ledger.servable(source.group):
             ledger.take_out(member)
+            if skips.spend():
+                return Served(taken, jobs, corrupt, ledger, True)
             continue
-        found = _next_job(view, keys, source, ledger, judge, taken, corrupt)
+        found = _next_job(view, keys, source, ledger, judge, taken, corrupt, skips)
+        if found is _CUT_OFF:
+            return Served(taken, jobs, corrupt, ledger, True)  # settle re-judges its lane
         if found is None:
             ledger.take_out(member)
+            if skips.spend():
+                return Served(taken, jobs, corrupt, ledger, True)
             continue
         jobs.append(found)
         ledger.claimed(source.group, rates.claim_member(found[0], b"%d" % found[2]))
@@ -496,19 +522,24 @@ def _still_servable(source: _Source, ledger: Ledger) -> bool:
     return ledger.servable(source.group)
 
 
+_CUT_OFF: tuple[Any, ...] = ("cut off",)  # _next_job's answer: the skips ran out first
+
+
 def _next_job(view: View, keys: QueueKeys, source: _Source, ledger: Ledger, judge: Judge,
-              taken: dict[bytes, list[bytes]], corrupt: list[Any]) -> tuple[Any, ...] | None:
-    """The source's next claimable job (id, row, token), None when it ran out."""
+              taken: dict[bytes, list[bytes]], corrupt: list[Any],
+              skips: _Skips) -> tuple[Any, ...] | None:
+    """The source's next claimable job (id, row, token), None when it ran out, _CUT_OFF
+    when it skipped the last member the turn may skip."""
     for job_id in source.members:
         taken.setdefault(source.key, []).append(job_id)
         row = view.hash(keys.job(job_id))
-        if row is None:
-            ledger.leave_waiting(source.group)  # a ghost: removed, listed nowhere
-            continue
-        token = judge(row)
-        if type(token) is bytes:
-            ledger.leave_waiting(source.group)  # dead-lettered by CLAIM
-            corrupt.append((job_id, token))
-            continue
-        return (job_id, row, token)
+        if row is not None:
+            token = judge(row)
+            if type(token) is not bytes:
+                return (job_id, row, token)
+            corrupt.append((job_id, token))  # dead-lettered by CLAIM
+        # else a ghost: removed, listed nowhere
+        ledger.leave_waiting(source.group)
+        if skips.spend():
+            return _CUT_OFF
     return None

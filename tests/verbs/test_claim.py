@@ -11,12 +11,13 @@ import redis
 from emqd import errors
 from emqd.plan import Block, Plan
 from emqd.reply import NULL_ARRAY
-from emqd.verbs import claim
+from emqd.verbs import add, claim
 from tests.support import RawClient, encode_request
 from tests.verbs.jobs import (
     P,
     add_jobs,
     check_invariant,
+    check_lanes,
     members,
     row,
     run,
@@ -64,7 +65,8 @@ def test_order_is_score_then_id_bytes() -> None:
 
 @pytest.mark.parametrize(("argv", "empty"), [([], NULL_ARRAY), (["COUNT", "3"], [])])
 def test_nothing_to_claim(argv: list, empty: object) -> None:
-    assert effects(drive(claim, ["emq.claim", "q", "10", *argv], keyspace())) == effects(Plan([], empty))
+    result = drive(claim, ["emq.claim", "q", "10", *argv], keyspace())
+    assert effects(result) == effects(Plan([], empty))
 
 
 def test_count_takes_up_to_n() -> None:
@@ -109,6 +111,87 @@ def test_many_ghosts_in_front_are_read_through() -> None:
     assert [j[0] for j in reply] == [b"a", b"b"]
     assert members(space, b"pending") == []
     check_invariant(space)
+
+
+# --- bounded calls (protocol section 4) ------------------------------------------------
+def test_count_over_the_cap_is_clamped_not_refused() -> None:
+    space = keyspace()
+    add_jobs(space, claim.MAX_COUNT + 5)
+    reply = run(claim, ["emq.claim", "q", "10", "COUNT", claim.MAX_COUNT * 50], space)
+    assert len(reply) == claim.MAX_COUNT
+    assert len(members(space, b"pending")) == 5
+    check_invariant(space)
+
+
+def ghosts_then_one_job(space_extra: int) -> object:
+    """MAX_SKIPPED + space_extra ghosts at the front of pending, then job `j`."""
+    ghosts = claim.MAX_SKIPPED + space_extra
+    space = keyspace(**{"emq:{q}:pending": [(f"g{i:05}", -1) for i in range(ghosts)],
+                        "emq:{q}:job:j": {"state": "pending", "payload": "x"}})
+    space.apply([(b"ZADD", P + b"pending", 1, b"j")])
+    return space
+
+
+@pytest.mark.parametrize("block", [[], ["BLOCK", "0"]])
+def test_a_walk_stops_after_max_skipped_and_the_next_call_goes_on(block: list) -> None:
+    space = ghosts_then_one_job(500)
+    result = drive(claim, ["emq.claim", "q", "10", *block], space)
+    # cut off: answered at once, even with BLOCK (no park), having removed what it skipped
+    assert isinstance(result, Plan) and result.reply is NULL_ARRAY
+    skipped = [b"g%05d" % i for i in range(claim.MAX_SKIPPED)]
+    assert result.ops == [(b"ZREM", P + b"pending", *skipped)]
+    space.apply(result.ops)
+    assert len(members(space, b"pending")) == 501
+    assert run(claim, ["emq.claim", "q", "10", *block], space)[0] == b"j"
+    assert members(space, b"pending") == []
+    check_invariant(space)
+
+
+def test_jobs_found_before_the_cut_off_are_handed_out() -> None:
+    space = ghosts_then_one_job(10)
+    space.apply([(b"HSET", P + b"job:a", b"state", b"pending", b"payload", b"a"),
+                 (b"ZADD", P + b"pending", -2, b"a")])
+    reply = run(claim, ["emq.claim", "q", "10", "COUNT", "5", "BLOCK", "0"], space)
+    assert [job[0] for job in reply] == [b"a"]
+    assert len(members(space, b"pending")) == 11  # 10 ghosts and j wait for the next call
+
+
+def test_corrupt_rows_count_as_skipped() -> None:
+    space = keyspace()
+    ids = add_jobs(space, claim.MAX_SKIPPED + 1)
+    for job_id in ids[:-1]:
+        set_field(space, P + b"job:" + job_id, b"attempts", b"x")
+    assert run(claim, ["emq.claim", "q", "10"], space) is NULL_ARRAY
+    assert len(members(space, b"dead")) == claim.MAX_SKIPPED
+    assert run(claim, ["emq.claim", "q", "10"], space)[0] == ids[-1]
+    check_invariant(space)
+
+
+def test_a_lane_full_of_ghosts_is_walked_in_bounded_calls() -> None:
+    space = keyspace()
+    ids = [run(add, ["emq.add", "q", "x", "GROUP", "g"], space)
+           for _ in range(claim.MAX_SKIPPED + 3)]
+    space.apply([(b"DEL", *(P + b"job:" + i for i in ids[:-1]))])
+    assert run(claim, ["emq.claim", "q", "10", "BLOCK", "0"], space) is NULL_ARRAY
+    assert len(members(space, b"lane:g")) == 3
+    check_lanes(space)  # the lane's bookkeeping is exact after the cut-off too
+    assert run(claim, ["emq.claim", "q", "10"], space)[0] == ids[-1]
+    check_invariant(space)
+    check_lanes(space)
+
+
+def test_stale_ring_members_count_as_skipped() -> None:
+    space = keyspace()
+    for i in range(claim.MAX_SKIPPED + 2):
+        run(add, ["emq.add", "q", "x", "GROUP", f"g{i:05}"], space)
+    last = f"g{claim.MAX_SKIPPED + 1:05}".encode()
+    # a client deletes every lane but the last behind the ring's back
+    space.apply([(b"DEL", *(key for key in list(space.data)
+                            if key.startswith(P + b"lane:") and not key.endswith(last)))])
+    assert run(claim, ["emq.claim", "q", "10"], space) is NULL_ARRAY  # cut off
+    assert len(members(space, b"ring")) == 2  # one stale member left, and the last lane
+    assert run(claim, ["emq.claim", "q", "10"], space) is not NULL_ARRAY
+    assert members(space, b"ring") == []
 
 
 @pytest.mark.parametrize(
@@ -198,6 +281,15 @@ def test_claim_over_the_wire(r: redis.Redis) -> None:
     assert r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "5") == [[b"2", b"1", b"b", 0]]
     assert r.hget("emq:{q}:job:2", "state") == b"active"
     assert r.type("emq:{q}:pending") == b"none"
+
+
+def test_a_huge_count_is_clamped_over_the_wire(r: redis.Redis) -> None:
+    pipe = r.pipeline(transaction=False)
+    for _ in range(claim.MAX_COUNT + 10):
+        pipe.execute_command("EMQ.ADD", "q", "x")
+    pipe.execute()
+    assert len(r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "200000")) == claim.MAX_COUNT
+    assert len(r.execute_command("EMQ.CLAIM", "q", "1000", "COUNT", "200000", "BLOCK", "0")) == 10
 
 
 def test_nil_is_resp2_null_array(raw: RawClient) -> None:

@@ -79,6 +79,17 @@ def test_a_failed_job_is_retried_at_the_front() -> None:
     check_invariant(space)
 
 
+def test_limit_over_the_cap_is_clamped() -> None:
+    extra = promote.MAX_LIMIT + 3
+    space = keyspace()
+    add_jobs(space, extra, "DELAY", "10")
+    assert run(promote, ["emq.promote", "q", "LIMIT", extra * 10], space, now=NOW + 10) == \
+        promote.MAX_LIMIT
+    assert len(members(space, b"scheduled")) == 3
+    assert run(promote, ["emq.promote", "q", "LIMIT", extra * 10], space, now=NOW + 10) == 3
+    check_invariant(space)
+
+
 def test_ghost_is_removed_and_not_counted() -> None:
     space = keyspace(**{"emq:{q}:scheduled": [("g", 1)]})
     assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(

@@ -43,7 +43,8 @@ def active(*rows: tuple[str, dict | None, int], **extra: object):  # type: ignor
 
 def test_nothing_expired_writes_nothing() -> None:
     space = active(("1", {"lease_epoch": OURS}, NOW + 1))
-    assert effects(drive(stalled_check, ["emq.stalled.check", "q"], space)) == effects(Plan([], [[], []]))
+    result = drive(stalled_check, ["emq.stalled.check", "q"], space)
+    assert effects(result) == effects(Plan([], [[], []]))
 
 
 def test_ghost_is_removed_and_listed_nowhere() -> None:
@@ -135,6 +136,17 @@ def test_limit_takes_the_earliest_deadlines() -> None:
     assert run(stalled_check, ["emq.stalled.check", "q", "LIMIT", "2"], space) == [
         [b"0", b"1"], []]
     assert len(members(space, b"active")) == 3
+
+
+def test_limit_over_the_cap_is_clamped() -> None:
+    extra = stalled_check.MAX_LIMIT + 7
+    space = active(*((f"{i:05}", {"lease_epoch": THEIRS}, NOW - 1) for i in range(extra)))
+    recovered, dead = run(stalled_check, ["emq.stalled.check", "q", "LIMIT", extra * 10], space)
+    assert (len(recovered), dead) == (stalled_check.MAX_LIMIT, [])
+    assert len(members(space, b"active")) == 7
+    recovered, _ = run(stalled_check, ["emq.stalled.check", "q", "LIMIT", extra * 10], space)
+    assert len(recovered) == 7
+    check_invariant(space)
 
 
 @pytest.mark.parametrize(
