@@ -1,5 +1,5 @@
-"""What SCAN, HSCAN and ZSCAN share: their cursor and options, and a walk over big
-collections.
+"""What SCAN, HSCAN and ZSCAN share: their cursor and options, and the paging of a big
+collection through its index.
 
 They answer as Redis 7.0:
 
@@ -8,27 +8,33 @@ They answer as Redis 7.0:
   (`ERR value is not an integer or out of range`) of at least 1 (`ERR syntax
   error` otherwise); `MATCH *` filters nothing; any other pattern is Redis's
   glob (`emqd/glob.py`), under which an empty member matches only `MATCH ""`.
-- `walk` is the cursor for a collection Redis holds as a hashtable: members in
-  order of a 63-bit hash, the cursor being the next hash to visit. A member
-  present for the whole iteration is returned exactly once whatever is added
-  or removed meanwhile, and every call moves the cursor forward, so the walk
-  ends. Each call costs O(n); small collections never walk (Redis returns a
-  listpack whole, with cursor 0, and so does emqd).
+- A small collection is answered whole, with cursor 0, whatever the cursor:
+  Redis does so for a listpack, and emqd for anything of at most SMALL
+  members too (COUNT is a hint), which costs O(SMALL).
+- A bigger one is paged by `page`: the cursor is a position in the
+  collection's ScanIndex (store/scan_index.py), built by the scan's first
+  calls and kept exact by every write while it lives, so a call costs
+  O(COUNT) whatever the size; a member present for the whole scan is
+  returned exactly once. COUNT is a hint here too: a call visits at most
+  MAX_COUNT members, however large a COUNT it is given.
 """
-
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from emqd.errors import INVALID_CURSOR, NOT_INTEGER, SYNTAX
 from emqd.glob import compile_pattern
 from emqd.numbers import parse_cursor, parse_int
+from emqd.store.scan_index import ScanIndex, snapshot_chunks
 
 Matcher = Callable[[bytes], bool]
 
 DEFAULT_COUNT = 10
-_HASH_MASK = 2**63 - 1
+SMALL = 128  # members of a collection answered whole, in one call
+MAX_COUNT = 10_000  # members one call visits at most (about 5 ms with its reply)
+BUILD_STEP = 16_384  # members a call adds to an index being built (about 10 ms)
+CHUNK = 1024  # members a build's walk reads at a time
 
 
 def cursor_arg(arg: bytes) -> int:
@@ -62,26 +68,34 @@ def parse_options(argv: list[bytes], start: int) -> tuple[int, Matcher | None]:
     return count, pattern
 
 
-def member_hash(member: bytes) -> int:
-    """The 63-bit position of `member` in a walk (stable for the life of the process)."""
-    return hash(member) & _HASH_MASK
+class Indexed(Protocol):
+    """What holds a ScanIndex while it is scanned: the keyspace, a big hash, a sorted set."""
+
+    scan: ScanIndex | None
 
 
-def walk(members: Iterable[bytes], cursor: int, count: int) -> tuple[int, list[bytes]]:
-    """The next cursor (0 when done) and about `count` members whose hash is >= `cursor`.
+def page(owner: Indexed, collection: Mapping[bytes, object], cursor: int,
+         count: int) -> tuple[int, list[bytes]] | None:
+    """The next cursor (0 at the end) and the members of one call over a collection
+    whose members are the keys of `collection`; None when it has at most SMALL, to be
+    answered whole.
 
-    Members sharing one hash are always returned together, so a cursor never
-    falls between them.
+    The first call starts the owner's index from a list of the members; until it is
+    built, each call adds BUILD_STEP members to it and answers none, keeping
+    the cursor (1 for 0: not the end). The call that reaches the end (or finds
+    the collection small) drops the index, so the writes that follow pay
+    nothing for it.
     """
-    candidates = [(h, m) for m in members if (h := hash(m) & _HASH_MASK) >= cursor]
-    if len(candidates) <= count:
-        return 0, [m for _, m in candidates]
-    chosen = heapq.nsmallest(count + 1, candidates)
-    limit = chosen[-1][0]
-    picked = [m for h, m in chosen if h < limit]
-    if picked:
-        return limit, picked
-    # every member chosen shares one hash: return that whole hash at once
-    picked = [m for h, m in candidates if h == limit]
-    later = [h for h, _ in candidates if h > limit]
-    return (min(later) if later else 0), picked
+    size = len(collection)
+    if size <= SMALL:
+        owner.scan = None
+        return None
+    index = owner.scan
+    if index is None:
+        index = owner.scan = ScanIndex(size, snapshot_chunks(list(collection), CHUNK))
+    if not index.build(BUILD_STEP):
+        return max(cursor, 1), []
+    next_cursor, members = index.page(cursor, min(count, MAX_COUNT))
+    if next_cursor == 0:
+        owner.scan = None
+    return next_cursor, members

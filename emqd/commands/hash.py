@@ -19,7 +19,7 @@ from emqd.numbers import parse_int
 from emqd.plan import Plan, removal
 from emqd.session import Session
 from emqd.store import hash as hashes
-from emqd.store.hash import Hash, incremented
+from emqd.store.hash import BigHash, Hash, incremented
 
 
 def _row(session: Session, key: bytes) -> Hash | None:
@@ -116,18 +116,19 @@ def hincrby(session: Session, argv: list[bytes]) -> Any:
 def hscan(session: Session, argv: list[bytes]) -> Any:
     """HSCAN key cursor [MATCH pattern] [COUNT count] -> [cursor, [field, value, ...]].
 
-    A hash Redis would hold as a listpack comes whole, in order, with cursor 0
-    (whatever cursor was given); a bigger one is walked by `scan.walk`.
+    A hash Redis would hold as a listpack (or one of at most scan.SMALL fields)
+    comes whole, in order, with cursor 0 (whatever cursor was given); a bigger
+    one is paged through its index (`scan.page`).
     """
     cursor = scan.cursor_arg(argv[2])
     row = _row(session, argv[1])
     if row is None:
         return [b"0", []]
     count, pattern = scan.parse_options(argv, 3)
-    if hashes.is_listpack(row):
-        cursor, names = 0, list(hashes.names(row))
-    else:
-        cursor, names = scan.walk(hashes.names(row), cursor, count)
+    paged = None
+    if isinstance(row, BigHash) and not row.listpack:  # a Row has at most 32 fields
+        paged = scan.page(row, row, cursor, count)
+    cursor, names = (0, list(hashes.names(row))) if paged is None else paged
     items: list[bytes | None] = []
     for name in names:
         if pattern is None or pattern(name):

@@ -3,13 +3,12 @@
 Writes return plans of the plain ops the keyspace applies: DEL (UNLINK is
 logged as DEL) and FLUSHALL (emqd has one database, so FLUSHDB is FLUSHALL).
 
-SCAN's cursor is a position in the 64-bit space of the keys' hashes: a call
-returns the keys whose hash lies in the next slice of that space and the
-slice's end as the next cursor (0 when the space is covered). A key present
-from the first call to the last is returned exactly once, whatever is
-written in between; the slices are sized so that a call returns about COUNT
-keys, and never fewer than 1/64 of the keyspace, so a whole scan costs at
-most 64 passes over the keys. See docs/SERVER.md.
+SCAN pages the keyspace as HSCAN pages a big hash (emqd/scan.py): its cursor is
+a position in the keyspace's ScanIndex, built by a scan's first calls, so a
+call costs O(COUNT) however many keys there are, and a key present from the
+first call to the last is returned exactly once, whatever is written in
+between. A keyspace of at most scan.SMALL keys is answered whole. See
+docs/SERVER.md.
 """
 
 from __future__ import annotations
@@ -21,13 +20,10 @@ from emqd.command import command
 from emqd.commands import helps
 from emqd.glob import compile_pattern
 from emqd.plan import Plan, removal
-from emqd.scan import cursor_arg, parse_options
+from emqd.scan import cursor_arg, page, parse_options
 from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.zset import ZSet
-
-HASH_SPACE = 1 << 64
-MAX_SCAN_SLICES = 64
 
 
 def del_(session: Session, argv: list[bytes]) -> Any:
@@ -61,17 +57,13 @@ def scan(session: Session, argv: list[bytes]) -> Any:
     count, matches = parse_options(rest, 2)
     keyspace = session.server.keyspace
     data = keyspace.data
-    slices = 1
-    while slices < MAX_SCAN_SLICES and slices * count < len(data):
-        slices *= 2
-    end = min(cursor + HASH_SPACE // slices, HASH_SPACE)
-    mask = HASH_SPACE - 1
-    found = [key for key in data if cursor <= hash(key) & mask < end]
+    paged = page(keyspace, data, cursor, count)
+    cursor, found = (0, list(data)) if paged is None else paged
     if matches is not None:
         found = [key for key in found if matches(key)]
     if type_name is not None:
         found = [key for key in found if keyspace.type_name(key) == type_name]
-    return [b"%d" % (end % HASH_SPACE), found]
+    return [b"%d" % cursor, found]
 
 
 def dbsize(session: Session, argv: list[bytes]) -> Any:

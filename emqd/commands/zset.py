@@ -460,21 +460,20 @@ def zremrangebyrank(session: Session, argv: list[bytes]) -> Any:
 def zscan(session: Session, argv: list[bytes]) -> Any:
     """ZSCAN key cursor [MATCH pattern] [COUNT count] -> [cursor, [member, score, ...]].
 
-    A set Redis would hold as a listpack comes whole, in order, with cursor 0;
-    a bigger one is walked by `scan.walk`. Scores are bulk strings even under
-    RESP3, in the text Redis's encoding holds them in (see numbers.py).
+    A set Redis would hold as a listpack (or one of at most scan.SMALL members)
+    comes whole, in order, with cursor 0; a bigger one is paged through its
+    index (`scan.page`), which a member's score does not move in. Scores are
+    bulk strings even under RESP3, in the text Redis's encoding holds them in
+    (see numbers.py).
     """
     cursor = scan.cursor_arg(argv[2])
     zset = _zset(session, argv[1])
     if zset is None:
         return [b"0", []]
     count, pattern = scan.parse_options(argv, 3)
-    if zset.listpack:
-        cursor, members = 0, [member for _, member in zset]
-        text = format_listpack_score
-    else:
-        cursor, members = scan.walk(zset.keys, cursor, count)
-        text = format_double
+    text = format_listpack_score if zset.listpack else format_double
+    paged = None if zset.listpack else scan.page(zset, zset.keys, cursor, count)
+    cursor, members = (0, list(zset.members())) if paged is None else paged
     items: list[bytes] = []
     for member in members:
         if pattern is None or pattern(member):

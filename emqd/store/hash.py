@@ -31,6 +31,7 @@ from typing import Any
 
 from emqd import errors
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
+from emqd.store.scan_index import ScanIndex
 
 COMPACT_MAX = 32  # fields held in a Row; more make a BigHash
 SCHEMAS_MAX = 65_536  # shared schemas remembered; past it new ones are not shared
@@ -137,10 +138,12 @@ Row = tuple[Any, ...]  # (Schema, value, ...): see the module docstring
 
 
 class BigHash(dict[bytes, bytes]):
-    """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it."""
+    """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it, and
+    `scan` the index of an HSCAN in progress (store/scan_index.py), or None."""
 
-    __slots__ = ("listpack",)
+    __slots__ = ("listpack", "scan")
     listpack: bool
+    scan: ScanIndex | None
 
 
 Hash = Row | BigHash
@@ -212,6 +215,8 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
             return written(_to_big(row, schema.listpack), names, values, limits)
         return transition.assemble((*row, *values, schema))  # type: ignore[no-any-return]
     big = row  # a BigHash: written in place
+    if big.scan is not None:
+        _scan_note(big, [name for name in dict.fromkeys(names) if name not in big], True)
     for name, value in zip(names, values, strict=True):
         big[name] = value
         if big.listpack and (len(name) > limits.hash_value or len(value) > limits.hash_value):
@@ -233,6 +238,9 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
             return None
         fields = tuple(schema.fields[i] for i in kept)
         return (schema_of(fields, schema.listpack), *(row[i + 1] for i in kept))
+    if row.scan is not None:
+        names = list(names)
+        _scan_note(row, [name for name in names if name in row], False)
     for name in names:
         row.pop(name, None)
     return row if row else None
@@ -241,7 +249,18 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
 def _to_big(row: Row, listpack: bool) -> BigHash:
     big = BigHash(zip(row[0].fields, row[1:], strict=True))
     big.listpack = listpack
+    big.scan = None
     return big
+
+
+def _scan_note(big: BigHash, names: list[bytes], added: bool) -> None:
+    """Keep an HSCAN's index exact: `names` come (added) or go."""
+    index = big.scan
+    for name in names:
+        if index is None:
+            break
+        index = index.added(name) if added else index.removed(name)
+    big.scan = index
 
 
 # --- HINCRBY's reading of a stored value ----------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from emqd import errors
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, Limits
+from emqd.store.scan_index import ScanIndex
 from emqd.store.zset import ZSet
 
 Value = Hash | ZSet
@@ -38,7 +39,7 @@ class View(Protocol):
 class Keyspace:
     """Every key's value, plus the set of watched keys written since last asked."""
 
-    __slots__ = ("data", "watched", "ready", "limits")
+    __slots__ = ("data", "watched", "ready", "limits", "scan")
 
     def __init__(self) -> None:
         self.data: dict[bytes, Value] = {}
@@ -47,6 +48,9 @@ class Keyspace:
         self.watched: dict[bytes, int] = {}
         self.ready: set[bytes] = set()
         self.limits = Limits()  # Redis's listpack thresholds (CONFIG SET)
+        # The index of a SCAN in progress (store/scan_index.py): while there is
+        # one, every key created or deleted below is noted in it.
+        self.scan: ScanIndex | None = None
 
     # --- reads ---------------------------------------------------------------
     def hash(self, key: bytes) -> Hash | None:
@@ -116,7 +120,10 @@ def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
                values: tuple[bytes, ...]) -> None:
     """HSET key names[0] values[0] ..."""
     data = space.data
-    data[key] = hashes.written(data.get(key), names, values, space.limits)  # type: ignore[arg-type]
+    row = data.get(key)
+    data[key] = hashes.written(row, names, values, space.limits)  # type: ignore[arg-type]
+    if row is None and space.scan is not None:
+        space.scan = space.scan.added(key)
 
 
 def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
@@ -125,6 +132,8 @@ def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
     zset = data.get(key)
     if zset is None:
         zset = data[key] = _new_zset(space.limits, member)
+        if space.scan is not None:
+            space.scan = space.scan.added(key)
     zset.add(member, float(score), space.limits)  # type: ignore[union-attr]
 
 
@@ -135,7 +144,14 @@ def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
     if zset is not None:
         zset.remove(member)  # type: ignore[union-attr]
         if not zset:
-            del data[key]
+            _delete(space, key)
+
+
+def _delete(space: Keyspace, key: bytes) -> None:
+    """The key goes (it is there)."""
+    del space.data[key]
+    if space.scan is not None:
+        space.scan = space.scan.removed(key)
 
 
 def _new_zset(limits: Limits, first: bytes) -> ZSet:
@@ -162,7 +178,7 @@ def _hdel(space: Keyspace, op: Sequence[Any]) -> None:
         return
     left = hashes.removed(row, op[2:])  # type: ignore[arg-type]
     if left is None:
-        del data[key]
+        _delete(space, key)
     else:
         data[key] = left
 
@@ -172,13 +188,14 @@ def _hincrby(space: Keyspace, op: Sequence[Any]) -> None:
     row = space.data.get(key)
     current = None if row is None else hashes.get(row, name)  # type: ignore[arg-type]
     value = b"%d" % ((int(current) if current is not None else 0) + int(by))
-    space.data[key] = hashes.written(row, (name,), (value,), space.limits)  # type: ignore[arg-type]
+    set_fields(space, key, (name,), (value,))
 
 
 def _del(space: Keyspace, op: Sequence[Any]) -> None:
     data = space.data
     for key in op[1:]:
-        data.pop(key, None)
+        if key in data:
+            _delete(space, key)
 
 
 def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
@@ -188,6 +205,8 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
     limits = space.limits
     if zset is None:
         zset = data[key] = _new_zset(limits, op[3])
+        if space.scan is not None:
+            space.scan = space.scan.added(key)
     for i in range(2, len(op), 2):
         zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
 
@@ -201,11 +220,12 @@ def _zrem(space: Keyspace, op: Sequence[Any]) -> None:
     for member in op[2:]:
         zset.remove(member)  # type: ignore[union-attr]
     if not zset:
-        del data[key]
+        _delete(space, key)
 
 
 def _flushall(space: Keyspace, op: Sequence[Any]) -> None:
     space.data.clear()
+    space.scan = None
 
 
 _APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
@@ -219,8 +239,10 @@ _APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
 }
 
 
-def compile_applier(
-        template: tuple[tuple[Any, ...], ...]) -> Callable[[Keyspace, Sequence[Any]], None]:
+Applier = Callable[[Keyspace, Sequence[Any]], None]
+
+
+def compile_applier(template: tuple[tuple[Any, ...], ...]) -> Applier:
     """Straight-line code applying ops built from `template` (a Shape's): each op is a
     direct call of its primitive with its constant field names given once, where the
     generic `apply` would look each op up by name and slice it. An argument of the
@@ -241,7 +263,8 @@ def compile_applier(
         elif name == b"ZREM" and len(op) == 3:
             lines.append(f"    remove_member(space, {key}, o{i}[2])")
         elif name == b"DEL" and len(op) == 2:
-            lines.append(f"    space.data.pop({key}, None)")
+            lines.append(f"    if space.data.pop({key}, None) is not None and space.scan:\n"
+                         f"        space.scan = space.scan.removed({key})")
         else:
             lines.append(f"    APPLY[{name!r}](space, o{i})")
     touched = ", ".join(f"o{i}[1]" for i in range(len(template)))
@@ -249,5 +272,5 @@ def compile_applier(
     namespace: dict[str, Any] = {"set_fields": set_fields, "add_member": add_member,
                                  "remove_member": remove_member, "APPLY": _APPLY}
     exec(compile("\n".join(lines) + "\n", "<shape applier>", "exec"), namespace)  # noqa: S102
-    applier: Callable[[Keyspace, Sequence[Any]], None] = namespace["apply"]
+    applier: Applier = namespace["apply"]
     return applier

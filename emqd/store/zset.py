@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from emqd.store.hash import Limits
+from emqd.store.scan_index import ScanIndex
 from emqd.store.sorted import SortedKeys
 
 PREFIX = 9  # bytes of a packed key before the member
@@ -77,13 +78,14 @@ def _bound(score: float) -> bytes:
 class ZSet:
     """A sorted set. Contract: `keys` and `order` always hold the same packed keys."""
 
-    __slots__ = ("keys", "order", "listpack", "negative_zeros")
+    __slots__ = ("keys", "order", "listpack", "negative_zeros", "scan")
 
     def __init__(self) -> None:
         self.keys: dict[bytes, bytes] = {}  # member -> packed key
         self.order = SortedKeys()  # the packed keys, sorted
         self.listpack = True  # Redis would still hold this set as a listpack
         self.negative_zeros: set[bytes] | None = None  # members scored -0 (skiplist only)
+        self.scan: ScanIndex | None = None  # while a ZSCAN runs on a big set (scan_index.py)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -134,6 +136,8 @@ class ZSet:
             self._note_zero(member, math.copysign(1.0, score) < 0)
         elif self.negative_zeros:
             self.negative_zeros.discard(member)
+        if self.scan is not None and old is None:
+            self.scan = self.scan.added(member)
         return old is None
 
     def _note_zero(self, member: bytes, negative: bool) -> None:
@@ -152,6 +156,8 @@ class ZSet:
         self.order.remove(key)
         if self.negative_zeros:
             self.negative_zeros.discard(member)
+        if self.scan is not None:
+            self.scan = self.scan.removed(member)
         return True
 
     def first(self) -> tuple[float, bytes] | None:
