@@ -24,6 +24,11 @@ from emqd.store.keyspace import compile_applier
 
 Op = tuple[Any, ...]  # (b"HSET", key, field, value, ...): bytes | int | float after the name
 
+# A value this long (a payload, a RESULT, a plain HSET's value) is logged from
+# itself, never copied (persist/records.py); a verb builds the generic plan for
+# it instead of its Shape, whose one-step formatting would copy it.
+BIG_VALUE = 64 * 1024
+
 # Plan.due entries, (what, queue, at_ms), for housekeeping (emqd/housekeeping.py):
 SCHEDULED = 0  # a job waits in `scheduled` until at_ms (promotion)
 LEASED = 1  # a lease runs out at at_ms (the stall sweep)

@@ -33,17 +33,21 @@ from emqd.bench.scenarios import VERBS, Sizes
 from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emqd, start_redis
 from emqd.bench.targets import EmqdTarget, LuaTarget, Target
 
-ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable")
+ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable", "scan",
+       "bigvalue")
 # Scenarios run on servers started for them alone, with these extra flags:
-# memory must not see an earlier run's heap; sweep drives recovery itself
-# (STALLED.CHECK, as on Redis), so emqd's own stall sweep is off there.
+# memory and bigvalue must not see an earlier run's heap (bigvalue with the log
+# on, on both: the record is part of what a value costs); sweep drives
+# recovery itself (STALLED.CHECK, as on Redis), so emqd's own stall sweep is
+# off there.
 FRESH: dict[str, dict[str, tuple[str, ...]]] = {
     "memory": {},
     "sweep": {"emqd": ("--stalled-interval", "0")},
+    "bigvalue": {"emqd": ("--appendonly", "yes"), "redis": ("--appendonly", "yes")},
 }
 BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
             memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
-            durable_jobs=50_000)
+            durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200)
 # Scenarios that start and stop their own servers (Bench.load, Bench.durable).
 LIFECYCLE = ("load", "durable")
 FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all
@@ -74,9 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("ping_requests", "ping: requests per redis-benchmark run"),
         ("load_jobs", "load: jobs in the append-only file"),
         ("durable_jobs", "durable: cycle jobs per fsync policy"),
+        ("big_value_mib", "bigvalue: MiB of the one value"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help=f"{help_text} (default {getattr(small, name):,})")
+    parser.add_argument("--scan-sizes", type=_sizes, default=None,
+                        help="scan: comma-separated collection sizes (default "
+                        f"{','.join(map(str, small.scan_sizes))})")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--no-pin", action="store_true", help="do not pin servers and client")
     parser.add_argument("--no-redis", action="store_true", help="measure emqd alone")
@@ -88,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "(collapsed stacks) and print where its time went; figures of a "
                         "profiled run are a little lower")
     return parser
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not sizes: {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"not sizes: {text!r}")
+    return sizes
 
 
 def sizes_from(args: argparse.Namespace) -> Sizes:
@@ -265,6 +283,10 @@ class Bench:
             part.unlink()
 
 
+def _shown(size: int | tuple[int, ...]) -> str:
+    return f"{size:,}" if isinstance(size, int) else "/".join(f"{n:,}" for n in size)
+
+
 def _stop_on_sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -297,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     finally:
         bench.stop_all()
-    rows = bench.results.rows(chosen, sizes.load_jobs, core_build())
+    rows = bench.results.rows(chosen, sizes, core_build())
     info = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
@@ -313,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"emqd-bench {info['when']}, {info['seconds']}s; {m['cpu']}, {m['cores']} cores, "
           f"Python {m['python']}, {m['redis']}; emqd core: {info['emqd_core']}")
     print(f"pinned: {info['pinned']}; median of {args.repeat}; sizes: "
-          + ", ".join(f"{k}={v:,}" for k, v in sizes.__dict__.items()))
+          + ", ".join(f"{k}={_shown(v)}" for k, v in sizes.__dict__.items()))
     print(report.table(rows))
     if args.profile:
         for scenario in sorted({path.stem for path in Path(args.profile).glob("*.txt")}):

@@ -15,7 +15,10 @@ import statistics
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emqd.bench.scenarios import Sizes
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,19 @@ FIGURES = [
     Figure("durable", "everysec.cps", "cycles/s, appendfsync everysec", (">=", 1.5)),
     Figure("durable", "always", "always / no log (cycles/s)", (">=", 0.5), "emqd"),
     Figure("durable", "everysec", "everysec / no log (cycles/s)"),
+    Figure("bigvalue", "bigvalue.peak", "peak RSS / value, one big HSET, log on",
+           ("<=", 2.2), "emqd"),
+    Figure("bigvalue", "bigvalue.after", "RSS after / value, one big HSET, log on"),
 ]
+SCAN_COMMANDS = ("hscan", "zscan")
+
+
+def figures_for(sizes: Sizes) -> list[Figure]:
+    """FIGURES, with one scan row per command and collection size of this run: the
+    server's us per HSCAN/ZSCAN COUNT 10 call, the same at every size (issue 15)."""
+    return FIGURES + [Figure("scan", f"{command}.{size}",
+                             f"{command.upper()} COUNT 10 us/call, {size:,} members")
+                      for command in SCAN_COMMANDS for size in sizes.scan_sizes]
 
 
 @dataclass
@@ -74,10 +89,11 @@ class Results:
         values = self.samples.get((scenario, key), {}).get(server)
         return statistics.median(values) if values else None
 
-    def rows(self, scenarios: list[str], load_jobs: int, core: str) -> list[dict[Any, Any]]:
+    def rows(self, scenarios: list[str], sizes: Sizes, core: str) -> list[dict[Any, Any]]:
         """The table's rows, judged against the targets for `core` ("mypyc" | "pure")."""
         rows = []
-        for fig in FIGURES:
+        load_jobs = sizes.load_jobs
+        for fig in figures_for(sizes):
             if core == "pure" and fig.pure_target is not None:
                 fig = replace(fig, target=fig.pure_target)
             if fig.scenario not in scenarios:

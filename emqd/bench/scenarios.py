@@ -14,7 +14,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from emqd.bench.client import Client, ReplyError
+from emqd.bench.client import Client, ReplyError, encode
 from emqd.bench.targets import Target
 from emqd.keys import queue_keys
 
@@ -36,6 +36,8 @@ class Sizes:
     ping_requests: int = 200_000
     load_jobs: int = 100_000  # the issue's figure is 1,000,000 (--big)
     durable_jobs: int = 5_000
+    scan_sizes: tuple[int, ...] = (10_000, 100_000)  # scan: collections paged COUNT 10
+    big_value_mib: int = 64  # bigvalue: the one HSET's value (the issue's: 200 MiB, --big)
 
 
 class BenchError(RuntimeError):
@@ -51,6 +53,8 @@ VERBS: dict[str, tuple[str, ...]] = {
     "ping": (),
     "load": ("EMQ.ADD",),
     "durable": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE"),
+    "scan": (),
+    "bigvalue": (),
 }
 
 
@@ -309,3 +313,85 @@ async def ping(target: Target, sizes: Sizes, client_cpus: set[int] | None) -> di
     if len(figures) != 2:
         raise BenchError(f"unexpected redis-benchmark output: {out!r}")
     return figures
+
+
+# --- scan: HSCAN/ZSCAN per-call cost, by size ---------------------------------------
+SCAN_CALLS = 2_000  # calls timed per collection, in pipelines of SCAN_PIPELINE
+SCAN_PIPELINE = 100
+FILL_ITEMS = 1_000  # fields or members per HSET / ZADD when filling (untimed)
+
+
+async def scan(target: Target, sizes: Sizes) -> dict[str, float]:
+    """HSCAN and ZSCAN COUNT 10 of a hash and a sorted set of each of `scan_sizes`: the
+    server's microseconds per call, which must not grow with the size (issue 15).
+
+    Calls go in pipelines at cursors spread over the first 90% of the cursor space
+    (any number is a cursor; a page from there never reaches the end), so the figure
+    is the server's time a call, not the round trip's. Before timing, a scan is run
+    until its first page: emqd builds a collection's index in the first calls.
+    """
+    client = await Client.connect(target.port)
+    figures: dict[str, float] = {}
+    try:
+        for size in sizes.scan_sizes:
+            hash_key, zset_key = b"bench:h:%d" % size, b"bench:z:%d" % size
+            await _fill_collections(client, hash_key, zset_key, size)
+            for command, key in ((b"HSCAN", hash_key), (b"ZSCAN", zset_key)):
+                await _first_page(client, command, key)
+                step = (2**63 * 9 // 10) // SCAN_CALLS
+                requests = [encode(command, key, 1 + i * step, b"COUNT", 10)
+                            for i in range(SCAN_CALLS)]
+                started = time.perf_counter()
+                for at in range(0, SCAN_CALLS, SCAN_PIPELINE):
+                    for reply in await client.pipeline(requests[at:at + SCAN_PIPELINE]):
+                        _check(reply, command.decode())
+                elapsed = time.perf_counter() - started
+                figures[f"{command.decode().lower()}.{size}"] = elapsed / SCAN_CALLS * 1e6
+    finally:
+        client.close()
+    return figures
+
+
+async def _fill_collections(client: Client, hash_key: bytes, zset_key: bytes, size: int) -> None:
+    requests = []
+    for start in range(0, size, FILL_ITEMS):
+        numbers = range(start, min(size, start + FILL_ITEMS))
+        requests.append(encode(b"HSET", hash_key, *(x for i in numbers
+                                                     for x in (b"f%d" % i, b"v%d" % i))))
+        requests.append(encode(b"ZADD", zset_key, *(x for i in numbers
+                                                     for x in (b"%d" % i, b"m%d" % i))))
+    for at in range(0, len(requests), 50):
+        for reply in await client.pipeline(requests[at:at + 50]):
+            _check(reply, "fill")
+
+
+async def _first_page(client: Client, command: bytes, key: bytes) -> None:
+    cursor: bytes = b"0"
+    for _ in range(100_000):
+        reply = await client.call(command, key, cursor, b"COUNT", 10)
+        _check(reply, command.decode())
+        cursor, items = reply
+        if items or cursor == b"0":
+            return
+    raise BenchError(f"{command.decode()} answered no member in 100,000 calls")
+
+
+# --- bigvalue: the memory one big value costs -------------------------------------
+async def bigvalue(target: Target, sizes: Sizes) -> dict[str, float]:
+    """One HSET of a `big_value_mib` MiB value on a fresh server with its log on: the
+    server's peak resident memory over its size before, in multiples of the value
+    (issue 15: under about 2; it was 4). Also what stays once it is stored."""
+    value = bytes(sizes.big_value_mib << 20)
+    client = await Client.connect(target.port)
+    try:
+        await asyncio.sleep(0.1)
+        before = target.server.rss_bytes()
+        reply = await client.call(b"HSET", b"bench:big", b"f", value)
+        _check(reply, "HSET")
+        await asyncio.sleep(0.1)
+        peak = target.server.peak_rss_bytes()
+        after = target.server.rss_bytes()
+    finally:
+        client.close()
+    return {"bigvalue.peak": (peak - before) / len(value),
+            "bigvalue.after": (after - before) / len(value)}

@@ -73,10 +73,17 @@ class Server:
 
     def rss_bytes(self) -> int:
         """The server's resident set size, from /proc."""
+        return self._status_bytes("VmRSS")
+
+    def peak_rss_bytes(self) -> int:
+        """The most the server's resident set has been since it started (VmHWM)."""
+        return self._status_bytes("VmHWM")
+
+    def _status_bytes(self, field: str) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS in /proc status")
+        raise RuntimeError(f"no {field} in /proc status")
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the server (all its threads) has used, from /proc."""

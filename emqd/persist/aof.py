@@ -19,6 +19,10 @@ takes them again; meanwhile `failing` says why, the dispatcher refuses write
 commands with Redis's `MISCONF` error, the replies that depend on the
 unwritten records wait, and everything else (reads, other clients) goes on.
 The server retries every second and accepts writes again by itself.
+
+A record holding a big value (persist/records.py) is buffered as its parts and
+written part by part, the value from itself: the log never makes a copy of a
+200 MiB HSET to write it.
 """
 
 from __future__ import annotations
@@ -30,12 +34,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from emqd import clock
 from emqd.config import Config
 from emqd.persist.load import load
-from emqd.persist.records import batch_record, record
+from emqd.persist.records import batch_record, record, runs
 from emqd.persist.rewrite import Rewrite
 from emqd.plan import Plan
 
@@ -116,8 +120,10 @@ class AppendOnlyFile:
             _fsync_dir(os.path.dirname(path) or ".")
         self.size = os.fstat(self.fd).st_size
         self.base_size = self.size  # the size after the last compaction (or the load)
-        self.buffer: list[bytes] = []  # records appended, not yet written
-        self.unwritten = b""  # what a failed write(2) left of them, written first
+        self.buffer: list[bytes] = []  # records appended (or their parts), not yet written
+        self.parts = False  # the buffer holds a big record's parts: not to be joined
+        # What a failed write(2) left of them, in pieces, written first.
+        self.unwritten: list[bytes | memoryview] = []
         self.appended = 0
         self.written = 0
         self.synced = 0
@@ -168,8 +174,11 @@ class AppendOnlyFile:
     def append(self, plan: Plan) -> None:
         """One plan's record, to be written before any reply that depends on it leaves."""
         data = record(plan)
-        self.buffer.append(data)
-        self.appended += len(data)
+        if type(data) is bytes:  # (not isinstance: this runs for every plan)
+            self.buffer.append(data)
+            self.appended += len(data)
+        else:
+            self._append_parts(cast(list[bytes], data))
         if not self._flush_asked:
             self._flush_asked = True
             self._schedule_flush()
@@ -178,11 +187,20 @@ class AppendOnlyFile:
         """Several plans as one record (an EXEC)."""
         data = batch_record(plans)
         if data:
-            self.buffer.append(data)
-            self.appended += len(data)
+            if isinstance(data, bytes):
+                self.buffer.append(data)
+                self.appended += len(data)
+            else:
+                self._append_parts(data)
             if not self._flush_asked:
                 self._flush_asked = True
                 self._schedule_flush()
+
+    def _append_parts(self, parts: list[bytes]) -> None:
+        """A record that holds a big value, as its parts (never joined: see above)."""
+        self.buffer += parts
+        self.appended += sum(map(len, parts))
+        self.parts = True
 
     @property
     def durable(self) -> int:
@@ -200,39 +218,43 @@ class AppendOnlyFile:
         the file never misses or repeats a byte; the plans it holds are applied
         in memory, and their replies wait (Server.write) until it is in.
         """
-        if self.buffer:
-            self.unwritten += b"".join(self.buffer)
-            self.buffer.clear()
-        data = self.unwritten
-        if not data:
+        buffer = self.buffer
+        if buffer:
+            if self.parts:
+                self.unwritten += runs(buffer)
+                self.parts = False
+            else:
+                self.unwritten.append(buffer[0] if len(buffer) == 1 else b"".join(buffer))
+            buffer.clear()
+        pieces = self.unwritten
+        if not pieces:
             return True
-        done = 0
         try:
-            done = _write_all(self._write, self.fd, data)
+            done = _write_all(self._write, self.fd, pieces)
         except OSError as exc:
             done = exc.written if isinstance(exc, _PartialWrite) else 0
-            self._wrote(data[:done])
-            self.unwritten = data[done:]
+            written, self.unwritten = _split(pieces, done)
+            self._wrote(written, done)
             if self.write_error is None:
                 log.error("cannot write %s: %s; refusing writes until it can", self.path,
                           exc.__cause__ or exc)
             cause = exc.__cause__ if isinstance(exc, _PartialWrite) else exc
             self._errors(cause, self.fsync_error)  # type: ignore[arg-type]
             return False
-        self.unwritten = b""
-        self._wrote(data)
+        self.unwritten = []
+        self._wrote(pieces, done)
         if self.write_error is not None:
             log.warning("%s is written again; accepting writes", self.path)
             self._errors(None, self.fsync_error)
         return True
 
-    def _wrote(self, data: bytes) -> None:
-        if not data:
+    def _wrote(self, pieces: list[bytes | memoryview], size: int) -> None:
+        if not size:
             return
-        self.size += len(data)
-        self.written += len(data)
+        self.size += size
+        self.written += size
         if self.rewrite is not None:
-            self.rewrite.add_records(data)
+            self.rewrite.add_records(pieces)
         elif self.size > self.rewrite_min_size and self.size > 2 * self.base_size:
             self.start_rewrite()
 
@@ -409,17 +431,38 @@ class _PartialWrite(OSError):
         self.written = written
 
 
-def _write_all(write: Any, fd: int, data: bytes) -> int:
-    view = memoryview(data)
+def _write_all(write: Any, fd: int, pieces: list[bytes | memoryview]) -> int:
+    """write(2) the pieces in order, each from itself; the bytes written (all of them, or
+    a _PartialWrite saying how many went in before the error)."""
     done = 0
-    while done < len(data):
-        try:
-            done += write(fd, view[done:])
-        except OSError as exc:
-            if not done:
-                raise
-            raise _PartialWrite(done) from exc
+    for piece in pieces:
+        view = memoryview(piece)
+        at = 0
+        while at < len(view):
+            try:
+                at += write(fd, view[at:])
+            except OSError as exc:
+                done += at
+                if not done:
+                    raise
+                raise _PartialWrite(done) from exc
+        done += at
     return done
+
+
+def _split(pieces: list[bytes | memoryview],
+           done: int) -> tuple[list[bytes | memoryview], list[bytes | memoryview]]:
+    """The pieces as (the `done` bytes written, the rest), cut inside a piece without a copy."""
+    written: list[bytes | memoryview] = []
+    for i, piece in enumerate(pieces):
+        if done >= len(piece):
+            written.append(piece)
+            done -= len(piece)
+            continue
+        view = memoryview(piece)
+        head = [view[:done]] if done else []
+        return written + head, [view[done:], *pieces[i + 1:]]
+    return written, []
 
 
 def _fsync_dir(path: str) -> None:

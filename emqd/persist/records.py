@@ -7,13 +7,22 @@ any other op by `append_command`. Values
 are written so that they read back exactly: ints as decimals, floats as
 `repr` (the shortest text that round-trips, which Redis's strtod parses, and
 `inf` / `-inf`).
+
+A big value costs about its size (issue 15): an argument of BIG_ARG bytes
+or more goes into the record as itself, between its header and CRLF, and a
+record holding one is returned as its list of parts, never joined, for the
+log to write part by part (aof.py). A 200 MiB HSET is then logged from the
+stored value, with no copy of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from emqd.plan import Op, Plan
+from emqd.plan import BIG_VALUE, Op, Plan
+
+BIG_ARG = BIG_VALUE  # bytes from which an argument is logged as itself (see above)
+Record = bytes | list[bytes]  # one record, or the parts of one that holds a big argument
 
 _MULTI = b"*1\r\n$5\r\nMULTI\r\n"
 _EXEC = b"*1\r\n$4\r\nEXEC\r\n"
@@ -35,45 +44,60 @@ _ARRAY_HEADS = tuple(b"*%d\r\n" % n for n in range(64))
 _CRLF = b"\r\n"
 
 
-def append_command(op: Iterable[bytes | int | float], out: list[bytes]) -> None:
-    """Append one command's RESP multi-bulk encoding to `out`, in pieces."""
+def append_command(op: Iterable[bytes | int | float], out: list[bytes]) -> bool:
+    """Append one command's RESP multi-bulk encoding to `out`, in pieces; True when an
+    argument of BIG_ARG bytes or more went in as itself (not to be joined: see above)."""
     args = [a if type(a) is bytes else text(a) for a in op]
     count = len(args)
     out.append(_ARRAY_HEADS[count] if count < 64 else b"*%d\r\n" % count)
     append = out.append
+    big = False
     for arg in args:
         size = len(arg)
         if size < 1024:
             append(_BULK_HEADS[size])
             append(arg)
             append(_CRLF)
-        else:
+        elif size < BIG_ARG:
             append(b"$%d\r\n%b\r\n" % (size, arg))
+        else:
+            append(b"$%d\r\n" % size)
+            append(arg)
+            append(_CRLF)
+            big = True
+    return big
 
 
-def _body(plan: Plan, out: list[bytes]) -> None:
-    """A plan's commands, without MULTI/EXEC: its Shape's template when it has one."""
+def _body(plan: Plan, out: list[bytes]) -> bool:
+    """A plan's commands, without MULTI/EXEC: its Shape's template when it has one (the
+    verbs give no Shape to a plan with a big value). True when a big argument is in."""
     shape = plan.shape
     if shape is not None:
         out.append(shape.body(plan.ops))
-        return
+        return False
+    big = False
     for op in plan.ops:
-        append_command(op, out)
+        big = append_command(op, out) or big
+    return big
 
 
-def record(plan: Plan) -> bytes:
+def record(plan: Plan) -> Record:
     """One plan's record: its command, or MULTI, its commands, EXEC."""
+    shape = plan.shape
+    if shape is not None:  # the hot verbs' plans: their template, in one step
+        body: bytes = shape.body(plan.ops)
+        return b"".join((_MULTI, body, _EXEC)) if len(plan.ops) > 1 else body
     out: list[bytes] = []
     if len(plan.ops) > 1:
         out.append(_MULTI)
-        _body(plan, out)
+        big = _body(plan, out)
         out.append(_EXEC)
     else:
-        _body(plan, out)
-    return b"".join(out)
+        big = _body(plan, out)
+    return out if big else b"".join(out)
 
 
-def batch_record(plans: Iterable[Plan]) -> bytes:
+def batch_record(plans: Iterable[Plan]) -> Record:
     """Several plans (an EXEC's) as one record; b"" when they hold no op."""
     plans = [plan for plan in plans if plan.ops]
     if not plans:
@@ -81,12 +105,36 @@ def batch_record(plans: Iterable[Plan]) -> bytes:
     if len(plans) == 1:
         return record(plans[0])
     out = [_MULTI]
+    big = False
     for plan in plans:
-        _body(plan, out)
+        big = _body(plan, out) or big
     out.append(_EXEC)
-    return b"".join(out)
+    return out if big else b"".join(out)
+
+
+def joined(data: Record) -> bytes:
+    """A record as one string (tests, tools: the log itself never joins a big one)."""
+    return data if isinstance(data, bytes) else b"".join(data)
 
 
 def encode_records(records: Iterable[list[Op]]) -> bytes:
     """Plans given as their ops (tests, tools), each as its record, in one string."""
-    return b"".join(record(Plan(ops)) for ops in records)
+    return b"".join(joined(record(Plan(ops))) for ops in records)
+
+
+def runs(parts: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    """`parts` to write: each run of small ones joined (one write(2) for many records),
+    each big one (BIG_ARG bytes or more: a value) as itself, never copied."""
+    out: list[bytes | memoryview] = []
+    small: list[bytes | memoryview] = []
+    for part in parts:
+        if len(part) < BIG_ARG:
+            small.append(part)
+            continue
+        if small:
+            out.append(b"".join(small))
+            small = []
+        out.append(part)
+    if small:
+        out.append(b"".join(small))
+    return out

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from emqd.persist.records import append_command
+from emqd.persist.records import append_command, runs
 from emqd.plan import Op
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
@@ -56,7 +56,7 @@ class Rewrite:
         self.started = time.monotonic()
         self.fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self.size = 0
-        self.records: list[bytes] = []  # the log's records since t0, in order
+        self.records: list[bytes | memoryview] = []  # the log's records since t0, in order
         self.cancelled = False
         self._syncing = False  # a thread is fsyncing `fd`: it is closed when that ends
         self._on_snapshot_synced = on_snapshot_synced
@@ -68,7 +68,8 @@ class Rewrite:
         self._keys = iter(self._t0)
         self._done: set[bytes] = set()  # t0 keys written out or captured
         self._frozen = False  # after a FLUSHALL nobody changes the t0 objects any more
-        self._captured: dict[bytes, tuple[bool, Mapping[Any, Any]]] = {}  # key -> (is_zset, t0 items)
+        # key -> (is_zset, t0 items)
+        self._captured: dict[bytes, tuple[bool, Mapping[Any, Any]]] = {}
         # A big value written over several slices: its key, kind, the pairs
         # still to write, how many were written, and the live mapping they
         # come from (None once they come from a copy nobody writes).
@@ -99,9 +100,10 @@ class Rewrite:
                     # DEL drops the value without changing it: no copy needed.
                     self._captured[key] = _items(t0[key], copy=name != b"DEL")
 
-    def add_records(self, data: bytes) -> None:
-        """Records the log wrote after t0; they go after the snapshot."""
-        self.records.append(data)
+    def add_records(self, pieces: list[bytes | memoryview]) -> None:
+        """Records the log wrote after t0 (in the pieces it wrote them in); they go after
+        the snapshot."""
+        self.records += pieces
 
     # --- the snapshot, in slices on the loop --------------------------------------
     def _slice(self) -> None:
@@ -128,7 +130,8 @@ class Rewrite:
             _append_value(key, is_zset, list(items.items()), out)
             budget -= len(items) + 1
         try:
-            self._write(b"".join(out))
+            for piece in runs(out):  # a big value goes from itself, uncopied
+                self._write(piece)
         except OSError as exc:
             self.fail(exc)
             return
@@ -185,16 +188,18 @@ class Rewrite:
     # --- the end ---------------------------------------------------------------------
     def write_records(self) -> None:
         """Append the buffered records (raises OSError; the caller fails the rewrite)."""
-        data = b"".join(self.records)
+        pieces = runs(self.records)  # a big value among them is written from itself
         self.records.clear()
-        self._write(data)
+        for piece in pieces:
+            self._write(piece)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
+        size = len(view)
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
-        self.size += len(data)
+        self.size += size
 
     def fail(self, exc: BaseException) -> None:
         log.error("AOF rewrite failed: %s; the current file stays in use", exc)

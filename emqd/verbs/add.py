@@ -41,7 +41,7 @@ from emqd import errors, events
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX, ms_text, parse_int
-from emqd.plan import Plan, Shape, Slot
+from emqd.plan import BIG_VALUE, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
@@ -179,7 +179,8 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
         return Plan([], args.id, None, ())  # idempotent: the job exists
     if (due is not None or ring is not None or args.id is not None or args.priority is not None
             or args.max_attempts is not None or args.backoff is not None
-            or args.group is not None or queues is None or keys.queue not in queues):
+            or args.group is not None or queues is None or keys.queue not in queues
+            or len(args.payload) >= BIG_VALUE):  # a big payload is logged uncopied
         new = enqueue.Enqueue(view, args.config, now_ms)
         job_id = new.add(keys, args.new_job(), args.id, due)
         return Plan(new.ops(), job_id, new.events, tuple(new.due))

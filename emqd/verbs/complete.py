@@ -26,7 +26,7 @@ from emqd import events
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
-from emqd.plan import AGING, Due, Op, Plan, Shape, Slot
+from emqd.plan import AGING, BIG_VALUE, Due, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
@@ -92,7 +92,8 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     event = (events.COMPLETED, keys.queue, args.id, now_ms,
              {"duration_ms": now_ms - claimed if claimed is not None else 0})
     now = b"%d" % now_ms
-    if not keep_ms and lanes.group_of(row) is None and not ties.tied(row):
+    small = args.result is None or len(args.result) < BIG_VALUE  # a big one is logged uncopied
+    if small and not keep_ms and lanes.group_of(row) is None and not ties.tied(row):
         flat = _flat(args, view, now_ms, now, settings.keep_completed)
         if flat is not None:
             return Plan(flat[0], "OK", [event], (), flat[1])

@@ -55,6 +55,7 @@ _SPACE = b" \t\n\v\f\r"  # C isspace()
 # takes the slow path).
 HIREDIS_MAX_ARGS = 10_000
 _BIG_COUNT = re.compile(rb"\*[1-9][0-9]{4}")
+RELEASE_AFTER = 1 << 20  # a request this big has its hiredis buffer freed once it is read
 
 
 class RequestParser:
@@ -166,9 +167,15 @@ class RequestParser:
             self._feed_slow(data[offset:], True, requests, fast_ok=False)
             return
         requests.extend(got)
+        # hiredis keeps the buffer a big request was read into until its next feed: a
+        # fresh reader frees it now, before the request's plan is logged (a big value
+        # costs about its size: docs/SERVER.md).
+        release = continuing and self._tail >= RELEASE_AFTER
         if item is not False:
             self._tail = 0
             self._guard = None
+            if release:
+                self._reader = hiredis.Reader()
             return
         # The chunk ends inside a request: check its headers before hiredis holds more.
         offset = start + sum(map(_wire_size, got[1:] if continuing else got))
@@ -183,9 +190,13 @@ class RequestParser:
         guard = self._guard = _Frame(collect=False, authenticated=True, max_args=HIREDIS_MAX_ARGS)
         guard.feed(data, offset)
         self._tail = len(data) - offset
+        if release:  # the next request's first bytes go to the fresh reader
+            self._reader = hiredis.Reader()
+            self._reader.feed(data[offset:])
 
     # --- slow path: Redis's rules in Python --------------------------------------------
-    def _feed_slow(self, data: bytes, authenticated: bool, requests: list[Any], fast_ok: bool) -> None:
+    def _feed_slow(self, data: bytes, authenticated: bool, requests: list[Any],
+                   fast_ok: bool) -> None:
         if self._pos >= len(self._buf):
             buf, pos = data, 0
         elif data:

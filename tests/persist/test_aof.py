@@ -15,6 +15,7 @@ import pytest
 from emqd import dispatch, errors
 from emqd.config import Config
 from emqd.persist.aof import AppendOnlyFile, open_log
+from emqd.persist.records import BIG_ARG, batch_record, joined, record
 from emqd.plan import Plan
 from emqd.server import Server
 from emqd.session import Session
@@ -166,6 +167,53 @@ async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == {
         b"k": ("hash", {b"a": b"1", b"b": b"2", b"c": b"3"})}
+
+
+class CountingDisk(Disk):
+    """A Disk that keeps what each write(2) was handed: a big value must go as itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed: list[Any] = []
+
+    def write(self, fd: int, data: Any) -> int:
+        self.handed.append(data)
+        return super().write(fd, data)
+
+
+@pytest.mark.parametrize("room", [-1, 5, BIG_ARG + 100])  # all of it; a few bytes; inside it
+async def test_a_big_value_is_written_from_itself_even_across_a_full_disk(
+        tmp_path: Path, room: int) -> None:
+    disk = CountingDisk()
+    server, aof = server_with_log(tmp_path, "everysec", disk)
+    value = os.urandom(BIG_ARG * 3)
+    plan = Plan([(b"HSET", b"big", b"f", value), (b"HSET", b"k", b"f", b"v")])
+    assert isinstance(record(plan), list)  # the record is its parts, never joined
+    if room >= 0:
+        disk.full, disk.room = True, room
+    server.state.commit(plan)
+    commit(server, (b"DEL", b"k"))
+    assert aof.write() is (room < 0)
+    disk.full = False
+    assert aof.write()
+    assert aof.written == aof.appended == os.path.getsize(tmp_path / "emqd.aof")
+    # the value reached write(2) as the stored object itself (or a view of it), no copy
+    assert any(memoryview(piece).obj is value for piece in disk.handed)
+    aof.close()
+    assert dump_file(str(tmp_path / "emqd.aof")) == {b"big": ("hash", {b"f": value})}
+
+
+def test_a_record_with_a_big_value_reads_as_the_joined_one() -> None:
+    value = b"x" * BIG_ARG
+    ops = [(b"HSET", b"h", b"f", value), (b"ZADD", b"z", 1, b"m")]
+    parts = record(Plan(ops))
+    assert isinstance(parts, list) and value in parts
+    assert joined(parts) == b"".join(
+        [b"*1\r\n$5\r\nMULTI\r\n", b"*4\r\n$4\r\nHSET\r\n$1\r\nh\r\n$1\r\nf\r\n",
+         b"$%d\r\n" % len(value), value, b"\r\n",
+         b"*4\r\n$4\r\nZADD\r\n$1\r\nz\r\n$1\r\n1\r\n$1\r\nm\r\n", b"*1\r\n$4\r\nEXEC\r\n"])
+    assert isinstance(record(Plan([(b"HSET", b"h", b"f", value[:-1])])), bytes)
+    assert isinstance(batch_record([Plan(ops), Plan([(b"DEL", b"h")])]), list)
 
 
 @pytest.mark.parametrize("seed", range(3))
