@@ -9,7 +9,7 @@ here. The codec in `wire/resp.py` is the only place that turns them into bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -45,3 +45,32 @@ class Raw:
     """Bytes already encoded, identical under RESP2 and RESP3."""
 
     data: bytes
+
+
+STREAM_MIN = 1024  # items from which a reply is a Stream (KEYS, HGETALL, ZRANGE, ...)
+BULKS, PAIRS, SCORED = 0, 1, 2  # what a Stream's items are (see Stream.form)
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A big array or map, encoded a chunk at a time as the client takes it
+    (wire/protocol.py): the whole reply is never built twice, nor held whole for a
+    client that reads slowly, and other clients are served between two chunks.
+
+    So `items` must not read the live store: it is a snapshot taken when the
+    command ran (lists of the immutable bytes the reply shows, or an iterator
+    over such a list), since other commands run before its last chunk is made.
+    `count`: how many items; `form`: BULKS (bytes: an array of bulk strings),
+    PAIRS (a (names, values) pair of lists: a RESP3 map, a flat array under
+    RESP2, as HGETALL answers) or SCORED ((score, member) pairs: WITHSCORES'
+    [member, score] arrays under RESP3, member and score flat under RESP2).
+    """
+
+    items: Iterable[object]
+    count: int
+    form: int = BULKS
+
+
+def array(items: list[bytes]) -> list[bytes] | Stream:
+    """An array of bulk strings (a list nothing else holds), as a Stream when it is big."""
+    return Stream(items, len(items)) if len(items) >= STREAM_MIN else items

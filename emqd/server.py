@@ -98,7 +98,7 @@ class Server:
         """
         aof = self.state.aof
         if aof is None:
-            self._send(conn, data)
+            self.send(conn, data)
             return
         needed = conn.session.log_mark
         if after > needed:
@@ -106,11 +106,11 @@ class Server:
         if aof.always and aof.failing is None:
             needed = aof.appended
         if needed <= aof.durable and not conn.holding:
-            self._send(conn, data)
+            self.send(conn, data)
             return
         if (not after and not aof.always and not conn.holding and aof.failing is None
                 and aof.write() and needed <= aof.durable):
-            self._send(conn, data)
+            self.send(conn, data)
             return
         conn.holding += 1
         self.held.append((conn, data, needed))
@@ -119,7 +119,8 @@ class Server:
         else:
             self.schedule_flush()
 
-    def _send(self, conn: Connection, data: bytes) -> None:
+    def send(self, conn: Connection, data: bytes) -> None:
+        """Write to a connection now (what `write` let go, or what needs no log)."""
         if not conn.closed and conn.transport is not None:
             conn.transport.write(data)
             limit = self.state.normal_limit
@@ -157,8 +158,8 @@ class Server:
                 kept.append((conn, data, needed))
                 continue
             conn.holding -= 1
-            self._send(conn, data)
-            if not conn.holding and conn.pending:
+            self.send(conn, data)
+            if not conn.holding and (conn.pending or conn.streaming is not None):
                 released.append(conn)
         self.held = kept
         if aof is not None and aof.failing is not None and self._retry is None:

@@ -17,6 +17,7 @@ from emqd import errors, scan
 from emqd.command import command
 from emqd.numbers import parse_int
 from emqd.plan import Plan, removal
+from emqd.reply import PAIRS, STREAM_MIN, Stream, array
 from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, incremented
@@ -66,18 +67,22 @@ def hmget(session: Session, argv: list[bytes]) -> Any:
 
 
 def hgetall(session: Session, argv: list[bytes]) -> Any:
-    """A map under RESP3, a flat field/value array under RESP2."""
-    return hashes.as_dict(_row(session, argv[1]))
+    """A map under RESP3, a flat field/value array under RESP2; a big hash's as a Stream
+    of a snapshot of its names and values (two lists of references, made in C)."""
+    row = _row(session, argv[1])
+    if isinstance(row, BigHash) and len(row) >= STREAM_MIN:
+        return Stream((list(row), list(row.values())), len(row), PAIRS)
+    return hashes.as_dict(row)
 
 
 def hkeys(session: Session, argv: list[bytes]) -> Any:
     row = _row(session, argv[1])
-    return [] if row is None else list(hashes.names(row))
+    return [] if row is None else array(list(hashes.names(row)))
 
 
 def hvals(session: Session, argv: list[bytes]) -> Any:
     row = _row(session, argv[1])
-    return [] if row is None else list(hashes.values(row))
+    return [] if row is None else array(list(hashes.values(row)))
 
 
 def hdel(session: Session, argv: list[bytes]) -> Any:

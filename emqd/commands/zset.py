@@ -22,7 +22,7 @@ double under RESP3); WITHSCORES and the pops with a count give nested
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from emqd import errors, scan
@@ -36,8 +36,9 @@ from emqd.numbers import (
     score_arg,
 )
 from emqd.plan import Plan, removal
+from emqd.reply import SCORED, STREAM_MIN, Stream
 from emqd.session import Session
-from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet
+from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
 
 
 def _zset(session: Session, key: bytes) -> ZSet | None:
@@ -289,13 +290,25 @@ def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool 
     if zset is None:
         return []
     pairs: Iterable[tuple[float, bytes]]
-    if kind == RANK:
-        pairs = _by_rank(zset, start, end, reverse)
-    elif kind == SCORE:
-        first, stop = zset.score_span(*bounds)
-        pairs = _page(zset, first, stop, reverse, offset, limit)
-    else:
+    if kind == LEX:
         pairs = _lex_page(zset, lex, reverse, offset, limit)
+    else:
+        if kind == RANK:
+            span = _by_rank(zset, start, end, reverse)
+        else:
+            first, stop = zset.score_span(*bounds)
+            span = _page(first, stop, reverse, offset, limit)
+        if span is None:
+            return []
+        size = span[1] - span[0]
+        if size >= STREAM_MIN:  # a big range: a snapshot of its packed keys, encoded lazily
+            keys = zset.span(*span, reverse)
+            if withscores:
+                return Stream(zset.pairs_of(keys), size, SCORED)
+            return Stream(members_of(keys), size)
+        if not withscores:
+            return list(members_of(zset.span(*span, reverse)))
+        pairs = zset.walk(*span, reverse)
     if withscores:
         return _with_scores(session, pairs)
     return [member for _, member in pairs]
@@ -314,24 +327,26 @@ def _clamp_ranks(length: int, start: int, end: int) -> tuple[int, int] | None:
     return start, min(end, length - 1)
 
 
-def _by_rank(zset: ZSet, start: int, end: int, reverse: bool) -> Iterator[tuple[float, bytes]]:
+def _by_rank(zset: ZSet, start: int, end: int, reverse: bool) -> tuple[int, int] | None:
+    """The ascending ranks [start, stop) of ZRANGE's indexes (counted from the high end
+    when reverse); None when empty."""
     ranks = _clamp_ranks(len(zset), start, end)
     if ranks is None:
-        return iter(())
+        return None
     start, end = ranks
     if reverse:
         n = len(zset)
-        return zset.walk(n - 1 - end, n - start, reverse=True)
-    return zset.walk(start, end + 1)
+        return n - 1 - end, n - start
+    return start, end + 1
 
 
-def _page(zset: ZSet, start: int, stop: int, reverse: bool, offset: int,
-          limit: int) -> Iterator[tuple[float, bytes]]:
-    """The ranks [start, stop) walked from the low end (or the high end when reverse),
-    skipping `offset` and taking at most `limit` (a negative limit takes all, a
-    negative offset nothing: Redis walks off the end)."""
+def _page(start: int, stop: int, reverse: bool, offset: int,
+          limit: int) -> tuple[int, int] | None:
+    """The ranks of [start, stop) walked from the low end (or the high end when
+    reverse), skipping `offset` and taking at most `limit` (a negative limit takes
+    all, a negative offset nothing: Redis walks off the end); None when empty."""
     if offset < 0 or limit == 0:
-        return iter(())
+        return None
     if reverse:
         stop -= offset
         if limit > 0:
@@ -341,8 +356,8 @@ def _page(zset: ZSet, start: int, stop: int, reverse: bool, offset: int,
         if limit > 0:
             stop = min(stop, start + limit)
     if start >= stop:
-        return iter(())
-    return zset.walk(start, stop, reverse)
+        return None
+    return start, stop
 
 
 def _lex_page(zset: ZSet, lex: LexRange, reverse: bool, offset: int,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -47,6 +47,7 @@ _DOUBLE = struct.Struct(">d")
 _POSITIVE = b"\x01"
 _NEGATIVE = b"\x00"
 _INVERT = bytes(255 - i for i in range(256))
+_MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 _DEFAULT_LIMITS = Limits()
 _MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 
@@ -68,6 +69,21 @@ def score_of(key: bytes) -> float:
     else:
         (score,) = _DOUBLE.unpack(key[1:PREFIX].translate(_INVERT))
     return score
+
+
+def members_of(keys: list[bytes]) -> Iterator[bytes]:
+    """The members of packed keys, lazily, each sliced out in C (ZRANGE without scores)."""
+    return map(_MEMBER, keys)
+
+
+def _pairs(keys: Iterable[bytes],
+           negative_zeros: set[bytes] | None) -> Iterator[tuple[float, bytes]]:
+    for key in keys:
+        score = score_of(key)
+        member = key[PREFIX:]
+        if negative_zeros and member in negative_zeros:
+            score = -0.0
+        yield score, member
 
 
 def _bound(score: float) -> bytes:
@@ -98,13 +114,7 @@ class ZSet:
 
     def pairs(self, keys: Iterator[bytes] | SortedKeys) -> Iterator[tuple[float, bytes]]:
         """(score, member) of each packed key, as the commands see them."""
-        negative_zeros = self.negative_zeros
-        for key in keys:
-            score = score_of(key)
-            member = key[PREFIX:]
-            if negative_zeros and member in negative_zeros:
-                score = -0.0
-            yield score, member
+        return _pairs(keys, self.negative_zeros)
 
     def score(self, member: bytes) -> float | None:
         key = self.keys.get(member)
@@ -181,6 +191,17 @@ class ZSet:
         expression as a list, which made every CLAIM copy its whole `pending`.
         """
         return map(_MEMBER, self.order)
+
+    def span(self, start: int, stop: int, reverse: bool = False) -> list[bytes]:
+        """The packed keys of ranks `[start, stop)`, ascending or descending: a snapshot
+        (a list of references) that later writes to the set do not change."""
+        return list(self.order.islice(start, stop, reverse=reverse))
+
+    def pairs_of(self, keys: list[bytes]) -> Iterator[tuple[float, bytes]]:
+        """(score, member) of a `span` snapshot, lazily, with the members scored -0 as
+        they are now (the set may change before the last pair is made)."""
+        zeros = self.negative_zeros
+        return _pairs(keys, set(zeros) if zeros else None)
 
     def head(self, count: int) -> list[bytes]:
         """The `count` lowest members, in order."""

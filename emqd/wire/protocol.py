@@ -12,7 +12,10 @@ buffer passes its high-water mark the connection stops reading and stops
 running requests, so a client that pipelines without reading cannot grow the
 server's memory without bound: within one batch too, whose replies go to the
 socket every FLUSH_BYTES, and whose requests stop there when the socket did not
-take them all (or the log holds them back), to go on once it drains.
+take them all (or the log holds them back), to go on once it drains. A big
+reply (a `reply.Stream`) is written the same way, a chunk at a time, each made
+only when the socket took the one before: the requests behind it wait for its
+last chunk, and other clients are served in between.
 """
 
 from __future__ import annotations
@@ -20,14 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from emqd import clock, errors
 from emqd.dispatch import execute
 from emqd.errors import ProtocolError
 from emqd.plan import Block
+from emqd.reply import Stream
 from emqd.session import Session
-from emqd.wire.resp import RequestParser, encode
+from emqd.wire.resp import RequestParser, encode, stream_chunks
 
 if TYPE_CHECKING:
     from emqd.server import Server
@@ -39,6 +44,9 @@ MAX_QUEUED_REQUESTS = 10_000  # parsed but not yet run (behind a park or a full 
 # they back up: 2,000 HGETALLs of a 220 kB hash in one read cost a client that
 # does not read about one chunk and one reply, not 440 MB.
 FLUSH_BYTES = 64 * 1024
+# A big reply yields the loop after this many chunks (of reply.STREAM_ITEMS items,
+# ~100 KiB each) even to a client that reads as fast as it is written.
+STREAM_TURN = 64
 
 
 class Connection(asyncio.Protocol):
@@ -55,6 +63,7 @@ class Connection(asyncio.Protocol):
         "closed",
         "holding",
         "over_soft_since_ms",
+        "streaming",
     )
 
     def __init__(self, server: Server) -> None:
@@ -69,6 +78,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.holding = 0  # replies the server holds for the log (Server.write)
         self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
+        self.streaming: Iterator[bytes] | None = None  # the chunks left of a big reply
 
     # --- asyncio callbacks -----------------------------------------------------
     def connection_made(self, base: asyncio.BaseTransport) -> None:
@@ -96,6 +106,7 @@ class Connection(asyncio.Protocol):
         self.server.state.pubsub.leave(self.session)
         self._unpark()
         self.pending.clear()
+        self.streaming = None
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -115,7 +126,8 @@ class Connection(asyncio.Protocol):
         """Run (or queue) parsed requests, then any the parser still holds back."""
         while True:
             if requests:
-                if self.pending or self.parked is not None or self.paused:
+                if (self.pending or self.parked is not None or self.paused
+                        or self.streaming is not None):
                     self.pending.extend(requests)
                     if len(self.pending) > MAX_QUEUED_REQUESTS:
                         self.transport.pause_reading()  # type: ignore[union-attr]
@@ -145,6 +157,14 @@ class Connection(asyncio.Protocol):
                 self._write(out)
                 self._park(argv, reply)
                 return
+            if type(reply) is Stream and session.pubsub is None:  # (a subscriber's: whole)
+                self._write(out)
+                out, size = [], 0
+                if not self._start_stream(reply):
+                    if not self.closed:
+                        self.pending.extendleft(reversed(requests[i + 1 :]))
+                    return
+                continue
             # session.resp read after the command: a HELLO's reply is in the new protocol
             data = encode(reply, session.resp)
             out.append(data)
@@ -172,8 +192,13 @@ class Connection(asyncio.Protocol):
         self._write(out)
 
     def run_pending(self) -> None:
-        """Run queued requests after an unpark or when the socket drained."""
-        if self.closed or self.paused or self.parked is not None or not self.pending:
+        """Go on with a big reply and run queued requests, after an unpark or when the
+        socket drained or the log released the replies it held."""
+        if self.closed or self.paused or self.parked is not None:
+            return
+        if self.streaming is not None and not self._stream():
+            return
+        if not self.pending:
             return
         requests = list(self.pending)
         self.pending.clear()
@@ -187,6 +212,39 @@ class Connection(asyncio.Protocol):
     def _write(self, out: list[bytes]) -> None:
         if out:
             self.server.write(self, b"".join(out) if len(out) > 1 else out[0])
+
+    # --- big replies, a chunk at a time -----------------------------------------------
+    def _start_stream(self, stream: Stream) -> bool:
+        """Write a big reply's first chunk as any reply (it may wait for the log), then
+        the rest. True when all of it is written; False when the socket or the log
+        held a chunk back: the rest is made and written when they let it go."""
+        chunks = stream_chunks(stream, self.session.resp)
+        self.server.write(self, next(chunks))
+        self.streaming = chunks
+        if self.paused or self.holding or self.closed:
+            return False
+        return self._stream()
+
+    def _stream(self) -> bool:
+        """Write the big reply's next chunks until the last (True), or until the socket
+        holds them back or STREAM_TURN chunks were written in this turn of the loop
+        (False: the loop serves others, then `run_pending` goes on). The chunks need
+        no wait for the log: the first one waited for every record the reply shows."""
+        chunks = self.streaming
+        if chunks is None:
+            return True
+        if self.holding:
+            return False  # flush_log calls run_pending once it let the held replies go
+        send = self.server.send
+        for turn, chunk in enumerate(chunks, 1):
+            send(self, chunk)
+            if self.paused or self.closed:
+                return False  # resume_writing goes on
+            if turn == STREAM_TURN:
+                asyncio.get_running_loop().call_soon(self.run_pending)
+                return False
+        self.streaming = None
+        return True
 
     # --- parking (blocking commands) ---------------------------------------------
     def _park(self, argv: list[bytes], block: Block) -> None:

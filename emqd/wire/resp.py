@@ -30,14 +30,16 @@ Replies: `encode(value, resp)` for RESP2 (`resp=2`) or RESP3 (`resp=3`); see
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterator
+from itertools import chain, islice, repeat
+from typing import Any, cast
 
 import hiredis
 
 from emqd import errors
 from emqd.errors import ProtocolError, ReplyError
 from emqd.numbers import format_double, parse_int
-from emqd.reply import NULL_ARRAY, Raw, Set, Verbatim
+from emqd.reply import BULKS, NULL_ARRAY, PAIRS, Raw, Set, Stream, Verbatim
 
 MAX_INLINE = 64 * 1024  # PROTO_INLINE_MAX_SIZE: an inline line, a header line
 MAX_BULK = 512 * 1024 * 1024  # proto-max-bulk-len
@@ -486,4 +488,62 @@ def encode(value: Any, resp: int) -> bytes:
     if t is Raw:
         raw: bytes = value.data
         return raw
+    if t is Stream:  # in EXEC's array, or to a subscriber (wire/protocol.py streams the rest)
+        return b"".join(stream_chunks(value, resp))
     raise TypeError(f"cannot encode {value!r} as a reply")
+
+
+# --- big replies: a Stream, in chunks ---------------------------------------------
+STREAM_ITEMS = 1024  # items a chunk holds (about 100 KiB of a KEYS reply of job keys)
+_HEADS = [b"$%d\r\n" % n for n in range(1024)]  # a bulk string's header, by its length
+_CRLF = b"\r\n"
+
+
+def stream_chunks(stream: Stream, resp: int) -> Iterator[bytes]:
+    """A Stream's RESP bytes: its header, then a chunk per STREAM_ITEMS items, each made
+    only when asked for. A chunk is formatted in C (headers looked up, values
+    chained in, one join), so each value is copied once, into its chunk, instead of
+    into a bulk string of its own and then again into the whole reply."""
+    count, form = stream.count, stream.form
+    if form == BULKS:
+        yield b"*%d\r\n" % count
+        items = cast("Iterator[bytes]", iter(stream.items))
+        for _ in range(0, count, STREAM_ITEMS):
+            yield _bulks(list(islice(items, STREAM_ITEMS)))
+    elif form == PAIRS:
+        names, values = cast("tuple[list[bytes], list[bytes]]", stream.items)
+        yield b"%%%d\r\n" % count if resp == 3 else b"*%d\r\n" % (2 * count)
+        for at in range(0, count, STREAM_ITEMS):
+            yield _bulk_pairs(names[at:at + STREAM_ITEMS], values[at:at + STREAM_ITEMS])
+    else:
+        yield b"*%d\r\n" % (count if resp == 3 else 2 * count)
+        pairs = cast("Iterator[tuple[float, bytes]]", iter(stream.items))
+        for _ in range(0, count, STREAM_ITEMS):
+            yield _scored(list(islice(pairs, STREAM_ITEMS)), resp)
+
+
+def _heads(values: list[bytes]) -> list[bytes]:
+    return [_HEADS[n] if n < 1024 else b"$%d\r\n" % n for n in map(len, values)]
+
+
+def _bulks(values: list[bytes]) -> bytes:
+    return b"".join(chain.from_iterable(zip(_heads(values), values, repeat(_CRLF))))
+
+
+def _bulk_pairs(names: list[bytes], values: list[bytes]) -> bytes:
+    return b"".join(chain.from_iterable(zip(
+        _heads(names), names, repeat(_CRLF), _heads(values), values, repeat(_CRLF))))
+
+
+def _scored(pairs: list[tuple[float, bytes]], resp: int) -> bytes:
+    """WITHSCORES' items as `encode` writes them: [member, score] arrays under RESP3 (the
+    score a double), member and score as bulk strings under RESP2."""
+    if resp == 3:
+        return b"".join([b"*2\r\n$%d\r\n%b\r\n,%b\r\n" % (len(member), member, format_double(score))
+                         for score, member in pairs])
+    parts: list[bytes] = []
+    for score, member in pairs:
+        text = format_double(score)
+        parts += (_HEADS[len(member)] if len(member) < 1024 else b"$%d\r\n" % len(member),
+                  member, _CRLF, b"$%d\r\n%b\r\n" % (len(text), text))
+    return b"".join(parts)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential.harness import EXACT, SCAN, UNORDERED, Pair
+from emqd.reply import STREAM_MIN
+from tests.differential.harness import EXACT, SCAN, UNORDERED, Pair, parse
+from tests.support import encode_request
 
 pytestmark = pytest.mark.redis_reference
 
@@ -534,5 +536,44 @@ def test_commands_left_out_are_unknown(emqd_port: int, redis_ref: int, argv: tup
     try:
         unknown = pair.redis.command(b"NO-SUCH-CMD", *argv[1:])
         assert pair.emqd.command(*argv) == unknown.replace(b"NO-SUCH-CMD", argv[0])
+    finally:
+        pair.close()
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_big_replies_match_redis(emqd_port: int, redis_ref: int, resp: int) -> None:
+    """Replies big enough to be streamed in chunks (reply.STREAM_MIN items and more) are
+    the bytes Redis sends, or the same collection where Redis's order is its hashtable's;
+    inside MULTI too, where EXEC holds them."""
+    pair = Pair(emqd_port, redis_ref, resp, label=f"big replies resp={resp}")
+    size = 3 * STREAM_MIN
+    try:
+        pair.same("HSET", "h", *[x for i in range(size) for x in (b"f%d" % i, b"v%d" % i)])
+        pair.same("ZADD", "z", *[x for i in range(size) for x in (b"%d" % (i % 97), b"m%d" % i)])
+        pair.same("ZADD", "zlong", *[x for i in range(size)
+                                     for x in (b"%d.5" % i, b"x" * 70 + b"%d" % i)])
+        for argv in [("HGETALL", "h"), ("HKEYS", "h"), ("HVALS", "h")]:
+            pair.check(UNORDERED, argv)
+        for argv in [("ZRANGE", "z", "0", "-1"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+                     ("ZRANGE", "z", "0", "-1", "REV", "WITHSCORES"),
+                     ("ZREVRANGE", "zlong", "0", "-1"),
+                     ("ZRANGEBYSCORE", "zlong", "-inf", "+inf", "WITHSCORES"),
+                     ("ZRANGE", "z", "10", "+inf", "BYSCORE", "LIMIT", "5", "2000"),
+                     ("ZRANGE", "zlong", "-2500", "-2")]:
+            pair.check(EXACT, argv)
+        pair.same("MULTI")
+        pair.same("ZRANGE", "zlong", "0", "-1", "WITHSCORES")
+        pair.same("ZADD", "zlong", "0", "changed")
+        pair.same("EXEC")
+        pair.same("DEL", "h", "z", "zlong")
+        for i in range(size):
+            pair.emqd.send(encode_request("HSET", b"k%d" % i, "f", "v"))
+            pair.redis.send(encode_request("HSET", b"k%d" % i, "f", "v"))
+        for _ in range(size):
+            assert pair.emqd.read_reply() == pair.redis.read_reply()
+        mine, theirs = pair.both("KEYS", "*")
+        assert sorted(parse(mine)[1]) == sorted(parse(theirs)[1])
+        mine, theirs = pair.both("KEYS", "k1*")
+        assert sorted(parse(mine)[1]) == sorted(parse(theirs)[1])
     finally:
         pair.close()
