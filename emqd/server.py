@@ -34,6 +34,7 @@ log = logging.getLogger("emqd")
 MAX_WAKE_ROUNDS = 1000  # a wake round that keeps writing watched keys is cut off
 RETRY_WRITE_S = 1.0  # while the disk refuses the log, how often it is tried again
 SHUTDOWN_FLUSH_S = 2.0  # how long a shutdown waits for replies to reach their clients
+FREE_PER_TURN = 20_000  # values (or big-value fields) freed a loop turn after FLUSHALL or DEL
 
 
 ID_EPOCH_MS = 1_735_689_600_000  # 2025-01-01 UTC: ids below 2^40 (the score band) until 2059
@@ -62,6 +63,7 @@ class Server:
         # Replies waiting for the log: (connection, data, the log offset they need).
         self.held: deque[tuple[Connection, bytes, int]] = deque()
         self._flush_scheduled = False
+        self._free_scheduled = False
         self._retry: asyncio.TimerHandle | None = None
         self.state.pubsub.deliver = Delivery(self)
         self.state.listeners.append(queue_events.publisher(self.state))  # emq:{QUEUE}:events
@@ -171,6 +173,20 @@ class Server:
         self._retry = None
         self.flush_log()
 
+    # --- what FLUSHALL and a big DEL let go of, freed a slice a loop turn ---------------
+    def schedule_free(self) -> None:
+        """Free a slice of the discarded values at each turn of the loop until none is left
+        (Keyspace.free): a FLUSHALL of a million keys costs its deallocations spread
+        over turns, between which the other clients are served."""
+        if not self._free_scheduled:
+            self._free_scheduled = True
+            asyncio.get_running_loop().call_soon(self._free_slice)
+
+    def _free_slice(self) -> None:
+        self._free_scheduled = False
+        if self.state.keyspace.free(FREE_PER_TURN):
+            self.schedule_free()
+
     def wake_parked(self) -> None:
         """Re-run parked requests whose keys were written, longest-parked first."""
         if not len(self.waiters):
@@ -198,6 +214,7 @@ class Server:
             await self.http.start(self.config.bind, self.config.http_port)
         self.housekeeping.start(loop)
         self.lag_probe.start(loop)
+        self.state.keyspace.on_garbage = self.schedule_free
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_shutdown)
 

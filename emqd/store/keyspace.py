@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from emqd import errors
 from emqd.store import hash as hashes
-from emqd.store.hash import Hash, Limits
+from emqd.store.hash import BigHash, Hash, Limits
 from emqd.store.scan_index import ScanIndex
 from emqd.store.zset import ZSet
 
@@ -39,7 +39,7 @@ class View(Protocol):
 class Keyspace:
     """Every key's value, plus the set of watched keys written since last asked."""
 
-    __slots__ = ("data", "watched", "ready", "limits", "scan")
+    __slots__ = ("data", "watched", "ready", "limits", "scan", "dropped", "parts", "on_garbage")
 
     def __init__(self) -> None:
         self.data: dict[bytes, Value] = {}
@@ -51,6 +51,13 @@ class Keyspace:
         # The index of a SCAN in progress (store/scan_index.py): while there is
         # one, every key created or deleted below is noted in it.
         self.scan: ScanIndex | None = None
+        # What FLUSHALL and the DEL of a big value let go of, as lists of references
+        # freed a slice at a time by `free`: values (big ones among them are listed
+        # in turn) and keys, fields, members; and the server's hook that schedules
+        # those calls (emqd/server.py). Without one everything goes at once.
+        self.dropped: list[list[Value]] = []
+        self.parts: list[list[Any]] = []
+        self.on_garbage: Callable[[], None] | None = None
 
     # --- reads ---------------------------------------------------------------
     def hash(self, key: bytes) -> Hash | None:
@@ -114,6 +121,49 @@ class Keyspace:
         ready, self.ready = self.ready, set()
         return ready
 
+    # --- freeing what FLUSHALL or a DEL let go of, a slice at a time -----------------
+    def discard(self, values: dict[bytes, Value]) -> None:
+        """Let go of `values` (key -> value) without freeing them now: a million keys cost
+        their deallocation at once, a quarter of a second. Their keys and values are
+        listed (in C, references only) so that the dict goes at once and cheaply, and
+        `free` deletes slices of those lists. Without the server's hook (loading the
+        log, tests) they are freed at once."""
+        if self.on_garbage is not None:
+            self.parts.append(list(values))
+            self.dropped.append(list(values.values()))
+            self.on_garbage()
+
+    def free(self, budget: int) -> bool:
+        """Free about `budget` objects of what was discarded; True while some is left.
+
+        A big value among them is listed the same way before it goes, so that its
+        fields or members are freed in later slices. Nothing is ever changed, only
+        let go of: a value someone else still holds (a compaction's snapshot,
+        persist/rewrite.py) stays whole, and its lists free nothing.
+        """
+        parts, dropped = self.parts, self.dropped
+        while budget > 0:
+            if parts:
+                part = parts[-1]
+                cut = max(0, len(part) - budget)
+                budget -= len(part) - cut
+                del part[cut:]
+                if not part:
+                    parts.pop()
+                continue
+            if not dropped:
+                return False
+            values = dropped[-1]
+            cut = max(0, len(values) - budget)
+            budget -= len(values) - cut
+            for value in values[cut:]:
+                if type(value) is not tuple and len(value) > FREE_WHOLE:
+                    _list_parts(value, parts)  # type: ignore[arg-type]
+            del values[cut:]
+            if not values:
+                dropped.pop()
+        return bool(parts or dropped)
+
 
 # --- the primitives each op is made of (and what a Shape's applier calls directly) -----
 def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
@@ -148,10 +198,27 @@ def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
 
 
 def _delete(space: Keyspace, key: bytes) -> None:
-    """The key goes (it is there)."""
-    del space.data[key]
+    """The key goes (it is there); a big value is left to `free`."""
+    value = space.data.pop(key)
     if space.scan is not None:
         space.scan = space.scan.removed(key)
+    if _is_big(value):
+        space.discard({key: value})
+
+
+FREE_WHOLE = 4096  # fields or members a value may have to be freed at once
+
+
+def _is_big(value: Value) -> bool:
+    return type(value) is not tuple and len(value) > FREE_WHOLE
+
+
+def _list_parts(value: BigHash | ZSet, parts: list[list[Any]]) -> None:
+    """References to a big value's fields and values (a sorted set's members and packed
+    keys), for `free` to let go of in slices after the value itself goes."""
+    mapping: dict[bytes, Any] = value.keys if type(value) is ZSet else value  # type: ignore[assignment]
+    parts.append(list(mapping))
+    parts.append(list(mapping.values()))
 
 
 def _new_zset(limits: Limits, first: bytes) -> ZSet:
@@ -224,8 +291,9 @@ def _zrem(space: Keyspace, op: Sequence[Any]) -> None:
 
 
 def _flushall(space: Keyspace, op: Sequence[Any]) -> None:
-    space.data.clear()
+    old, space.data = space.data, {}
     space.scan = None
+    space.discard(old)
 
 
 _APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
