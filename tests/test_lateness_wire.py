@@ -11,6 +11,12 @@ loop for about HOLD_S however fast the server gets: read commands are sent as
 copies in one write (the server runs a read's requests back to back, as Redis
 does), writes are made bigger. A third connection's PING measures the hold,
 and the test insists that it was well over the lease, or it proved nothing.
+
+Big replies (HGETALL, KEYS, ZRANGE of 100,000 items) no longer hold the loop:
+they are written a chunk at a time with other clients served in between
+(docs/SERVER.md), so for those the test insists on the opposite, that no PING
+waited as long as half a lease (on main before issue 15 they held it for the
+whole HOLD_S), and the worker keeps its job all the same.
 """
 
 from __future__ import annotations
@@ -122,7 +128,7 @@ def fill_hash(client: RawClient) -> None:
 
 
 def fill_keys(client: RawClient) -> None:
-    data = b"".join(encode_request("HSET", "k%d" % i, "f", "v") for i in range(100_000))
+    data = b"".join(encode_request("HSET", f"k{i}", "f", "v") for i in range(100_000))
     send_and_drain(client, data, 100_000)
 
 
@@ -141,7 +147,7 @@ _hsets = iter(range(1_000_000))
 
 def one_big_hset(k: int) -> tuple[bytes, int]:
     fields = [x for i in range(50_000 * k) for x in (b"f%d" % i, b"v")]
-    return encode_request("HSET", "h%d" % next(_hsets), *fields), 1
+    return encode_request("HSET", f"h{next(_hsets)}", *fields), 1
 
 
 HEAVY: dict[str, tuple[Callable[[RawClient], None] | None, Callable[[int], tuple[bytes, int]]]] = {
@@ -151,9 +157,11 @@ HEAVY: dict[str, tuple[Callable[[RawClient], None] | None, Callable[[int], tuple
     "KEYS * on many keys": (fill_keys, pipelined_copies(encode_request("KEYS", "*"))),
     "ZRANGE 0 -1 of a big set": (fill_zset, pipelined_copies(encode_request("ZRANGE", "z", 0, -1))),
 }
+STREAMED = {"HGETALL of a big hash", "KEYS * on many keys", "ZRANGE 0 -1 of a big set"}
+MAX_STREAMED_HOLD_S = LEASE_MS / 2000  # the longest a streamed reply may hold the loop
 
 
-def hold_loop(port: int, make: Callable[[int], tuple[bytes, int]]) -> float:
+def hold_loop(port: int, make: Callable[[int], tuple[bytes, int]], attempts: int) -> float:
     """Send requests sized to hold the loop about HOLD_S; the longest hold a PING saw (s).
 
     A hold that came out short (a busy machine skews the measured unit) is
@@ -165,7 +173,7 @@ def hold_loop(port: int, make: Callable[[int], tuple[bytes, int]]) -> float:
     try:
         _, unit_s = send_and_drain(heavy, *make(1))
         k = max(1, math.ceil(HOLD_S / unit_s))
-        for _ in range(ATTEMPTS):
+        for _ in range(attempts):
             data, count = make(k)
             pinger = Pinger(port)
             pinger.start()
@@ -208,11 +216,14 @@ def test_a_heartbeating_worker_keeps_its_job_across_a_heavy_command(
         worker.start()
         try:
             time.sleep(2 * BEAT_S)
-            held_s = hold_loop(server.port, make)
+            held_s = hold_loop(server.port, make, 1 if case in STREAMED else ATTEMPTS)
             time.sleep(3 * BEAT_S)  # past the deadline the hold overran: a wrong count shows
         finally:
             worker.stop()
-        assert held_s >= MIN_HOLD_S, f"the loop was held {held_s:.2f} s only: size the case up"
+        if case in STREAMED:
+            assert held_s < MAX_STREAMED_HOLD_S, f"a streamed reply held the loop {held_s:.2f} s"
+        else:
+            assert held_s >= MIN_HOLD_S, f"the loop was held {held_s:.2f} s only: size the case up"
         assert worker.replies and all(r.startswith(b":") for r in worker.replies), worker.replies
         assert ask(client, "HGET", b"emq:{work}:job:" + job, "stalled") is None
         assert b"housekeeping_stall_recovered:0\r\n" in ask(client, "INFO", "stats")
