@@ -13,9 +13,9 @@ running requests, so a client that pipelines without reading cannot grow the
 server's memory without bound: within one batch too, whose replies go to the
 socket every FLUSH_BYTES, and whose requests stop there when the socket did not
 take them all (or the log holds them back), to go on once it drains. A big
-reply (a `reply.Stream`) is written the same way, a chunk at a time, each made
-only when the socket took the one before: the requests behind it wait for its
-last chunk, and other clients are served in between.
+reply (a `reply.Stream`) is written the same way, a chunk at a time, made only
+while the socket's buffer is under its high-water mark: the requests behind it
+wait for its last chunk, and other clients are served in between.
 """
 
 from __future__ import annotations
