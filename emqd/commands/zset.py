@@ -36,7 +36,7 @@ from emqd.numbers import (
     score_arg,
 )
 from emqd.plan import Plan, removal
-from emqd.reply import SCORED, STREAM_MIN, Stream
+from emqd.reply import SCORED, STREAM_MIN, Stream, array
 from emqd.session import Session
 from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
 
@@ -311,7 +311,7 @@ def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool 
         pairs = zset.walk(*span, reverse)
     if withscores:
         return _with_scores(session, pairs)
-    return [member for _, member in pairs]
+    return array([member for _, member in pairs])  # BYLEX: its list, streamed when big
 
 
 def _clamp_ranks(length: int, start: int, end: int) -> tuple[int, int] | None:

@@ -552,6 +552,7 @@ def test_big_replies_match_redis(emqd_port: int, redis_ref: int, resp: int) -> N
         pair.same("ZADD", "z", *[x for i in range(size) for x in (b"%d" % (i % 97), b"m%d" % i)])
         pair.same("ZADD", "zlong", *[x for i in range(size)
                                      for x in (b"%d.5" % i, b"x" * 70 + b"%d" % i)])
+        pair.same("ZADD", "zlex", *[x for i in range(size) for x in (b"0", b"w%05d" % i)])
         for argv in [("HGETALL", "h"), ("HKEYS", "h"), ("HVALS", "h")]:
             pair.check(UNORDERED, argv)
         for argv in [("ZRANGE", "z", "0", "-1"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
@@ -559,13 +560,14 @@ def test_big_replies_match_redis(emqd_port: int, redis_ref: int, resp: int) -> N
                      ("ZREVRANGE", "zlong", "0", "-1"),
                      ("ZRANGEBYSCORE", "zlong", "-inf", "+inf", "WITHSCORES"),
                      ("ZRANGE", "z", "10", "+inf", "BYSCORE", "LIMIT", "5", "2000"),
-                     ("ZRANGE", "zlong", "-2500", "-2")]:
+                     ("ZRANGE", "zlong", "-2500", "-2"), ("ZRANGEBYLEX", "zlex", "-", "+"),
+                     ("ZREVRANGEBYLEX", "zlex", "+", "(w00007")]:
             pair.check(EXACT, argv)
         pair.same("MULTI")
         pair.same("ZRANGE", "zlong", "0", "-1", "WITHSCORES")
         pair.same("ZADD", "zlong", "0", "changed")
         pair.same("EXEC")
-        pair.same("DEL", "h", "z", "zlong")
+        pair.same("DEL", "h", "z", "zlong", "zlex")
         for i in range(size):
             pair.emqd.send(encode_request("HSET", b"k%d" % i, "f", "v"))
             pair.redis.send(encode_request("HSET", b"k%d" % i, "f", "v"))
