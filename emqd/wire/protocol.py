@@ -46,7 +46,7 @@ MAX_QUEUED_REQUESTS = 10_000  # parsed but not yet run (behind a park or a full 
 FLUSH_BYTES = 64 * 1024
 # A big reply yields the loop after this many chunks (of reply.STREAM_ITEMS items,
 # ~100 KiB each) even to a client that reads as fast as it is written.
-STREAM_TURN = 64
+STREAM_TURN = 32
 
 
 class Connection(asyncio.Protocol):
