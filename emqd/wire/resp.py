@@ -211,6 +211,11 @@ class RequestParser:
             frame = self._frame
             if frame is None:
                 if buf[pos] != 42:  # b"*"
+                    if authenticated:
+                        end = _inline_lines(buf, pos, requests)
+                        if end > pos:
+                            pos = end
+                            continue
                     end = _inline(buf, pos, requests)
                     if end < 0:
                         self._buf, self._pos = buf, pos  # an unfinished line
@@ -342,6 +347,31 @@ def _wire_size(request: list[bytes]) -> int:
         n = len(arg)
         size += n + 6 if n < 10 else n + 5 + len(str(n))
     return size
+
+
+# What makes an inline line need _inline's rules, line by line: quotes and
+# escapes, \v and \f (split_inline says why), a NUL (Redis's strchr stops at
+# it), and a line that starts a multi-bulk request.
+_INLINE_SPECIAL = (b'"', b"'", b"\v", b"\f", b"\0", b"\n*")
+
+
+def _inline_lines(buf: bytes, pos: int, requests: list[Any]) -> int:
+    """Every complete inline line from `pos` on, in one pass, when none needs more than
+    `bytes.split` (see _INLINE_SPECIAL): the offset after the last one, or `pos` when
+    the lines must go one by one. A pipeline of inline commands (redis-benchmark's
+    inline PING) then costs one split of the chunk, not two finds and a slice a line."""
+    last = buf.rfind(b"\n", pos)
+    if last < 0:
+        return pos
+    region = buf[pos:last]
+    for special in _INLINE_SPECIAL:
+        if special in region:
+            return pos
+    for line in region.split(b"\n"):
+        args = line.split()  # the line's trailing \r is whitespace, as sdssplitargs sees it
+        if args:
+            requests.append(args)
+    return last + 1
 
 
 def _inline(buf: bytes, pos: int, requests: list[Any]) -> int:

@@ -36,6 +36,12 @@ FRAMING = [
     PING * 3 + b"*1\r\n$4\r\nPI",
     PING + b"-\n",  # an inline line after a request, ended by LF alone (found by the fuzz test)
     PING + b"-x\n" + PING + b"$5\n:1\n",
+    # pipelined inline lines, taken in one pass unless a line needs Redis's finer rules
+    b"PING\r\nECHO a\r\n\r\n  ECHO  b\tc \r\nPING\rx\r\nECHO",
+    b'PING\r\nECHO "q u"\r\nECHO x\r\n',
+    b"PING\r\nECHO a\vb\r\nECHO c\fd\r\nPING\n",
+    b"PING\r\nECHO a\x00b\r\nPING\r\n",
+    b"ECHO *\r\nPING\r\n*1\r\n$4\r\nPING\r\nECHO z\r\n",
 ]
 
 
