@@ -145,10 +145,12 @@ def test_a_flat_job_s_shape_makes_the_plan_of_the_general_trim(
         result: list, finished: int, keep: int) -> None:
     """COMPLETE's Shape path (a flat job, at most one row trimmed) against what the
     general path's finish_ops writes; beyond one row in excess the general path runs."""
-    space = held(ACTIVE_ROW, **_finished(finished), **{"emq:{q}:config": {"keep_completed": str(keep)}})
+    config = {"emq:{q}:config": {"keep_completed": str(keep)}}
+    space = held(ACTIVE_ROW, **_finished(finished), **config)
     plan = drive(complete, ["emq.complete", "q", "1", "1", *result], space)
     keys = queue_keys(b"q")
-    fields = [b"state", b"completed", b"finished_ms", b"%d" % NOW] + ([b"result", b"r"] if result else [])
+    fields = [b"state", b"completed", b"finished_ms", b"%d" % NOW]
+    fields += [b"result", b"r"] if result else []
     expected = [(b"ZREM", keys.active, b"1"), (b"HSET", keys.job(b"1"), *fields),
                 *job.finish_ops(space, keys, job.COMPLETED, [b"1"], NOW, keep)]
     assert effects(plan) == effects(Plan(expected, "OK"))
