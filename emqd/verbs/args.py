@@ -8,7 +8,11 @@ repeated keyword, or a keyword without its value, is `ERR syntax error`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from emqd import errors
+from emqd.config import Config
+from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 
 NAME_MAX = 256
@@ -92,3 +96,19 @@ def options(
         else:
             raise errors.SYNTAX()
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSlice:
+    """What a housekeeping planner that works a queue in slices is given."""
+
+    keys: QueueKeys
+    limit: int
+    config: Config
+
+
+def queue_slice(argv: list[bytes], config: Config, default_limit: int) -> QueueSlice:
+    """`[name, QUEUE, LIMIT, n]`, as housekeeping's slices give it (LIMIT optional)."""
+    keys = queue_keys(queue_name(argv[1]))
+    raw = options(argv, 2, frozenset({b"LIMIT"})).get(b"LIMIT")
+    return QueueSlice(keys, default_limit if raw is None else positive(raw, "LIMIT"), config)

@@ -16,11 +16,9 @@ counter; WRONGTYPE.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import RATED, Op, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
@@ -29,22 +27,11 @@ from emqd.verbs import lanes
 DEFAULT_LIMIT = 100
 
 
-@dataclass(frozen=True, slots=True)
-class ReleaseArgs:
-    keys: QueueKeys
-    limit: int
-    config: Config
+def parse(argv: list[bytes], config: Config) -> parse_args.QueueSlice:
+    return parse_args.queue_slice(argv, config, DEFAULT_LIMIT)
 
 
-def parse(argv: list[bytes], config: Config) -> ReleaseArgs:
-    """`[name, QUEUE, LIMIT, n]`, as housekeeping's slices give it."""
-    keys = queue_keys(parse_args.queue_name(argv[1]))
-    raw = parse_args.options(argv, 2, frozenset({b"LIMIT"})).get(b"LIMIT")
-    return ReleaseArgs(keys, DEFAULT_LIMIT if raw is None else parse_args.positive(raw, "LIMIT"),
-                       config)
-
-
-def plan(args: ReleaseArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+def plan(args: parse_args.QueueSlice, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     rated = view.zset(keys.rated)
     groups = [] if rated is None else rated.due(now_ms, args.limit)

@@ -20,11 +20,9 @@ value`; WRONGTYPE; ADD's refusals for a corrupt `meta`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import REPEATING, Op, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
@@ -33,23 +31,11 @@ from emqd.verbs import enqueue, schedules
 DEFAULT_LIMIT = 100
 
 
-@dataclass(frozen=True, slots=True)
-class FireArgs:
-    keys: QueueKeys
-    limit: int
-    config: Config
+def parse(argv: list[bytes], config: Config) -> parse_args.QueueSlice:
+    return parse_args.queue_slice(argv, config, DEFAULT_LIMIT)
 
 
-def parse(argv: list[bytes], config: Config) -> FireArgs:
-    """`[name, QUEUE, LIMIT, n]`, as housekeeping's slices give it."""
-    keys = queue_keys(parse_args.queue_name(argv[1]))
-    opts = parse_args.options(argv, 2, frozenset({b"LIMIT"}))
-    raw = opts.get(b"LIMIT")
-    return FireArgs(keys, DEFAULT_LIMIT if raw is None else parse_args.positive(raw, "LIMIT"),
-                    config)
-
-
-def plan(args: FireArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
+def plan(args: parse_args.QueueSlice, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     index = view.zset(keys.repeats)
     names = [] if index is None else index.due(now_ms, args.limit)
