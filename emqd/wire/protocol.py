@@ -153,7 +153,7 @@ class Connection(asyncio.Protocol):
         for i, argv in enumerate(requests[:-1] if broken is not None else requests):
             reply = execute(session, argv)
             if type(reply) is Block:
-                self.pending.extendleft(reversed(requests[i + 1 :]))
+                self._defer(requests[i + 1 :])
                 self._write(out)
                 self._park(argv, reply)
                 return
@@ -161,8 +161,7 @@ class Connection(asyncio.Protocol):
                 self._write(out)
                 out, size = [], 0
                 if not self._start_stream(reply):
-                    if not self.closed:
-                        self.pending.extendleft(reversed(requests[i + 1 :]))
+                    self._defer(requests[i + 1 :])
                     return
                 continue
             # session.resp read after the command: a HELLO's reply is in the new protocol
@@ -180,8 +179,7 @@ class Connection(asyncio.Protocol):
                 if self.paused or self.holding or self.closed:
                     # the socket or the log holds replies back: the rest waits for
                     # resume_writing or Server.flush_log (the ProtocolError too)
-                    if not self.closed:
-                        self.pending.extendleft(reversed(requests[i + 1 :]))
+                    self._defer(requests[i + 1 :])
                     return
         if broken is not None:
             out.append(b"-ERR " + str(broken).encode("latin-1") + b"\r\n")
@@ -190,6 +188,12 @@ class Connection(asyncio.Protocol):
             self.closed = True
             return
         self._write(out)
+
+    def _defer(self, rest: list[Any]) -> None:
+        """The batch stopped: its other requests wait at the head of `pending`, in order
+        (unless the connection closed, when nothing more runs)."""
+        if not self.closed:
+            self.pending.extendleft(reversed(rest))
 
     def run_pending(self) -> None:
         """Go on with a big reply and run queued requests, after an unpark or when the
