@@ -16,7 +16,7 @@ before EXEC marks an open transaction, so its EXEC answers EXECABORT.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.command import Command, command
@@ -103,28 +103,28 @@ def _discard(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-TRANSACTIONS = [
+TRANSACTIONS: Final = [
     command("multi", 1, "noscript loading stale fast allow_busy", _multi, group="transactions"),
     command("exec", 1, "noscript loading stale skip_slowlog", _exec, group="transactions"),
     command("discard", 1, "noscript loading stale fast allow_busy", _discard, group="transactions"),
 ]
-_IN_MULTI_DIRECT = frozenset({"exec", "discard", "multi", "quit", "reset"})
+_IN_MULTI_DIRECT: Final = frozenset({"exec", "discard", "multi", "quit", "reset"})
 
-TABLE: dict[bytes, Command] = _build_table()
-SUBTABLES: dict[bytes, dict[bytes, Command]] = _build_subtables()
+TABLE: Final[dict[bytes, Command]] = _build_table()
+SUBTABLES: Final[dict[bytes, dict[bytes, Command]]] = _build_subtables()
 # Every request pays for its name lookup, and clients send names in lower or
 # upper case (redis-py and redis-benchmark: upper). Both spellings map
 # straight to the row, so only mixed case pays for `bytes.lower()`; and the
 # subtable is found through the row's name, only for the few containers.
-_BY_SPELLING: dict[bytes, Command] = {
+_BY_SPELLING: Final[dict[bytes, Command]] = {
     spelling: row for name, row in TABLE.items() for spelling in (name, name.upper())
 }
-_SUBTABLE_OF: dict[str, dict[bytes, Command]] = {
+_SUBTABLE_OF: Final[dict[str, dict[bytes, Command]]] = {
     TABLE[name].name: subtable for name, subtable in SUBTABLES.items()
 }
 # The rows `execute` takes without `lookup`: every command but the containers, by
 # the spellings above; a mixed case, a container, or a wrong arity goes the long way.
-_DIRECT: dict[bytes, Command] = {
+_DIRECT: Final[dict[bytes, Command]] = {
     spelling: row for spelling, row in _BY_SPELLING.items() if row.name not in _SUBTABLE_OF
 }
 

@@ -8,6 +8,8 @@ verbatim because clients and the differential tests compare them byte for byte.
 
 from __future__ import annotations
 
+from typing import Final
+
 
 class ReplyError(Exception):
     """An error reply. `message` is the text after the leading `-`."""
@@ -64,14 +66,14 @@ class ProtocolError(Exception):
 
 
 # --- framing: Redis 7.0's `Protocol error: ...` texts ----------------------------
-PROTO_BAD_MULTIBULK_LENGTH = "Protocol error: invalid multibulk length"
-PROTO_BAD_BULK_LENGTH = "Protocol error: invalid bulk length"
-PROTO_UNAUTH_MULTIBULK_LENGTH = "Protocol error: unauthenticated multibulk length"
-PROTO_UNAUTH_BULK_LENGTH = "Protocol error: unauthenticated bulk length"
-PROTO_BIG_MBULK_COUNT = "Protocol error: too big mbulk count string"
-PROTO_BIG_BULK_COUNT = "Protocol error: too big bulk count string"
-PROTO_BIG_INLINE = "Protocol error: too big inline request"
-PROTO_UNBALANCED_QUOTES = "Protocol error: unbalanced quotes in request"
+PROTO_BAD_MULTIBULK_LENGTH: Final = "Protocol error: invalid multibulk length"
+PROTO_BAD_BULK_LENGTH: Final = "Protocol error: invalid bulk length"
+PROTO_UNAUTH_MULTIBULK_LENGTH: Final = "Protocol error: unauthenticated multibulk length"
+PROTO_UNAUTH_BULK_LENGTH: Final = "Protocol error: unauthenticated bulk length"
+PROTO_BIG_MBULK_COUNT: Final = "Protocol error: too big mbulk count string"
+PROTO_BIG_BULK_COUNT: Final = "Protocol error: too big bulk count string"
+PROTO_BIG_INLINE: Final = "Protocol error: too big inline request"
+PROTO_UNBALANCED_QUOTES: Final = "Protocol error: unbalanced quotes in request"
 
 
 def proto_expected_dollar(got: int) -> str:
@@ -81,35 +83,35 @@ def proto_expected_dollar(got: int) -> str:
 
 
 # --- Redis's own texts -------------------------------------------------------
-WRONGTYPE = Refusal("WRONGTYPE Operation against a key holding the wrong kind of value")
-SYNTAX = Refusal("ERR syntax error")
-NOT_INTEGER = Refusal("ERR value is not an integer or out of range")
-NOT_FLOAT = Refusal("ERR value is not a valid float")
-HASH_NOT_INTEGER = Refusal("ERR hash value is not an integer")
-OVERFLOW = Refusal("ERR increment or decrement would overflow")
-NOAUTH = Refusal("NOAUTH Authentication required.")
-WRONGPASS = Refusal("WRONGPASS invalid username-password pair or user is disabled.")
-DB_OUT_OF_RANGE = Refusal("ERR DB index is out of range")
-NOT_INT32 = Refusal(
+WRONGTYPE: Final = Refusal("WRONGTYPE Operation against a key holding the wrong kind of value")
+SYNTAX: Final = Refusal("ERR syntax error")
+NOT_INTEGER: Final = Refusal("ERR value is not an integer or out of range")
+NOT_FLOAT: Final = Refusal("ERR value is not a valid float")
+HASH_NOT_INTEGER: Final = Refusal("ERR hash value is not an integer")
+OVERFLOW: Final = Refusal("ERR increment or decrement would overflow")
+NOAUTH: Final = Refusal("NOAUTH Authentication required.")
+WRONGPASS: Final = Refusal("WRONGPASS invalid username-password pair or user is disabled.")
+DB_OUT_OF_RANGE: Final = Refusal("ERR DB index is out of range")
+NOT_INT32: Final = Refusal(
     "ERR value is out of range, value must between -2147483648 and 2147483647"
 )
-EXECABORT = Refusal("EXECABORT Transaction discarded because of previous errors.")
-MULTI_NESTED = Refusal("ERR MULTI calls can not be nested")
-EXEC_WITHOUT_MULTI = Refusal("ERR EXEC without MULTI")
-DISCARD_WITHOUT_MULTI = Refusal("ERR DISCARD without MULTI")
-VALUE_NOT_POSITIVE = Refusal("ERR value is out of range, must be positive")
-NO_SHUTDOWN_IN_PROGRESS = Refusal("ERR No shutdown in progress.")
-INVALID_CURSOR = Refusal("ERR invalid cursor")
-SCORE_NAN = Refusal("ERR resulting score is not a number (NaN)")
-SCORE_RANGE_NOT_FLOAT = Refusal("ERR min or max is not a float")
-LEX_RANGE_INVALID = Refusal("ERR min or max not valid string range item")
-ZADD_XX_NX = Refusal("ERR XX and NX options at the same time are not compatible")
-ZADD_GT_LT_NX = Refusal("ERR GT, LT, and/or NX options at the same time are not compatible")
-ZADD_INCR_PAIRS = Refusal("ERR INCR option supports a single increment-element pair")
-ZRANGE_LIMIT_RANK = Refusal(
+EXECABORT: Final = Refusal("EXECABORT Transaction discarded because of previous errors.")
+MULTI_NESTED: Final = Refusal("ERR MULTI calls can not be nested")
+EXEC_WITHOUT_MULTI: Final = Refusal("ERR EXEC without MULTI")
+DISCARD_WITHOUT_MULTI: Final = Refusal("ERR DISCARD without MULTI")
+VALUE_NOT_POSITIVE: Final = Refusal("ERR value is out of range, must be positive")
+NO_SHUTDOWN_IN_PROGRESS: Final = Refusal("ERR No shutdown in progress.")
+INVALID_CURSOR: Final = Refusal("ERR invalid cursor")
+SCORE_NAN: Final = Refusal("ERR resulting score is not a number (NaN)")
+SCORE_RANGE_NOT_FLOAT: Final = Refusal("ERR min or max is not a float")
+LEX_RANGE_INVALID: Final = Refusal("ERR min or max not valid string range item")
+ZADD_XX_NX: Final = Refusal("ERR XX and NX options at the same time are not compatible")
+ZADD_GT_LT_NX: Final = Refusal("ERR GT, LT, and/or NX options at the same time are not compatible")
+ZADD_INCR_PAIRS: Final = Refusal("ERR INCR option supports a single increment-element pair")
+ZRANGE_LIMIT_RANK: Final = Refusal(
     "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
 )
-ZRANGE_WITHSCORES_LEX = Refusal(
+ZRANGE_WITHSCORES_LEX: Final = Refusal(
     "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
 )
 
@@ -157,23 +159,23 @@ def unknown_subcommand(sub: bytes, container: str) -> ReplyError:
     return ReplyError(_one_line(text + container.upper().encode() + b" HELP."))
 
 
-MAX_CLIENTS = Refusal("ERR max number of clients reached")
-NOT_IN_MULTI = Refusal("ERR Command not allowed inside a transaction")
-BAD_CLIENT_NAME = Refusal(
+MAX_CLIENTS: Final = Refusal("ERR max number of clients reached")
+NOT_IN_MULTI: Final = Refusal("ERR Command not allowed inside a transaction")
+BAD_CLIENT_NAME: Final = Refusal(
     "ERR Client names cannot contain spaces, newlines or special characters."
 )
-AUTH_NOT_CONFIGURED = Refusal(
+AUTH_NOT_CONFIGURED: Final = Refusal(
     "ERR AUTH <password> called without any password configured for the default user. "
     "Are you sure your configuration is correct?"
 )
-HELLO_NOAUTH = Refusal(
+HELLO_NOAUTH: Final = Refusal(
     "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
     "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
     "select the RESP protocol version at the same time"
 )
-INVALID_CLIENT_ID = Refusal("ERR Invalid client ID")
-NOPROTO = Refusal("NOPROTO unsupported protocol version")
-BAD_PROTOCOL_VERSION = Refusal("ERR Protocol version is not an integer or out of range")
+INVALID_CLIENT_ID: Final = Refusal("ERR Invalid client ID")
+NOPROTO: Final = Refusal("NOPROTO unsupported protocol version")
+BAD_PROTOCOL_VERSION: Final = Refusal("ERR Protocol version is not an integer or out of range")
 
 
 def subscribed_mode(name: str) -> ReplyError:
@@ -196,36 +198,37 @@ def hello_syntax(option: bytes) -> ReplyError:
 
 
 # --- emqd's own ----------------------------------------------------------------
-STALE_GONE = Refusal("EMQSTALE job gone")
-STALE_TOKEN = Refusal("EMQSTALE token mismatch")
-STALE_NOT_ACTIVE = Refusal("EMQSTALE job not active")
-STATE_NOT_DEAD = Refusal("EMQSTATE job is not dead")
-STATE_ACTIVE = Refusal("EMQSTATE job is active")
-INVALID_QUEUE = Refusal("ERR invalid queue name")
-INVALID_ID = Refusal("ERR invalid job id")
-INVALID_GROUP = Refusal("ERR invalid group name")
-INVALID_BACKOFF = Refusal("ERR invalid backoff rule")
-PRIORITY_RANGE = Refusal("ERR PRIORITY must be between -1000 and 1000")
-PRIORITY_NOT_INTEGER = Refusal("ERR PRIORITY must be an integer")
-INVALID_CHILD_POLICY = Refusal("ERR ONCHILDFAIL must be fail, ignore or remove")
-FLOW_UNDER = Refusal("ERR UNDER must name the parent (0) or an earlier CHILD of the flow")
-FLOW_PARENT_DELAY = Refusal(
+STALE_GONE: Final = Refusal("EMQSTALE job gone")
+STALE_TOKEN: Final = Refusal("EMQSTALE token mismatch")
+STALE_NOT_ACTIVE: Final = Refusal("EMQSTALE job not active")
+STATE_NOT_DEAD: Final = Refusal("EMQSTATE job is not dead")
+STATE_ACTIVE: Final = Refusal("EMQSTATE job is active")
+INVALID_QUEUE: Final = Refusal("ERR invalid queue name")
+INVALID_ID: Final = Refusal("ERR invalid job id")
+INVALID_GROUP: Final = Refusal("ERR invalid group name")
+INVALID_BACKOFF: Final = Refusal("ERR invalid backoff rule")
+PRIORITY_RANGE: Final = Refusal("ERR PRIORITY must be between -1000 and 1000")
+PRIORITY_NOT_INTEGER: Final = Refusal("ERR PRIORITY must be an integer")
+INVALID_CHILD_POLICY: Final = Refusal("ERR ONCHILDFAIL must be fail, ignore or remove")
+FLOW_UNDER: Final = Refusal("ERR UNDER must name the parent (0) or an earlier CHILD of the flow")
+FLOW_PARENT_DELAY: Final = Refusal(
     "ERR a job with children cannot have DELAY or AT: it runs when they are done"
 )
-FLOW_POLICY_WITHOUT_CHILDREN = Refusal("ERR ONCHILDFAIL is for a job with children")
-FLOW_SAME_ID = Refusal("ERR a flow names the same job twice")
-STATE_DEAD_OF_CHILD = Refusal(
+FLOW_POLICY_WITHOUT_CHILDREN: Final = Refusal("ERR ONCHILDFAIL is for a job with children")
+FLOW_SAME_ID: Final = Refusal("ERR a flow names the same job twice")
+STATE_DEAD_OF_CHILD: Final = Refusal(
     "EMQSTATE job died of a child: revive the child, or remove it to go on without it"
 )
-INVALID_SCHEDULE = Refusal("ERR invalid schedule name")
-INVALID_UNIQUE_KEY = Refusal("ERR invalid unique key")
-TIMEOUT_RANGE = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
-PAYLOAD_TOO_BIG = Refusal("ERR payload exceeds max-payload")
-NO_SUCH_JOB = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id
-CORRUPT_JOB_LOG = Refusal("ERR job log holds an invalid line number")
-AOF_DISABLED = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
-REWRITE_IN_PROGRESS = Refusal("ERR Background append only file rewriting already in progress")
-REWRITE_FAILED = Refusal(
+INVALID_SCHEDULE: Final = Refusal("ERR invalid schedule name")
+INVALID_UNIQUE_KEY: Final = Refusal("ERR invalid unique key")
+TIMEOUT_RANGE: Final = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
+PAYLOAD_TOO_BIG: Final = Refusal("ERR payload exceeds max-payload")
+NO_SUCH_JOB: Final = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id
+CORRUPT_JOB_LOG: Final = Refusal("ERR job log holds an invalid line number")
+AOF_DISABLED: Final = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
+REWRITE_IN_PROGRESS: Final = Refusal(
+    "ERR Background append only file rewriting already in progress")
+REWRITE_FAILED: Final = Refusal(
     "ERR Background append only file rewriting could not start; see the log"
 )
 
@@ -301,19 +304,19 @@ def unknown_field(field: bytes) -> ReplyError:
 
 
 # --- OBJECT, as Redis 7.0 with its default maxmemory-policy answers it -----------
-FREQ_NOT_TRACKED = Refusal(
+FREQ_NOT_TRACKED: Final = Refusal(
     "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
     "that when switching between policies at runtime LRU and LFU data will take some time to "
     "adjust."
 )
 # emqd's own: Redis tracks idle time under its default policy, emqd keeps no access times.
-IDLETIME_NOT_TRACKED = Refusal(
+IDLETIME_NOT_TRACKED: Final = Refusal(
     "ERR emqd keeps no access times (it evicts nothing), idle time not tracked."
 )
 
 
 # --- CONFIG, Redis 7.0's texts -------------------------------------------------------
-NO_CONFIG_FILE = Refusal("ERR The server is running without a config file")
+NO_CONFIG_FILE: Final = Refusal("ERR The server is running without a config file")
 
 
 def unknown_config_option(name: bytes) -> ReplyError:
@@ -329,17 +332,18 @@ def config_set_failed(name: bytes, reason: str) -> ReplyError:
 
 
 # --- FUNCTION and FCALL, as a Redis 7.0 with no functions answers them ----------
-LIBRARY_NOT_FOUND = Refusal("ERR Library not found")
-FUNCTION_NOT_FOUND = Refusal("ERR Function not found")
-NOTBUSY = Refusal("NOTBUSY No scripts in execution right now.")
-FLUSH_MODE = Refusal("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
-LIBRARY_NAME_MISSING = Refusal("ERR library name argument was not given")
-RESTORE_POLICY = Refusal(
+LIBRARY_NOT_FOUND: Final = Refusal("ERR Library not found")
+FUNCTION_NOT_FOUND: Final = Refusal("ERR Function not found")
+NOTBUSY: Final = Refusal("NOTBUSY No scripts in execution right now.")
+FLUSH_MODE: Final = Refusal("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+LIBRARY_NAME_MISSING: Final = Refusal("ERR library name argument was not given")
+RESTORE_POLICY: Final = Refusal(
     "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE."
 )
-DUMP_PAYLOAD = Refusal("ERR DUMP payload version or checksum are wrong")
-LIBRARY_METADATA_MISSING = Refusal("ERR Missing library metadata")
-NO_FUNCTIONS = Refusal("ERR emqd does not run functions: a library cannot be loaded or restored")
+DUMP_PAYLOAD: Final = Refusal("ERR DUMP payload version or checksum are wrong")
+LIBRARY_METADATA_MISSING: Final = Refusal("ERR Missing library metadata")
+NO_FUNCTIONS: Final = Refusal(
+    "ERR emqd does not run functions: a library cannot be loaded or restored")
 
 
 def unknown_argument(arg: bytes) -> ReplyError:

@@ -28,21 +28,21 @@ tuple costs a third of a slotted instance to build.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 Event = tuple[str, bytes, bytes, int, "dict[str, Any] | None"]  # (name, queue, id, ts, extra)
 Listener = Callable[[list[Event]], None]
 
-ADDED = "added"
-CLAIMED = "claimed"
-PROGRESS = "progress"
-COMPLETED = "completed"
-RETRY = "retry"
-DEAD = "dead"
-STALLED = "stalled"  # a counted stall sent back to pending (one that dies is `dead`)
-RECOVERED = "recovered"  # back to pending uncounted: a lease exempt by the epoch, a REQUEUE
-REVIVED = "revived"
-PROMOTED = "promoted"
-REMOVED = "removed"
-PAUSED = "paused"
-RESUMED = "resumed"
+ADDED: Final = "added"
+CLAIMED: Final = "claimed"
+PROGRESS: Final = "progress"
+COMPLETED: Final = "completed"
+RETRY: Final = "retry"
+DEAD: Final = "dead"
+STALLED: Final = "stalled"  # a counted stall sent back to pending (one that dies is `dead`)
+RECOVERED: Final = "recovered"  # back to pending uncounted: a lease exempt by the epoch, a REQUEUE
+REVIVED: Final = "revived"
+PROMOTED: Final = "promoted"
+REMOVED: Final = "removed"
+PAUSED: Final = "paused"
+RESUMED: Final = "resumed"

@@ -7,7 +7,9 @@ the hot verbs build the same names on every call.
 
 from __future__ import annotations
 
-QUEUES = b"emq:queues"  # zset: queue name -> creation time
+from typing import Final
+
+QUEUES: Final = b"emq:queues"  # zset: queue name -> creation time
 
 
 class QueueKeys:
@@ -119,8 +121,8 @@ def split_job_key(key: bytes) -> tuple[bytes, bytes] | None:
     return queue, job_id
 
 
-_cache: dict[bytes, QueueKeys] = {}
-_CACHE_MAX = 4096
+_cache: Final[dict[bytes, QueueKeys]] = {}
+_CACHE_MAX: Final = 4096
 
 
 def queue_keys(queue: bytes) -> QueueKeys:

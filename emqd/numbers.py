@@ -31,23 +31,25 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Final
 
-INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
-UINT64_MAX = 2**64 - 1
+INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
+UINT64_MAX: Final = 2**64 - 1
 
-_INT = re.compile(rb"-?(?:0|[1-9][0-9]{0,19})\Z")
+_INT: Final = re.compile(rb"-?(?:0|[1-9][0-9]{0,19})\Z")
 
 # C strtod's grammar (in the "C" locale), longest prefix first: hex, then
 # decimal, then inf/nan. Each pattern is matched at the first non-space byte.
-_C_SPACE = b" \t\n\v\f\r"
-_HEX = re.compile(
+_C_SPACE: Final = b" \t\n\v\f\r"
+_HEX: Final = re.compile(
     rb"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)"
 )
-_DECIMAL = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_SPECIAL = re.compile(rb"([+-]?)(?:(inf(?:inity)?)|nan(?:\([0-9A-Za-z_]*\))?)", re.IGNORECASE)
-_NONZERO_HEX = re.compile(rb"[1-9a-fA-F]")
-_NONZERO_DEC = re.compile(rb"[1-9]")
+_DECIMAL: Final = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_SPECIAL: Final = re.compile(
+    rb"([+-]?)(?:(inf(?:inity)?)|nan(?:\([0-9A-Za-z_]*\))?)", re.IGNORECASE)
+_NONZERO_HEX: Final = re.compile(rb"[1-9a-fA-F]")
+_NONZERO_DEC: Final = re.compile(rb"[1-9]")
 
 
 def parse_int(value: bytes) -> int | None:

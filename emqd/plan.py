@@ -17,7 +17,7 @@ A plan whose ops are the same every time but for some values can name its
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
-from typing import Any
+from typing import Any, Final
 
 from emqd.events import Event
 from emqd.store.keyspace import compile_applier
@@ -27,15 +27,15 @@ Op = tuple[Any, ...]  # (b"HSET", key, field, value, ...): bytes | int | float a
 # A value this long (a payload, a RESULT, a plain HSET's value) is logged from
 # itself, never copied (persist/records.py); a verb builds the generic plan for
 # it instead of its Shape, whose one-step formatting would copy it.
-BIG_VALUE = 64 * 1024
+BIG_VALUE: Final = 64 * 1024
 
 # Plan.due entries, (what, queue, at_ms), for housekeeping (emqd/housekeeping.py):
-SCHEDULED = 0  # a job waits in `scheduled` until at_ms (promotion)
-LEASED = 1  # a lease runs out at at_ms (the stall sweep)
-CONFIGURED = 2  # the queue's settings changed (retention may have rows to trim); at_ms 0
-REPEATING = 3  # a schedule of the queue adds its next job at at_ms (verbs/repeat.py)
-AGING = 4  # a finished row outlives keep_completed_ms / keep_dead_ms at at_ms (retention)
-RATED = 5  # a lane held out of the ring by its rate limit may be served at at_ms
+SCHEDULED: Final = 0  # a job waits in `scheduled` until at_ms (promotion)
+LEASED: Final = 1  # a lease runs out at at_ms (the stall sweep)
+CONFIGURED: Final = 2  # the queue's settings changed (retention may have rows to trim); at_ms 0
+REPEATING: Final = 3  # a schedule of the queue adds its next job at at_ms (verbs/repeat.py)
+AGING: Final = 4  # a finished row outlives keep_completed_ms / keep_dead_ms at at_ms (retention)
+RATED: Final = 5  # a lane held out of the ring by its rate limit may be served at at_ms
 Due = tuple[int, bytes, int]  # (SCHEDULED | LEASED | ... | RATED, queue, at_ms)
 
 

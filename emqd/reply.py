@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 
 class _NullArray:
@@ -22,7 +23,7 @@ class _NullArray:
         return "NULL_ARRAY"
 
 
-NULL_ARRAY = _NullArray()
+NULL_ARRAY: Final = _NullArray()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,7 @@ class Raw:
     data: bytes
 
 
-STREAM_MIN = 1024  # items from which a reply is a Stream (KEYS, HGETALL, ZRANGE, ...)
+STREAM_MIN: Final = 1024  # items from which a reply is a Stream (KEYS, HGETALL, ZRANGE, ...)
 BULKS, PAIRS, SCORED = 0, 1, 2  # what a Stream's items are (see Stream.form)
 
 

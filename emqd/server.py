@@ -12,6 +12,7 @@ import signal
 import sys
 from collections import deque
 from dataclasses import replace
+from typing import Final
 
 import uvloop
 
@@ -29,15 +30,16 @@ from emqd.server_state import ServerState
 from emqd.wire.delivery import Delivery, close_lagging
 from emqd.wire.protocol import Connection
 
-log = logging.getLogger("emqd")
+log: Final = logging.getLogger("emqd")
 
-MAX_WAKE_ROUNDS = 1000  # a wake round that keeps writing watched keys is cut off
-RETRY_WRITE_S = 1.0  # while the disk refuses the log, how often it is tried again
-SHUTDOWN_FLUSH_S = 2.0  # how long a shutdown waits for replies to reach their clients
-FREE_PER_TURN = 20_000  # values (or big-value fields) freed a loop turn after FLUSHALL or DEL
+MAX_WAKE_ROUNDS: Final = 1000  # a wake round that keeps writing watched keys is cut off
+RETRY_WRITE_S: Final = 1.0  # while the disk refuses the log, how often it is tried again
+SHUTDOWN_FLUSH_S: Final = 2.0  # how long a shutdown waits for replies to reach their clients
+# values (or big-value fields) freed a loop turn after FLUSHALL or DEL
+FREE_PER_TURN: Final = 20_000
 
 
-ID_EPOCH_MS = 1_735_689_600_000  # 2025-01-01 UTC: ids below 2^40 (the score band) until 2059
+ID_EPOCH_MS: Final = 1_735_689_600_000  # 2025-01-01 UTC: ids below 2^40 (the score band) until 2059
 
 
 class Server:

@@ -8,13 +8,13 @@ a network.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from emqd.pubsub import Subscriptions
     from emqd.server_state import ServerState
 
-_ids = itertools.count(1)
+_ids: Final = itertools.count(1)
 
 
 class Session:

@@ -9,7 +9,7 @@ Redis 7.0's, except `CLIENT SETINFO`, which Redis 7.2 added and emqd answers
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import Any, Final
 
 from emqd import clock, errors
 from emqd.command import command
@@ -123,7 +123,7 @@ def hello(session: Session, argv: list[bytes]) -> Any:
     }
 
 
-REDIS_VERSION = "7.0.15"  # what HELLO and INFO claim: the Redis that emqd answers like
+REDIS_VERSION: Final = "7.0.15"  # what HELLO and INFO claim: the Redis that emqd answers like
 
 
 # --- CLIENT -------------------------------------------------------------------------
@@ -231,8 +231,8 @@ def client_line(session: Session, now_ms: int) -> bytes:
     return line
 
 
-_CONN = "connection"
-COMMANDS = [
+_CONN: Final = "connection"
+COMMANDS: Final = [
     command("ping", -1, "fast sentinel", ping, group=_CONN,
             summary="Returns the server's liveliness response."),
     command("echo", 2, "loading stale fast", echo, group=_CONN,
@@ -251,7 +251,7 @@ COMMANDS = [
             summary="A container for client connection commands."),
 ]
 
-SUBCOMMANDS = {
+SUBCOMMANDS: Final = {
     "client": [
         command("client|id", 2, "noscript loading stale", client_id, group=_CONN,
                 summary="Returns the unique client ID of the connection."),

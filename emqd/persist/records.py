@@ -18,14 +18,15 @@ stored value, with no copy of it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from emqd.plan import BIG_VALUE, Op, Plan
 
-BIG_ARG = BIG_VALUE  # bytes from which an argument is logged as itself (see above)
+BIG_ARG: Final = BIG_VALUE  # bytes from which an argument is logged as itself (see above)
 Record = bytes | list[bytes]  # one record, or the parts of one that holds a big argument
 
-_MULTI = b"*1\r\n$5\r\nMULTI\r\n"
-_EXEC = b"*1\r\n$4\r\nEXEC\r\n"
+_MULTI: Final = b"*1\r\n$5\r\nMULTI\r\n"
+_EXEC: Final = b"*1\r\n$4\r\nEXEC\r\n"
 
 
 def text(value: bytes | int | float) -> bytes:
@@ -39,9 +40,9 @@ def text(value: bytes | int | float) -> bytes:
 
 # Length headers encoded once: `b"$%d\r\n%b\r\n" % ...` per argument was the
 # largest cost of logging a plan (every plan, under every fsync policy).
-_BULK_HEADS = tuple(b"$%d\r\n" % n for n in range(1024))
-_ARRAY_HEADS = tuple(b"*%d\r\n" % n for n in range(64))
-_CRLF = b"\r\n"
+_BULK_HEADS: Final = tuple(b"$%d\r\n" % n for n in range(1024))
+_ARRAY_HEADS: Final = tuple(b"*%d\r\n" % n for n in range(64))
+_CRLF: Final = b"\r\n"
 
 
 def append_command(op: Iterable[bytes | int | float], out: list[bytes]) -> bool:

@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 from emqd.store.scan_index import ScanIndex
 
-COMPACT_MAX = 32  # fields held in a Row; more make a BigHash
-SCHEMAS_MAX = 65_536  # shared schemas remembered; past it new ones are not shared
-TRANSITIONS_MAX = 64  # cached HSET shapes per schema
+COMPACT_MAX: Final = 32  # fields held in a Row; more make a BigHash
+SCHEMAS_MAX: Final = 65_536  # shared schemas remembered; past it new ones are not shared
+TRANSITIONS_MAX: Final = 64  # cached HSET shapes per schema
 
 
 class Limits:
@@ -118,7 +118,7 @@ class Transition:
         return self.listpack
 
 
-_schemas: dict[tuple[tuple[bytes, ...], bool], Schema] = {}
+_schemas: Final[dict[tuple[tuple[bytes, ...], bool], Schema]] = {}
 
 
 def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
@@ -131,8 +131,8 @@ def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
     return schema
 
 
-_EMPTY = schema_of((), True)
-_EMPTY_ROW = (_EMPTY,)
+_EMPTY: Final = schema_of((), True)
+_EMPTY_ROW: Final = (_EMPTY,)
 
 Row = tuple[Any, ...]  # (Schema, value, ...): see the module docstring
 

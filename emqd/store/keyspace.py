@@ -15,7 +15,7 @@ without flags, ZREM, FLUSHALL), which is also what the append-only file logs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from emqd import errors
 from emqd.store import hash as hashes
@@ -206,7 +206,7 @@ def _delete(space: Keyspace, key: bytes) -> None:
         space.discard({key: value})
 
 
-FREE_WHOLE = 4096  # fields or members a value may have to be freed at once
+FREE_WHOLE: Final = 4096  # fields or members a value may have to be freed at once
 
 
 def _is_big(value: Value) -> bool:
@@ -296,7 +296,7 @@ def _flushall(space: Keyspace, op: Sequence[Any]) -> None:
     space.discard(old)
 
 
-_APPLY: dict[bytes, Callable[[Keyspace, Sequence[Any]], None]] = {
+_APPLY: Final[dict[bytes, Callable[[Keyspace, Sequence[Any]], None]]] = {
     b"HSET": _hset,
     b"HDEL": _hdel,
     b"HINCRBY": _hincrby,

@@ -18,8 +18,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from itertools import accumulate, chain, islice
+from typing import Final
 
-LOAD = 500  # by default a sublist is split in two when it passes 2 * LOAD keys
+LOAD: Final = 500  # by default a sublist is split in two when it passes 2 * LOAD keys
 
 
 class SortedKeys:

@@ -37,18 +37,19 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Final
 
 from emqd.store.hash import Limits
 from emqd.store.scan_index import ScanIndex
 from emqd.store.sorted import SortedKeys
 
-PREFIX = 9  # bytes of a packed key before the member
-_DOUBLE = struct.Struct(">d")
-_POSITIVE = b"\x01"
-_NEGATIVE = b"\x00"
-_INVERT = bytes(255 - i for i in range(256))
+PREFIX: Final = 9  # bytes of a packed key before the member
+_DOUBLE: Final = struct.Struct(">d")
+_POSITIVE: Final = b"\x01"
+_NEGATIVE: Final = b"\x00"
+_INVERT: Final = bytes(255 - i for i in range(256))
 _MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
-_DEFAULT_LIMITS = Limits()
+_DEFAULT_LIMITS: Final = Limits()
 _MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 
 
@@ -308,8 +309,8 @@ class ZSet:
 
 
 # Sentinels for `-` and `+` in a lexicographic range: below and above every member.
-MINUS_INF = object()
-PLUS_INF = object()
+MINUS_INF: Final = object()
+PLUS_INF: Final = object()
 LexBound = bytes | object
 
 

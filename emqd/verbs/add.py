@@ -35,7 +35,7 @@ Every refusal writes nothing.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -50,17 +50,17 @@ from emqd.verbs import enqueue, job, lanes, unique
 from emqd.verbs.backoff import parse_backoff
 from emqd.verbs.runner import verb_command
 
-OPTIONS = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
+OPTIONS: Final = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
                      b"GROUP"})
-_KEYWORDS = OPTIONS | {b"UNIQUE", b"TTL"}
-NAME = "emq.add"
-SEQ = enqueue.SEQ
-ADDED = enqueue.ADDED
-EXISTS = b"exists"  # UNIQUE's verdict words
-NEW = b"added"
+_KEYWORDS: Final = OPTIONS | {b"UNIQUE", b"TTL"}
+NAME: Final = "emq.add"
+SEQ: Final = enqueue.SEQ
+ADDED: Final = enqueue.ADDED
+EXISTS: Final = b"exists"  # UNIQUE's verdict words
+NEW: Final = b"added"
 
 # A job with no options into a queue that exists and has no lanes: nearly every ADD.
-PLAIN = Shape(
+PLAIN: Final = Shape(
     "add",
     (b"HSET", Slot("row"), b"state", b"pending", b"payload", Slot("payload"),
      b"created_ms", Slot("now")),
@@ -220,6 +220,6 @@ def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
     return Plan(ops, [created, NEW], new.events, tuple(new.due))
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(NAME, -3, "write denyoom fast", sys.modules[__name__], summary="Create a job")
 ]

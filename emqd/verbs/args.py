@@ -9,13 +9,14 @@ repeated keyword, or a keyword without its value, is `ERR syntax error`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 
-NAME_MAX = 256
+NAME_MAX: Final = 256
 
 
 def _is_name(raw: bytes) -> bool:

@@ -8,10 +8,11 @@ MAX). No jitter: a plan must be a pure function of its inputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from emqd.numbers import parse_int
 
-HOUR_MS = 3_600_000
+HOUR_MS: Final = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys, split_job_key
@@ -33,7 +33,7 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job
 from emqd.verbs.runner import verb_command
 
-REMOVED = b"removed"
+REMOVED: Final = b"removed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ def plan(args: ChildrenArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     return listed
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.children", 3, "readonly", sys.modules[__name__],
                  summary="A flow's parent's children, with their states and results")
 ]

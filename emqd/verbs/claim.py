@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -61,13 +61,13 @@ from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"COUNT", b"BLOCK"})
-NAME = "emq.claim"
-MAX_COUNT = 1000  # jobs one call hands out (~10 ms of the loop; a bigger COUNT is clamped)
-MAX_SKIPPED = 1000  # ghosts and corrupt rows one call walks past before it stops
+_KEYWORDS: Final = frozenset({b"COUNT", b"BLOCK"})
+NAME: Final = "emq.claim"
+MAX_COUNT: Final = 1000  # jobs one call hands out (~10 ms of the loop; a bigger COUNT is clamped)
+MAX_SKIPPED: Final = 1000  # ghosts and corrupt rows one call walks past before it stops
 
 # One flat job claimed, nothing skipped: the plan of nearly every CLAIM.
-ONE = Shape(
+ONE: Final = Shape(
     "claim one",
     (b"ZREM", Slot("pending"), Slot("id")),
     (b"HSET", Slot("row"), job.ATTEMPTS, Slot("token"), job.STATE, job.ACTIVE,
@@ -307,7 +307,7 @@ def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any]
     )
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(NAME, -3, "write blocking", sys.modules[__name__],
                  summary="Lease jobs from the front of a queue")
 ]

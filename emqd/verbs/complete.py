@@ -20,7 +20,7 @@ Every refusal writes nothing.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Final
 
 from emqd import events
 from emqd.config import Config
@@ -35,7 +35,7 @@ from emqd.verbs import job, lanes, retention, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"RESULT"})
+_KEYWORDS: Final = frozenset({b"RESULT"})
 
 
 def _shape(name: str, result: bool, trim: bool) -> Shape:
@@ -56,7 +56,7 @@ def _shape(name: str, result: bool, trim: bool) -> Shape:
 
 
 # (result given, one row trimmed) -> the shape: the plans of nearly every COMPLETE.
-SHAPES = {(result, trim): _shape(f"complete result={result} trim={trim}", result, trim)
+SHAPES: Final = {(result, trim): _shape(f"complete result={result} trim={trim}", result, trim)
           for result in (False, True) for trim in (False, True)}
 
 
@@ -153,7 +153,7 @@ def _flat(args: CompleteArgs, view: View, now_ms: int, now: bytes,
     return shape.ops(*values), shape
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.complete", -4, "write fast", sys.modules[__name__],
                  summary="Finish a claimed job")
 ]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -84,6 +84,6 @@ def plan(args: ConfigArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     return Plan(ops, "OK", None, ((CONFIGURED, keys.queue, 0),))
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.config", -3, "write", sys.modules[__name__], summary="A queue's settings")
 ]

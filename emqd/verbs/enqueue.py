@@ -38,7 +38,7 @@ from emqd.verbs.job import PRIORITY_BAND
 # the same import cycle (emqd/ARCHITECTURE.md, the compiled core).
 SEQ: Final[bytes] = b"seq"
 ADDED: Final[bytes] = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
-WAITING = b"waiting"
+WAITING: Final = b"waiting"
 
 
 @dataclass(slots=True)

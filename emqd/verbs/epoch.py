@@ -7,6 +7,7 @@ process; CLAIM and EXTEND stamp it on a row as `lease_epoch`.
 from __future__ import annotations
 
 import sys
+from typing import Final
 
 from emqd.config import Config
 from emqd.store.keyspace import View
@@ -21,7 +22,7 @@ def plan(args: None, view: View, now_ms: int, run_id: bytes) -> bytes:
     return run_id
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(
         "emq.epoch", 1, "readonly fast", sys.modules[__name__], summary="The run_id of this process"
     )

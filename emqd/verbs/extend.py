@@ -15,6 +15,7 @@ command` when now + LEASE_MS does not fit in 64 bits; WRONGTYPE. Every refusal w
 from __future__ import annotations
 
 import sys
+from typing import Final
 
 from emqd import errors
 from emqd.config import Config
@@ -26,7 +27,7 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job
 from emqd.verbs.runner import verb_command
 
-NAME = "emq.extend"
+NAME: Final = "emq.extend"
 
 
 class ExtendArgs:
@@ -64,7 +65,7 @@ def plan(args: ExtendArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     )
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(NAME, 5, "write fast", sys.modules[__name__],
                  summary="Push a claimed job's lease deadline")
 ]

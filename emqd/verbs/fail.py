@@ -33,6 +33,7 @@ queue setting; WRONGTYPE. Every refusal writes nothing.
 from __future__ import annotations
 
 import sys
+from typing import Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -48,12 +49,12 @@ from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
-NAME = "emq.fail"
+_KEYWORDS: Final = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
+NAME: Final = "emq.fail"
 
 # A flat job retried: the plan of nearly every FAIL (a lane job's slot back, or a
 # dead letter, takes the general path).
-RETRY = Shape(
+RETRY: Final = Shape(
     "fail retry",
     (b"ZREM", Slot("active"), Slot("id")),
     (b"HSET", Slot("row"), job.LAST_ERROR, Slot("error"), job.FAILURES, Slot("failures"),
@@ -207,7 +208,7 @@ def _retried(args: FailArgs, verdict: Retry, now_ms: int, ops: list[Op],
                 ((SCHEDULED, keys.queue, verdict.due),), shape)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(NAME, -4, "write fast", sys.modules[__name__],
                  summary="Report a failed job: retry later or dead-letter")
 ]

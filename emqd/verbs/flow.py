@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -43,9 +43,9 @@ from emqd.verbs import add, enqueue, flows
 from emqd.verbs import args as parse_args
 from emqd.verbs.runner import verb_command
 
-NAME = "emq.flow"
-CHILD = b"CHILD"
-_OWN = frozenset({b"ONCHILDFAIL", b"UNDER"})
+NAME: Final = "emq.flow"
+CHILD: Final = b"CHILD"
+_OWN: Final = frozenset({b"ONCHILDFAIL", b"UNDER"})
 
 
 @dataclass(slots=True)
@@ -182,7 +182,7 @@ def _existing(view: View, keys: QueueKeys, job_id: bytes) -> list[bytes]:
     return [job_id for _, job_id in sorted(found)]
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(NAME, -6, "write denyoom", sys.modules[__name__],
                  summary="Add a parent job that runs once its children are done")
 ]

@@ -69,14 +69,14 @@ from emqd.verbs import settings as queue_settings
 from emqd.verbs.retention import CHILDREN as CHILDREN
 
 PARENT: Final[bytes] = b"parent"  # typed: ties.py reads it at import time
-LEFT = b"children_left"
-DEAD_CHILDREN = b"children_dead"
-POLICY = b"on_child_fail"
-FAILED_CHILD = b"failed_child"
-FAIL = b"fail"
-IGNORE = b"ignore"
-REMOVE = b"remove"
-POLICIES = (FAIL, IGNORE, REMOVE)
+LEFT: Final = b"children_left"
+DEAD_CHILDREN: Final = b"children_dead"
+POLICY: Final = b"on_child_fail"
+FAILED_CHILD: Final = b"failed_child"
+FAIL: Final = b"fail"
+IGNORE: Final = b"ignore"
+REMOVE: Final = b"remove"
+POLICIES: Final = (FAIL, IGNORE, REMOVE)
 
 
 def child_died_error(child_key: bytes) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd.config import Config
 from emqd.keys import queue_keys
@@ -38,6 +38,6 @@ def plan(args: GetArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     return NULL_ARRAY if row is None else hashes.as_dict(row)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.get", 3, "readonly fast", sys.modules[__name__], summary="A job's row")
 ]

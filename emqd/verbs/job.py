@@ -14,7 +14,7 @@ return ops; a refusal raises before anything is written.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -27,25 +27,25 @@ from emqd.store.keyspace import View
 from emqd.verbs import job_log, lanes, retention
 from emqd.verbs.backoff import Backoff, parse_backoff
 
-PRIORITY_BAND = 1 << 40  # score = priority * 2^40 + seq (protocol section 3)
+PRIORITY_BAND: Final = 1 << 40  # score = priority * 2^40 + seq (protocol section 3)
 
-ATTEMPTS = b"attempts"
-FAILURES = b"failures"
-STALLED = b"stalled"
-STATE = b"state"
-LEASE_EPOCH = b"lease_epoch"
-LAST_ERROR = b"last_error"
-CREATED_MS = b"created_ms"
-CLAIMED_MS = b"claimed_ms"
-FINISHED_MS = b"finished_ms"
-PAYLOAD = b"payload"
+ATTEMPTS: Final = b"attempts"
+FAILURES: Final = b"failures"
+STALLED: Final = b"stalled"
+STATE: Final = b"state"
+LEASE_EPOCH: Final = b"lease_epoch"
+LAST_ERROR: Final = b"last_error"
+CREATED_MS: Final = b"created_ms"
+CLAIMED_MS: Final = b"claimed_ms"
+FINISHED_MS: Final = b"finished_ms"
+PAYLOAD: Final = b"payload"
 
-PENDING = b"pending"
-ACTIVE = b"active"
-SCHEDULED = b"scheduled"
-DEAD = b"dead"
-COMPLETED = b"completed"
-WAITING = b"waiting"  # a flow's parent, until its children are done (verbs/flows.py)
+PENDING: Final = b"pending"
+ACTIVE: Final = b"active"
+SCHEDULED: Final = b"scheduled"
+DEAD: Final = b"dead"
+COMPLETED: Final = b"completed"
+WAITING: Final = b"waiting"  # a flow's parent, until its children are done (verbs/flows.py)
 
 
 def field(row: Hash, name: bytes) -> bytes | None:

@@ -18,13 +18,15 @@ nothing more.
 
 from __future__ import annotations
 
+from typing import Final
+
 from emqd import errors
 from emqd.keys import QueueKeys
 from emqd.store.keyspace import View
 from emqd.store.zset import ZSet
 
-MAX_LINE = 4096  # bytes of one line (EMQ.LOG) or one progress value (EMQ.PROGRESS)
-_NUMBER_MAX = 1 << 53  # scores are doubles: every integer below this is exact
+MAX_LINE: Final = 4096  # bytes of one line (EMQ.LOG) or one progress value (EMQ.PROGRESS)
+_NUMBER_MAX: Final = 1 << 53  # scores are doubles: every integer below this is exact
 
 
 def member(number: int, line: bytes) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -50,7 +51,7 @@ def plan(args: LaneLimitArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
                 None, ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.lane.limit", 4, "write fast", sys.modules[__name__],
                  summary="Set a lane's concurrency limit")
 ]

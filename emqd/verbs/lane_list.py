@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -50,7 +51,7 @@ def plan(args: LanesArgs, view: View, now_ms: int, run_id: bytes) -> dict[bytes,
             for group in groups}
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.lanes", 2, "readonly", sys.modules[__name__],
                  summary="Each lane's waiting and active jobs")
 ]

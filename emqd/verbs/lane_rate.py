@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -65,7 +66,7 @@ def plan(args: LaneRateArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, "OK", None, tuple(ledger.due))
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.lane.rate", -4, "write fast", sys.modules[__name__],
                  summary="Set a lane's rate limit: at most MAX claims per PER_MS")
 ]

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -56,11 +56,11 @@ from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.verbs import rates
 
-GROUP = b"group"  # the row field naming a job's lane
-FLAT = b""  # the flat queue's member in the ring
-RR = b"rr"  # meta field: the ring's turn counter
-LANES_PENDING = b"lanes_pending"  # meta field: jobs waiting in all lanes together
-LANE_LIMIT = b"lane_limit"  # the queue setting (settings.py) lanes read on their own
+GROUP: Final = b"group"  # the row field naming a job's lane
+FLAT: Final = b""  # the flat queue's member in the ring
+RR: Final = b"rr"  # meta field: the ring's turn counter
+LANES_PENDING: Final = b"lanes_pending"  # meta field: jobs waiting in all lanes together
+LANE_LIMIT: Final = b"lane_limit"  # the queue setting (settings.py) lanes read on their own
 
 
 def group_of(row: Hash | None) -> bytes | None:
@@ -522,7 +522,7 @@ def _still_servable(source: _Source, ledger: Ledger) -> bool:
     return ledger.servable(source.group)
 
 
-_CUT_OFF: tuple[Any, ...] = ("cut off",)  # _next_job's answer: the skips ran out first
+_CUT_OFF: Final[tuple[Any, ...]] = ("cut off",)  # _next_job's answer: the skips ran out first
 
 
 def _next_job(view: View, keys: QueueKeys, source: _Source, ledger: Ledger, judge: Judge,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors
 from emqd.config import Config
@@ -34,7 +35,7 @@ from emqd.verbs import job, job_log
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
-LINE_TOO_LONG = errors.too_long("LINE", job_log.MAX_LINE)
+LINE_TOO_LONG: Final = errors.too_long("LINE", job_log.MAX_LINE)
 
 
 @dataclass(slots=True)
@@ -71,7 +72,7 @@ def plan(args: LogArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, min(size + 1, keep), None, ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.log", 5, "write fast", sys.modules[__name__],
                  summary="Append a line to a claimed job's log")
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -27,7 +27,7 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job_log
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"START", b"COUNT"})
+_KEYWORDS: Final = frozenset({b"START", b"COUNT"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ def plan(args: LogsArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     return [job_log.line_of(stored) for _, stored in log.walk(args.start, stop)]
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.logs", -3, "readonly", sys.modules[__name__],
                  summary="A job's log lines, oldest first")
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import events
 from emqd.config import Config
@@ -22,7 +23,7 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs.runner import verb_command
 
-PAUSED = b"paused"  # the field of `p.."meta"`; the queue is paused when it holds `1`
+PAUSED: Final = b"paused"  # the field of `p.."meta"`; the queue is paused when it holds `1`
 
 
 def is_paused(value: bytes | None) -> bool:
@@ -53,6 +54,6 @@ def plan(args: PauseArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
                 [(events.PAUSED, args.queue, b"", now_ms, None)], ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.pause", 2, "write fast", sys.modules[__name__], summary="Stop claims")
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -29,8 +30,8 @@ from emqd.verbs import job
 from emqd.verbs.job_log import MAX_LINE
 from emqd.verbs.runner import verb_command
 
-PROGRESS = b"progress"
-VALUE_TOO_LONG = errors.too_long("VALUE", MAX_LINE)
+PROGRESS: Final = b"progress"
+VALUE_TOO_LONG: Final = errors.too_long("VALUE", MAX_LINE)
 
 
 @dataclass(slots=True)
@@ -60,7 +61,7 @@ def plan(args: ProgressArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     )
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.progress", 5, "write fast", sys.modules[__name__],
                  summary="Record a claimed job's progress")
 ]

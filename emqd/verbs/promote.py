@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -38,9 +39,9 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"LIMIT", b"ID"})
-DEFAULT_LIMIT = 1000
-MAX_LIMIT = 1000
+_KEYWORDS: Final = frozenset({b"LIMIT", b"ID"})
+DEFAULT_LIMIT: Final = 1000
+MAX_LIMIT: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, len(happened), happened, ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.promote", -2, "write", sys.modules[__name__],
                  summary="Move due scheduled jobs to pending")
 ]

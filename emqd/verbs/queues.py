@@ -8,6 +8,7 @@ Reads only; `WRONGTYPE` when `emq:queues` is a hash.
 from __future__ import annotations
 
 import sys
+from typing import Final
 
 from emqd.config import Config
 from emqd.keys import QUEUES
@@ -24,6 +25,6 @@ def plan(args: None, view: View, now_ms: int, run_id: bytes) -> list[bytes]:
     return [] if queues is None else list(queues.members())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.queues", 1, "readonly", sys.modules[__name__], summary="Every queue's name")
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors
 from emqd.config import Config
@@ -65,7 +66,7 @@ def plan(args: RateArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, "OK", None, ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.rate", -3, "write fast", sys.modules[__name__],
                  summary="Set a queue's rate limit: at most MAX claims per PER_MS")
 ]

@@ -16,7 +16,7 @@ counter; WRONGTYPE.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from emqd.config import Config
 from emqd.plan import RATED, Op, Plan
@@ -24,7 +24,7 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
 
-DEFAULT_LIMIT = 100
+DEFAULT_LIMIT: Final = 100
 
 
 def parse(argv: list[bytes], config: Config) -> parse_args.QueueSlice:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors
 from emqd.numbers import parse_int
@@ -32,9 +33,9 @@ from emqd.store.hash import Hash
 from emqd.store.keyspace import View
 from emqd.store.zset import ZSet
 
-MAX = b"rate_max"  # meta field: the queue's MAX
-PER_MS = b"rate_per_ms"  # meta field: the queue's PER_MS
-PRUNE = 1000  # entries that left a window deleted by one plan, at most
+MAX: Final = b"rate_max"  # meta field: the queue's MAX
+PER_MS: Final = b"rate_per_ms"  # meta field: the queue's PER_MS
+PRUNE: Final = 1000  # entries that left a window deleted by one plan, at most
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -69,7 +70,7 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, 1, happened, due)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.remove", 3, "write fast", sys.modules[__name__],
                  summary="Delete a job that is not active")
 ]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -39,8 +39,8 @@ from emqd.verbs import add, schedules
 from emqd.verbs import args as parse_args
 from emqd.verbs.runner import verb_command
 
-NAME = "emq.repeat"
-_OPTIONS = frozenset({b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
+NAME: Final = "emq.repeat"
+_OPTIONS: Final = frozenset({b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ def plan(args: RepeatArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, following, None, ((REPEATING, keys.queue, following),))
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command(NAME, -6, "write denyoom", sys.modules[__name__],
                  summary="Create or replace a schedule that adds a job per slot")
 ]

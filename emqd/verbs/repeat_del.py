@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -46,7 +47,7 @@ def plan(args: RepeatDelArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, 1 if ops else 0, None, ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.repeat.del", 3, "write fast", sys.modules[__name__],
                  summary="Delete a schedule")
 ]

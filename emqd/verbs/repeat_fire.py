@@ -20,7 +20,7 @@ value`; WRONGTYPE; ADD's refusals for a corrupt `meta`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from emqd.config import Config
 from emqd.plan import REPEATING, Op, Plan
@@ -28,7 +28,7 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import enqueue, schedules
 
-DEFAULT_LIMIT = 100
+DEFAULT_LIMIT: Final = 100
 
 
 def parse(argv: list[bytes], config: Config) -> parse_args.QueueSlice:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -27,7 +27,7 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import schedules
 from emqd.verbs.runner import verb_command
 
-_SHOWN = (schedules.CRON, schedules.TZ, schedules.PAYLOAD, b"priority", b"max_attempts",
+_SHOWN: Final = (schedules.CRON, schedules.TZ, schedules.PAYLOAD, b"priority", b"max_attempts",
           b"backoff", b"group")
 
 
@@ -64,7 +64,7 @@ def plan(args: RepeatsArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     return listing(view, args.keys)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.repeats", 2, "readonly", sys.modules[__name__],
                  summary="A queue's schedules, with their next slot")
 ]

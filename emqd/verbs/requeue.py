@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import events
 from emqd.config import Config
@@ -54,7 +55,7 @@ def plan(args: RequeueArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, "OK", [(events.RECOVERED, keys.queue, args.id, now_ms, None)], ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.requeue", 4, "write fast", sys.modules[__name__],
                  summary="Give a claimed job back without failing it")
 ]

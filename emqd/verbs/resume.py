@@ -11,6 +11,7 @@ Errors: `ERR invalid queue name`; `WRONGTYPE` when `meta` is a sorted set.
 from __future__ import annotations
 
 import sys
+from typing import Final
 
 from emqd import events
 from emqd.config import Config
@@ -32,6 +33,6 @@ def plan(args: PauseArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
                 [(events.RESUMED, args.queue, b"", now_ms, None)], ())
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.resume", 2, "write fast", sys.modules[__name__], summary="Serve claims again")
 ]

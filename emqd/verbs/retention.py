@@ -36,10 +36,10 @@ from emqd.store.zset import ZSet
 from emqd.verbs import job_log
 from emqd.verbs import settings as queue_settings
 
-SLICE = 100
-COMPLETED = "completed"
-DEAD = "dead"
-TRIMMED = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
+SLICE: Final = 100
+COMPLETED: Final = "completed"
+DEAD: Final = "dead"
+TRIMMED: Final = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
 # the row field of a flow's parent (verbs/flows.py): it has a record (typed: ties.py reads it
 # at import time, which mypyc cannot infer in the import cycle)
 CHILDREN: Final[bytes] = b"children"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors, events
 from emqd.config import Config
@@ -80,7 +81,7 @@ def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, "OK", happened, due)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.revive", -3, "write fast", sys.modules[__name__],
                  summary="Return a dead job to pending")
 ]

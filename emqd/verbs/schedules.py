@@ -36,11 +36,11 @@ EVERY: Final[bytes] = b"every"
 CRON: Final[bytes] = b"cron"
 TZ: Final[bytes] = b"tz"
 PAYLOAD: Final[bytes] = b"payload"
-CREATED_MS = b"created_ms"
-REPEAT = b"repeat"  # the row field naming the schedule that added a job
-NAME_MAX = 200  # a job's id is NAME:SLOT_MS, at most 256 bytes
-EXACT_MAX = 2**53  # the last ms a double holds exactly
-_UTC = datetime.UTC
+CREATED_MS: Final = b"created_ms"
+REPEAT: Final = b"repeat"  # the row field naming the schedule that added a job
+NAME_MAX: Final = 200  # a job's id is NAME:SLOT_MS, at most 256 bytes
+EXACT_MAX: Final = 2**53  # the last ms a double holds exactly
+_UTC: Final = datetime.UTC
 
 
 def schedule_name(raw: bytes) -> bytes:
@@ -193,7 +193,7 @@ def _positive(raw: bytes) -> bool:
     return value is not None and value > 0
 
 
-_OPTIONS = {
+_OPTIONS: Final = {
     b"priority": _priority,
     b"max_attempts": _positive,
     b"backoff": lambda raw: parse_backoff(raw) is not None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -33,7 +33,7 @@ def _non_negative(raw: bytes) -> int | None:
 
 
 # field -> (reader returning None when invalid, the error CONFIG SET answers)
-FIELDS: dict[bytes, tuple[Callable[[bytes], object], errors.Refusal]] = {
+FIELDS: Final[dict[bytes, tuple[Callable[[bytes], object], errors.Refusal]]] = {
     b"max_attempts": (_positive, errors.must_be_positive("max_attempts")),
     b"backoff": (parse_backoff, errors.INVALID_BACKOFF),
     b"max_stalled": (_positive, errors.must_be_positive("max_stalled")),
@@ -90,8 +90,8 @@ def effective_raw(row: Hash | None, config: Config) -> dict[bytes, bytes]:
 # always find the same row, so parsing it again is wasted work. A compact row
 # is an immutable tuple, so it is its own cache key; only valid settings are
 # kept, and a corrupt value is refused again on every call.
-_validated: dict[tuple[Any, ...], tuple[Config, Settings]] = {}
-_VALIDATED_MAX = 1024
+_validated: Final[dict[tuple[Any, ...], tuple[Config, Settings]]] = {}
+_VALIDATED_MAX: Final = 1024
 
 
 def effective(row: Hash | None, config: Config) -> Settings:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import events
 from emqd.config import Config
@@ -54,10 +54,10 @@ from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.runner import verb_command
 
-_KEYWORDS = frozenset({b"MAXSTALLED", b"LIMIT"})
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
-STALLED_ERROR = b"stalled"  # the `last_error` of a job the sweep dead-letters
+_KEYWORDS: Final = frozenset({b"MAXSTALLED", b"LIMIT"})
+DEFAULT_LIMIT: Final = 100
+MAX_LIMIT: Final = 1000
+STALLED_ERROR: Final = b"stalled"  # the `last_error` of a job the sweep dead-letters
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return Plan(ops, [recovered, dead], happened, tuple(due))
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.stalled.check", -2, "write", sys.modules[__name__],
                  summary="Recover or dead-letter jobs whose lease ran out")
 ]

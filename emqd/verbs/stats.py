@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Final
 
 from emqd import errors
 from emqd.config import Config
@@ -77,6 +78,6 @@ def plan(args: StatsArgs, view: View, now_ms: int, run_id: bytes) -> dict[bytes,
     return counts(view, args.keys)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.stats", 2, "readonly fast", sys.modules[__name__], summary="Queue counts")
 ]

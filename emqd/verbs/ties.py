@@ -19,6 +19,8 @@ its ops end with `ops()`, then its own `lanes.settle(ledger)`; `events` and
 
 from __future__ import annotations
 
+from typing import Final
+
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys
@@ -28,9 +30,9 @@ from emqd.store.hash import BigHash, Hash, Schema
 from emqd.store.keyspace import View
 from emqd.verbs import flows, lanes, unique
 
-_TIES = (flows.PARENT, flows.CHILDREN, unique.UNIQUE)
-_tied: dict[Schema, bool] = {}
-_TIED_MAX = 4096
+_TIES: Final = (flows.PARENT, flows.CHILDREN, unique.UNIQUE)
+_tied: Final[dict[Schema, bool]] = {}
+_TIED_MAX: Final = 4096
 
 
 def tied(row: Hash) -> bool:

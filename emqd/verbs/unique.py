@@ -31,8 +31,8 @@ from emqd.store.keyspace import View
 from emqd.verbs import job
 
 UNIQUE: Final[bytes] = b"unique"  # row field: the key the job holds (typed: read by ties.py)
-UNTIL = b"unique_until"  # row field: when a TTL hold ends
-PURGE = 16  # expired TTL keys deleted by one ADD, at most
+UNTIL: Final = b"unique_until"  # row field: when a TTL hold ends
+PURGE: Final = 16  # expired TTL keys deleted by one ADD, at most
 
 
 def is_live(state: bytes | None) -> bool:

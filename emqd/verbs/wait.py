@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
@@ -40,7 +40,7 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job
 from emqd.verbs.runner import verb_command
 
-RESULT = b"result"
+RESULT: Final = b"result"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     return Block((args.row_key,), args.timeout_ms, NULL_ARRAY)
 
 
-COMMANDS = [
+COMMANDS: Final = [
     verb_command("emq.wait", 4, "readonly blocking", sys.modules[__name__],
                  summary="Wait until a job is completed or dead")
 ]

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from emqd import clock, errors
 from emqd.dispatch import execute
@@ -37,16 +37,16 @@ from emqd.wire.resp import RequestParser, encode, stream_chunks
 if TYPE_CHECKING:
     from emqd.server import Server
 
-log = logging.getLogger("emqd")
+log: Final = logging.getLogger("emqd")
 
-MAX_QUEUED_REQUESTS = 10_000  # parsed but not yet run (behind a park or a full socket)
+MAX_QUEUED_REQUESTS: Final = 10_000  # parsed but not yet run (behind a park or a full socket)
 # A batch's replies go out every this many bytes, and the batch stops there when
 # they back up: 2,000 HGETALLs of a 220 kB hash in one read cost a client that
 # does not read about one chunk and one reply, not 440 MB.
-FLUSH_BYTES = 64 * 1024
+FLUSH_BYTES: Final = 64 * 1024
 # A big reply yields the loop after this many chunks (of reply.STREAM_ITEMS items,
 # ~100 KiB each) even to a client that reads as fast as it is written.
-STREAM_TURN = 32
+STREAM_TURN: Final = 32
 
 
 class Connection(asyncio.Protocol):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from itertools import chain, islice, repeat
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import hiredis
 
@@ -41,13 +41,13 @@ from emqd.errors import ProtocolError, ReplyError
 from emqd.numbers import format_double, parse_int
 from emqd.reply import BULKS, NULL_ARRAY, PAIRS, Raw, Set, Stream, Verbatim
 
-MAX_INLINE = 64 * 1024  # PROTO_INLINE_MAX_SIZE: an inline line, a header line
-MAX_BULK = 512 * 1024 * 1024  # proto-max-bulk-len
-MAX_MULTIBULK = 2**31 - 1  # INT_MAX
-UNAUTH_MAX_MULTIBULK = 10  # limits while a password is still owed
-UNAUTH_MAX_BULK = 16384
+MAX_INLINE: Final = 64 * 1024  # PROTO_INLINE_MAX_SIZE: an inline line, a header line
+MAX_BULK: Final = 512 * 1024 * 1024  # proto-max-bulk-len
+MAX_MULTIBULK: Final = 2**31 - 1  # INT_MAX
+UNAUTH_MAX_MULTIBULK: Final = 10  # limits while a password is still owed
+UNAUTH_MAX_BULK: Final = 16384
 
-_SPACE = b" \t\n\v\f\r"  # C isspace()
+_SPACE: Final = b" \t\n\v\f\r"  # C isspace()
 
 # hiredis allocates an array's whole list when it reads `*N`, so a client
 # declaring `*2000000000` would cost gigabytes before sending anything. Requests
@@ -55,9 +55,9 @@ _SPACE = b" \t\n\v\f\r"  # C isspace()
 # grows them as the arguments arrive, like Redis. `_BIG_COUNT` finds such a
 # header in a chunk (or something that looks like one: then the chunk just
 # takes the slow path).
-HIREDIS_MAX_ARGS = 10_000
-_BIG_COUNT = re.compile(rb"\*[1-9][0-9]{4}")
-RELEASE_AFTER = 1 << 20  # a request this big has its hiredis buffer freed once it is read
+HIREDIS_MAX_ARGS: Final = 10_000
+_BIG_COUNT: Final = re.compile(rb"\*[1-9][0-9]{4}")
+RELEASE_AFTER: Final = 1 << 20  # a request this big has its hiredis buffer freed once it is read
 
 
 class RequestParser:
@@ -352,7 +352,7 @@ def _wire_size(request: list[bytes]) -> int:
 # What makes an inline line need _inline's rules, line by line: quotes and
 # escapes, \v and \f (split_inline says why), a NUL (Redis's strchr stops at
 # it), and a line that starts a multi-bulk request.
-_INLINE_SPECIAL = (b'"', b"'", b"\v", b"\f", b"\0", b"\n*")
+_INLINE_SPECIAL: Final = (b'"', b"'", b"\v", b"\f", b"\0", b"\n*")
 
 
 def _inline_lines(buf: bytes, pos: int, requests: list[Any]) -> int:
@@ -392,8 +392,8 @@ def _inline(buf: bytes, pos: int, requests: list[Any]) -> int:
     return newline + 1
 
 
-_ESCAPES = {110: 10, 114: 13, 116: 9, 98: 8, 97: 7}  # \n \r \t \b \a
-_HEX = b"0123456789abcdefABCDEF"
+_ESCAPES: Final = {110: 10, 114: 13, 116: 9, 98: 8, 97: 7}  # \n \r \t \b \a
+_HEX: Final = b"0123456789abcdefABCDEF"
 
 
 def split_inline(line: bytes) -> list[bytes] | None:
@@ -457,9 +457,9 @@ def split_inline(line: bytes) -> list[bytes] | None:
 # Replies every pipeline repeats, encoded once: bytes formatting costs ~300 ns
 # a reply here. Simple strings are the code's own status words (OK, PONG,
 # QUEUED, type names), so the table stays small; it is bounded all the same.
-_SMALL_INTS = tuple(b":%d\r\n" % n for n in range(1024))  # counts, failures, ...
-_SIMPLE: dict[str, bytes] = {}
-_SIMPLE_MAX = 256
+_SMALL_INTS: Final = tuple(b":%d\r\n" % n for n in range(1024))  # counts, failures, ...
+_SIMPLE: Final[dict[str, bytes]] = {}
+_SIMPLE_MAX: Final = 256
 
 
 def encode(value: Any, resp: int) -> bytes:
@@ -524,9 +524,9 @@ def encode(value: Any, resp: int) -> bytes:
 
 
 # --- big replies: a Stream, in chunks ---------------------------------------------
-STREAM_ITEMS = 1024  # items a chunk holds (about 100 KiB of a KEYS reply of job keys)
-_HEADS = [b"$%d\r\n" % n for n in range(1024)]  # a bulk string's header, by its length
-_CRLF = b"\r\n"
+STREAM_ITEMS: Final = 1024  # items a chunk holds (about 100 KiB of a KEYS reply of job keys)
+_HEADS: Final = [b"$%d\r\n" % n for n in range(1024)]  # a bulk string's header, by its length
+_CRLF: Final = b"\r\n"
 
 
 def stream_chunks(stream: Stream, resp: int) -> Iterator[bytes]:
