@@ -31,11 +31,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from mypy_extensions import i64  # a native int once compiled; a plain int otherwise
 
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
 UINT64_MAX: Final = 2**64 - 1
+# Whether this module runs compiled by mypyc (its file is then an extension module).
+COMPILED: Final = not __file__.endswith(".py")
 
 _INT: Final = re.compile(rb"-?(?:0|[1-9][0-9]{0,19})\Z")
 
@@ -53,11 +58,32 @@ _NONZERO_DEC: Final = re.compile(rb"[1-9]")
 
 
 def parse_int(value: bytes) -> int | None:
-    """The integer Redis reads in `value`, or None where string2ll refuses it."""
-    if len(value) < 19 and value.isdigit() and (value[0] != 48 or len(value) == 1):
-        # The common case, without the regex: up to 18 ASCII digits, no
-        # leading zero (so within 64 bits). bytes.isdigit() is ASCII-only.
-        return int(value)
+    """The integer Redis reads in `value`, or None where string2ll refuses it.
+
+    The common case is up to 18 ASCII digits with no leading zero (so within 64
+    bits). Compiled, a loop over the bytes reads it in ~20 ns where int() costs
+    ~110 (a job cycle reads six such numbers); interpreted, int() is the cheaper,
+    so each build takes its own way to the same number (a property test checks
+    both against the rule)."""
+    size = len(value)
+    if not COMPILED:
+        if size < 19 and value.isdigit() and (value[0] != 48 or size == 1):
+            return int(value)  # bytes.isdigit() is ASCII-only
+        return _parse_int_slowly(value)
+    if 0 < size < 19:
+        number: i64 = value[0] - 48
+        if 0 < number <= 9 or (number == 0 and size == 1):
+            for i in range(1, size):
+                digit: i64 = value[i] - 48
+                if digit < 0 or digit > 9:
+                    return _parse_int_slowly(value)
+                number = number * 10 + digit
+            return number
+    return _parse_int_slowly(value)
+
+
+def _parse_int_slowly(value: bytes) -> int | None:
+    """parse_int's other cases: a sign, 19 or 20 digits, or no integer at all."""
     if not _INT.match(value) or value == b"-0":
         return None
     number = int(value)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emqd.numbers import (
     format_double,
@@ -51,6 +53,28 @@ INF = math.inf
 )
 def test_parse_int_is_string2ll(text: bytes, expected: int | None) -> None:
     assert parse_int(text) == expected
+
+
+def _string2ll(text: bytes) -> int | None:
+    """string2ll's rule as the table above shows it, written plainly: an optional `-`,
+    then `0` alone or digits without a leading zero, within 64 bits."""
+    digits = text[1:] if text[:1] == b"-" else text
+    if not digits or not all(48 <= c <= 57 for c in digits) or text == b"-0":
+        return None
+    if digits[0] == 48 and len(digits) > 1:
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+@given(st.one_of(
+    st.integers(min_value=-(2**64), max_value=2**64).map(lambda n: b"%d" % n),
+    st.lists(st.sampled_from(b"-0123456789 +x"), max_size=22).map(bytes),
+))
+def test_parse_int_agrees_with_string2ll_on_any_digits(text: bytes) -> None:
+    # The compiled core reads short numbers with a loop of its own and the pure
+    # one with int() (numbers.parse_int): each build runs this against the rule.
+    assert parse_int(text) == _string2ll(text)
 
 
 @pytest.mark.parametrize(
