@@ -20,7 +20,7 @@ from collections.abc import Container, Iterable
 from typing import Any, Final
 
 from emqd.events import Event
-from emqd.store.keyspace import compile_applier
+from emqd.store.keyspace import ShapeApplier
 
 Op = tuple[Any, ...]  # (b"HSET", key, field, value, ...): bytes | int | float after the name
 
@@ -130,8 +130,8 @@ class Shape:
 
     `shape.ops(*values)` builds the ops (values in the order the slots first
     appear), `shape.body(ops)` formats them as RESP in one `%` (the log's
-    record, without MULTI/EXEC) and `shape.apply(keyspace, ops)` makes their
-    writes with direct calls (store/keyspace.py `compile_applier`). They are
+    record, without MULTI/EXEC) and `shape.applier.apply(keyspace, ops)` makes
+    their writes with direct calls (store/keyspace.py `ShapeApplier`). They are
     generated from the declaration, as
     `collections.namedtuple` generates its class: written by hand they would
     repeat the declaration twice, and a generic per-argument encoder costs a
@@ -139,7 +139,7 @@ class Shape:
     three ops).
     """
 
-    __slots__ = ("name", "template", "ops", "body", "apply")
+    __slots__ = ("name", "template", "ops", "body", "applier")
 
     def __init__(self, name: str, *template: tuple[Any, ...]) -> None:
         self.name = name
@@ -171,7 +171,7 @@ class Shape:
         exec(compile(source, f"<shape {name}>", "exec"), namespace)  # noqa: S102
         self.ops = namespace["ops"]
         self.body = namespace["body"]
-        self.apply = compile_applier(template)  # the store's writes, as straight-line calls
+        self.applier = ShapeApplier(template)  # the store's writes, with their primitives
 
     def __repr__(self) -> str:
         return f"Shape({self.name!r})"

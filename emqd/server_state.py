@@ -128,7 +128,7 @@ class ServerState:
             aof.rewrite.capture(ops)  # a compaction keeps the old values of what changes
         shape = plan.shape
         if shape is not None:
-            shape.apply(self.keyspace, ops)
+            shape.applier.apply(self.keyspace, ops)
         else:
             self.keyspace.apply(ops)
         self.dirty += len(ops)
