@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Final
 
 log = logging.getLogger("emqd")
 
@@ -98,12 +99,38 @@ class Clock:
         return value
 
 
-_clock = Clock()
+class _Held:
+    """The time a batch of requests runs at (`hold`): -1 when none is held."""
+
+    __slots__ = ("ms",)
+
+    def __init__(self) -> None:
+        self.ms = -1
+
+
+_clock: Final = Clock()
+_held: Final = _Held()
 
 
 def now_ms() -> int:
     """Milliseconds since the Unix epoch, as TIME shows them (emqd's clock, above)."""
-    return _clock.now_ms()
+    held = _held.ms
+    return held if held >= 0 else _clock.now_ms()
+
+
+def hold() -> int:
+    """Read the clock once for a batch of requests (what one read of a client's socket
+    brought): until `release`, `now_ms` answers this time. Redis caches the time per
+    command; emqd per batch, which saves a clock read (~110 ns) per command of a
+    pipeline. A batch runs in well under a millisecond per thousand commands, so
+    the times it writes (leases, claimed_ms) are early by no more than that."""
+    _held.ms = now = _clock.now_ms()
+    return now
+
+
+def release() -> None:
+    """The batch is over: `now_ms` reads the clock again."""
+    _held.ms = -1
 
 
 def skew_ms() -> int:

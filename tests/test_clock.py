@@ -141,3 +141,15 @@ def test_the_module_clock_is_the_wall_clock_of_this_machine() -> None:
 
     assert abs(clock.now_ms() - time.time_ns() // MS) < 50
     assert abs(clock.skew_ms()) < 50
+
+
+def test_a_held_time_is_what_every_read_answers_until_it_is_released() -> None:
+    import time
+
+    held = clock.hold()
+    try:
+        time.sleep(0.005)
+        assert clock.now_ms() == held  # a batch's commands all run at its time
+    finally:
+        clock.release()
+    assert clock.now_ms() >= held + 5  # released: the clock is read again

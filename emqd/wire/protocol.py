@@ -119,8 +119,11 @@ class Connection(asyncio.Protocol):
             self.run_pending()
 
     def data_received(self, data: bytes) -> None:
-        self.session.last_ms = clock.now_ms()
-        self._accept(self.parser.feed(data, self.session.authenticated))
+        self.session.last_ms = clock.hold()  # the batch's commands run at this time
+        try:
+            self._accept(self.parser.feed(data, self.session.authenticated))
+        finally:
+            clock.release()
 
     def _accept(self, requests: list[Any]) -> None:
         """Run (or queue) parsed requests, then any the parser still holds back."""
