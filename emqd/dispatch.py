@@ -25,7 +25,7 @@ from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
 from emqd.reply import Raw
-from emqd.server_state import ServerState
+from emqd.server_state import ServerState, Tally
 from emqd.session import Session
 from emqd.verbs import ALL as VERB_MODULES
 from emqd.wire.resp import encode
@@ -167,8 +167,10 @@ def execute(session: Session, argv: list[bytes]) -> Any:
             return _reject(session, found, argv)
         row = found
     name = session.last_command = row.name
-    calls = state.command_calls
-    calls[name] = calls.get(name, 0) + 1
+    tally = state.command_calls.get(name)
+    if tally is None:
+        tally = state.command_calls[name] = Tally()
+    tally.n += 1
     if not session.authenticated or session.multi is not None or session.pubsub is not None:
         return _special(session, row, argv)
     if row.checks_disk and _disk_refuses(state):

@@ -159,8 +159,8 @@ class StoreCollector:
         yield GaugeMetricFamily("emqd_blocked_clients", "Clients parked in a blocking claim",
                                 value=self.blocked())
         calls = CounterMetricFamily("emqd_commands", "Commands run, by name", labels=["command"])
-        for command, count in sorted(state.command_calls.items()):
-            calls.add_metric([command], count)
+        for command, tally in sorted(state.command_calls.items()):
+            calls.add_metric([command], tally.n)
         yield calls
         if state.aof is not None:
             yield GaugeMetricFamily("emqd_aof_size_bytes", "Size of the append-only file",
