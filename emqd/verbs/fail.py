@@ -7,7 +7,7 @@ is on `failures`, never on `attempts`: a job claimed, requeued and claimed
 again (token 2) still has its whole retry budget.
 
 - `f >= cap`, dead: `ZREM active`, `last_error`, `failures f`, `state dead`,
-  `finished_ms`, `ZADD dead now id`, `HINCRBY metrics:failed count 1`, and
+  `finished_ms`, `ZADD dead now id`, `metrics:failed count` one higher, and
   the retention trim of `dead`.
 - else, retry: `ZREM active`, `last_error`, `failures f`, `state scheduled`,
   `ZADD scheduled (now + delay) id`; delay is BACKOFF if given, else the

@@ -176,17 +176,18 @@ def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: 
     """`ZADD completed|dead now id...`, the metric's `count` + len(ids), and the trim.
 
     The rows' own fields (`state`, `finished_ms`, ...) are the caller's: they
-    differ per verb. The metric's stored `count` is validated here so that its
-    HINCRBY cannot fail in `apply`.
+    differ per verb. The metric's `count` is written as its new value (HSET, as
+    count_op writes counters), so a plan counts each (queue, kind) in one call:
+    the verbs gather their deaths (ties.take_deaths) before calling it.
     """
     metric = metric_key(keys, kind)
-    incremented(hget(view, metric, b"count"), len(ids))
+    count = incremented(hget(view, metric, b"count"), len(ids))
     added = [(now, job_id) for job_id in ids]
     trim = retention.trim_ops(view, keys, kind.decode(), keep, added, keep_ms, now)
     zadd: list[Any] = [b"ZADD", retention.set_key(keys, kind.decode())]
     for job_id in ids:
         zadd += [now, job_id]
-    return [tuple(zadd), (b"HINCRBY", metric, b"count", len(ids)), *trim]
+    return [tuple(zadd), (b"HSET", metric, b"count", b"%d" % count), *trim]
 
 
 def count_op(view: View, keys: QueueKeys, *names: bytes, by: int = 1) -> Op:

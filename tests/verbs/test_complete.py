@@ -32,7 +32,7 @@ def test_plan() -> None:
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"state", b"completed", b"finished_ms", b"%d" % NOW),
             (b"ZADD", P + b"completed", NOW, b"1"),
-            (b"HINCRBY", P + b"metrics:completed", b"count", 1),
+            (b"HSET", P + b"metrics:completed", b"count", b"1"),
         ],
         "OK",
     ))

@@ -65,7 +65,7 @@ def test_dead_plan() -> None:
             (b"HSET", P + b"job:1", b"last_error", b"boom", b"failures", b"1",
              b"state", b"dead", b"finished_ms", b"%d" % NOW),
             (b"ZADD", P + b"dead", NOW, b"1"),
-            (b"HINCRBY", P + b"metrics:failed", b"count", 1),
+            (b"HSET", P + b"metrics:failed", b"count", b"1"),
             (b"HSET", P + b"metrics", b"failed", b"1"),
         ],
         [b"dead", 1],

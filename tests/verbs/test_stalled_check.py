@@ -99,7 +99,7 @@ def test_counted_dead() -> None:
             (b"HSET", P + b"job:1", b"stalled", b"2", b"last_error", b"stalled",
              b"state", b"dead", b"finished_ms", b"%d" % NOW),
             (b"ZADD", P + b"dead", NOW, b"1"),
-            (b"HINCRBY", P + b"metrics:failed", b"count", 1),
+            (b"HSET", P + b"metrics:failed", b"count", b"1"),
         ],
         [[], [b"1"]],
     ))
