@@ -154,14 +154,16 @@ def get(row: Hash, name: bytes) -> bytes | None:
     """The value of field `name`, None when absent."""
     if isinstance(row, BigHash):
         return row.get(name)
-    where = row[0].slot.get(name)
+    schema: Schema = row[0]  # typed, so that compiled code reads its dict natively
+    where = schema.slot.get(name)
     return None if where is None else row[where]
 
 
 def has(row: Hash, name: bytes) -> bool:
     if isinstance(row, BigHash):
         return name in row
-    return name in row[0].slot
+    schema: Schema = row[0]
+    return name in schema.slot
 
 
 def field_set(row: Hash) -> Container[bytes]:
