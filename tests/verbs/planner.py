@@ -18,7 +18,7 @@ from emqd.errors import ReplyError
 from emqd.persist.records import text
 from emqd.plan import Plan
 from emqd.store import hash as hashes
-from emqd.store.keyspace import Keyspace
+from emqd.store.keyspace import Keyspace, View
 from emqd.store.zset import ZSet
 
 RUN_ID = b"a" * 40
@@ -99,7 +99,7 @@ def effects(result: Any) -> Any:
     return [tuple(text(v) for v in op) for op in result.ops], result.reply
 
 
-class KeysRead:
+class KeysRead(View):
     """A planner's View over `space` that notes every key it reads and hands back the store's
     own values (so that it serves a compiled core too, unlike RecordingView's counted sets)."""
 
@@ -120,7 +120,7 @@ class KeysRead:
         return self.space.type_name(key)
 
 
-class RecordingView:
+class RecordingView(View):
     """A planner's View over `space` that lists every read it makes, in order.
 
     Each `hash` / `zset` / `type_name` call is one entry (kind, key); walking a
