@@ -237,12 +237,14 @@ def _run(session: Session, row: Command, argv: list[bytes]) -> Any:
         return error.with_traceback(None)
     kind = type(result)
     if kind is Plan:
-        _commit(session, result)
-        return result.reply
+        plan: Plan = result  # typed: compiled code reads its fields natively
+        _commit(session, plan)
+        return plan.reply
     if kind is Block:
-        if result.plan is not None:
-            _commit(session, result.plan)
+        block: Block = result
+        if block.plan is not None:
+            _commit(session, block.plan)
         if session.in_exec:
-            return result.timeout_reply
-        return result
+            return block.timeout_reply
+        return block
     return result
