@@ -66,14 +66,30 @@ NAME: Final = "emq.claim"
 MAX_COUNT: Final = 1000  # jobs one call hands out (~10 ms of the loop; a bigger COUNT is clamped)
 MAX_SKIPPED: Final = 1000  # ghosts and corrupt rows one call walks past before it stops
 
+_ROW = (b"HSET", Slot("row"), job.ATTEMPTS, Slot("token"), job.STATE, job.ACTIVE,
+        job.LEASE_EPOCH, Slot("run_id"), job.CLAIMED_MS, Slot("now"))
+_LEASE = (b"ZADD", Slot("active"), Slot("deadline"), Slot("id"))
+
 # One flat job claimed, nothing skipped: the plan of nearly every CLAIM.
-ONE: Final = Shape(
-    "claim one",
-    (b"ZREM", Slot("pending"), Slot("id")),
-    (b"HSET", Slot("row"), job.ATTEMPTS, Slot("token"), job.STATE, job.ACTIVE,
-     job.LEASE_EPOCH, Slot("run_id"), job.CLAIMED_MS, Slot("now")),
-    (b"ZADD", Slot("active"), Slot("deadline"), Slot("id")),
-)
+ONE: Final = Shape("claim one", (b"ZREM", Slot("pending"), Slot("id")), _ROW, _LEASE)
+
+
+def _lane_shape(stays: bool) -> Shape:
+    """One job from the ring's head lane (lanes.serve_one): the lane goes to the back of the
+    ring (`stays`), or out of it (empty or full)."""
+    ring: tuple[tuple[Any, ...], ...]
+    if stays:
+        ring = ((b"ZADD", Slot("ring"), Slot("rr"), Slot("group")),
+                (b"HSET", Slot("meta"), lanes.RR, Slot("rr"), lanes.LANES_PENDING,
+                 Slot("lanes_pending")))
+    else:
+        ring = ((b"ZREM", Slot("ring"), Slot("group")),
+                (b"HSET", Slot("meta"), lanes.LANES_PENDING, Slot("lanes_pending")))
+    return Shape(f"claim lane stays={stays}", (b"ZREM", Slot("lane"), Slot("id")), _ROW, _LEASE,
+                 (b"HSET", Slot("gactive"), Slot("group"), Slot("running")), *ring)
+
+
+LANE_SHAPES: Final = {stays: _lane_shape(stays) for stays in (False, True)}
 
 
 class ClaimArgs:
@@ -131,10 +147,11 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
             return _answer(args, [], [], wake_at=window.frees_at())
         want = min(want, window.free)
     if ring is not None:
-        served = lanes.serve(view, keys, want, args.config, judge, now_ms, MAX_SKIPPED)
-        removed: list[Op] = [(b"ZREM", key, *members) for key, members in served.taken.items()]
-        return _verdict(args, view, removed, served.jobs, served.corrupt, now_ms, run_id,
-                        served.ledger, window, served.cut_off)
+        if want == 1 and window is None:
+            turn = lanes.serve_one(view, keys, args.config, ring, meta, judge)
+            if turn is not None:
+                return _lane_one(args, turn, now_ms, deadline, run_id)
+        return round_robin(args, view, want, window, now_ms, run_id)
     members: Iterator[bytes] = iter(()) if pending is None else pending.members()
     taken, jobs, corrupt = _walk(view, keys, members, want)
     if len(jobs) == 1 and len(taken) == 1 and window is None:
@@ -142,6 +159,17 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     removed = [(b"ZREM", keys.pending, *taken)] if taken else []
     cut_off = len(taken) - len(jobs) >= MAX_SKIPPED
     return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id, None, window, cut_off)
+
+
+def round_robin(args: ClaimArgs, view: View, want: int, window: rates.Window | None,
+                now_ms: int, run_id: bytes) -> Any:
+    """A queue with a ring, in general: lanes.serve's turns and lanes.settle's moves. What
+    the lanes' fast path (lanes.serve_one, _lane_one) must plan alike where it answers
+    (tests/verbs/test_lanes_fast.py)."""
+    served = lanes.serve(view, args.keys, want, args.config, judge, now_ms, MAX_SKIPPED)
+    removed: list[Op] = [(b"ZREM", key, *members) for key, members in served.taken.items()]
+    return _verdict(args, view, removed, served.jobs, served.corrupt, now_ms, run_id,
+                    served.ledger, window, served.cut_off)
 
 
 def _window(view: View, keys: QueueKeys, meta: Hash, now_ms: int) -> rates.Window:
@@ -214,6 +242,24 @@ def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: in
                   keys.active, b"%d" % deadline)
     return Plan(ops, reply if args.count is None else [reply], [event],
                 ((LEASED, keys.queue, deadline),), ONE)
+
+
+def _lane_one(args: ClaimArgs, turn: lanes.Turn, now: int, deadline: int,
+              run_id: bytes) -> Any:
+    """The lanes' fast path: one job from the ring's head lane, from a template."""
+    keys = args.keys
+    job_id, group = turn.job_id, turn.group
+    token = b"%d" % turn.token
+    reply, event = _claimed(keys, job_id, turn.row, token, now)
+    values = [keys.lane(group), job_id, keys.job(job_id), token, run_id, b"%d" % now,
+              keys.active, b"%d" % deadline, keys.gactive, group, b"%d" % turn.running,
+              keys.ring]
+    if turn.rr is not None:
+        values.append(b"%d" % turn.rr)
+    values += [keys.meta, b"%d" % turn.lanes_pending]
+    shape = LANE_SHAPES[turn.rr is not None]
+    return Plan(shape.ops(*values), reply if args.count is None else [reply], [event],
+                ((LEASED, keys.queue, deadline),), shape)
 
 
 def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],

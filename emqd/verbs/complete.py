@@ -28,7 +28,7 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.plan import AGING, BIG_VALUE, Due, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
-from emqd.store.hash import incremented
+from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, retention, ties
@@ -38,8 +38,10 @@ from emqd.verbs.runner import verb_command
 _KEYWORDS: Final = frozenset({b"RESULT"})
 
 
-def _shape(name: str, result: bool, trim: bool) -> Shape:
-    """A flat job's COMPLETE, with or without RESULT, with or without one row trimmed."""
+def _shape(name: str, result: bool, trim: bool, lane: tuple[bool, bool] | None = None) -> Shape:
+    """A flat job's COMPLETE, with or without RESULT, with or without one row trimmed; with
+    `lane` (the lane's gactive field goes, the lane enters the ring), a lane job's, whose
+    slot comes back (lanes.slot_back)."""
     row: tuple[Any, ...] = (b"HSET", Slot("row"), job.STATE, job.COMPLETED, job.FINISHED_MS,
                             Slot("now"))
     if result:
@@ -52,12 +54,28 @@ def _shape(name: str, result: bool, trim: bool) -> Shape:
     ]
     if trim:
         ops += [(b"ZREM", Slot("completed"), Slot("victim")), (b"DEL", Slot("victim_row"))]
+    if lane is not None:
+        drop, enters = lane
+        if drop:
+            ops.append((b"HDEL", Slot("gactive"), Slot("group")))
+        else:
+            ops.append((b"HSET", Slot("gactive"), Slot("group"), Slot("running")))
+        if enters:
+            ops += [(b"ZADD", Slot("ring"), Slot("rr"), Slot("group")),
+                    (b"HSET", Slot("meta"), lanes.RR, Slot("rr"))]
     return Shape(name, *ops)
 
 
+_BOTH = (False, True)
 # (result given, one row trimmed) -> the shape: the plans of nearly every COMPLETE.
 SHAPES: Final = {(result, trim): _shape(f"complete result={result} trim={trim}", result, trim)
-          for result in (False, True) for trim in (False, True)}
+          for result in _BOTH for trim in _BOTH}
+# ... and of a lane job's, (result, trim, its gactive field goes, the lane enters the ring).
+LANE_SHAPES: Final = {
+    (result, trim, drop, enters): _shape(
+        f"complete lane result={result} trim={trim} drop={drop} enters={enters}",
+        result, trim, (drop, enters))
+    for result in _BOTH for trim in _BOTH for drop in _BOTH for enters in _BOTH}
 
 
 class CompleteArgs:
@@ -87,16 +105,29 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = job.held(view, keys, args.id, args.token)
     settings = queue_settings.of_queue(view, keys, args.config)
-    keep_ms = settings.keep_completed_ms
-    claimed = parse_int(hashes.get(row, job.CLAIMED_MS) or b"")
-    event = (events.COMPLETED, keys.queue, args.id, now_ms,
-             {"duration_ms": now_ms - claimed if claimed is not None else 0})
-    now = b"%d" % now_ms
     small = args.result is None or len(args.result) < BIG_VALUE  # a big one is logged uncopied
-    if small and not keep_ms and lanes.group_of(row) is None and not ties.tied(row):
-        flat = _flat(args, view, now_ms, now, settings.keep_completed)
-        if flat is not None:
-            return Plan(flat[0], "OK", [event], (), flat[1])
+    if small and not settings.keep_completed_ms and not ties.tied(row):
+        fast = _shaped(args, view, now_ms, settings.keep_completed, lanes.group_of(row))
+        if fast is not None:
+            return Plan(fast[0], "OK", [_event(args, row, now_ms)], (), fast[1])
+    return general(args, view, row, settings, now_ms)
+
+
+def _event(args: CompleteArgs, row: Hash, now_ms: int) -> Any:
+    claimed = parse_int(hashes.get(row, job.CLAIMED_MS) or b"")
+    return (events.COMPLETED, args.keys.queue, args.id, now_ms,
+            {"duration_ms": now_ms - claimed if claimed is not None else 0})
+
+
+def general(args: CompleteArgs, view: View, row: Hash, settings: queue_settings.Settings,
+            now_ms: int) -> Plan:
+    """The plan in general, through the lanes' ledger and the general trim: what the Shape
+    path must plan alike where it answers (tests/verbs/test_complete.py,
+    tests/verbs/test_lanes_fast.py)."""
+    keys = args.keys
+    keep_ms = settings.keep_completed_ms
+    event = _event(args, row, now_ms)
+    now = b"%d" % now_ms
     due: tuple[Due, ...] = () if not keep_ms else ((AGING, keys.queue, now_ms + keep_ms),)
     tail = job.finish_ops(view, keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed,
                           keep_ms)
@@ -128,19 +159,27 @@ def _tied(args: CompleteArgs, view: View, row: Any, ledger: lanes.Ledger, ops: l
     return Plan(ops, "OK", [event, *tie.events], (*due, *tie.due))
 
 
-def _flat(args: CompleteArgs, view: View, now_ms: int, now: bytes,
-          keep: int) -> tuple[list[Op], Shape] | None:
-    """A flat job's COMPLETE trimming at most one row, which has no log (nearly every
-    COMPLETE): its ops from a Shape, without the lanes' ledger or the general trim;
-    None otherwise. The plan finish_ops and retention.trim_ops would make, checked
-    alike (tests/verbs/test_complete.py compares the two)."""
+def _shaped(args: CompleteArgs, view: View, now_ms: int, keep: int,
+            group: bytes | None) -> tuple[list[Op], Shape] | None:
+    """A COMPLETE trimming at most one row, which has no log (nearly every COMPLETE):
+    its ops from a Shape, without the lanes' ledger or the general trim; None
+    otherwise. The plan finish_ops and retention.trim_ops would make, checked alike
+    (tests/verbs/test_complete.py compares the two). A job of lane `group` also gets
+    its slot back as lanes.slot_back finds it, when it does (tests/verbs/test_lanes_fast.py
+    compares that with what lanes.settle writes)."""
     keys = args.keys
+    back = None
+    if group is not None:
+        back = lanes.slot_back(view, keys, args.config, group)
+        if back is None:
+            return None
     count = incremented(job.hget(view, keys.metrics_completed, b"count"), 1)
     completed = view.zset(keys.completed)
     excess = (0 if completed is None else len(completed)) + 1 - keep
     if excess > 1:
         return None
     shape = SHAPES[(args.result is not None, excess == 1)]
+    now = b"%d" % now_ms
     values = [keys.active, args.id, keys.job(args.id), now]
     if args.result is not None:
         values.append(args.result)
@@ -150,6 +189,15 @@ def _flat(args: CompleteArgs, view: View, now_ms: int, now: bytes,
         if view.type_name(keys.log_prefix + victim) != "none":
             return None  # its log goes with it (job_log.del_op)
         values += [victim, keys.job(victim)]
+    if group is None or back is None:
+        return shape.ops(*values), shape
+    running, rr = back
+    shape = LANE_SHAPES[(args.result is not None, excess == 1, not running, rr is not None)]
+    values += [keys.gactive, group]
+    if running:
+        values.append(b"%d" % running)
+    if rr is not None:
+        values += [keys.ring, b"%d" % rr, keys.meta]
     return shape.ops(*values), shape
 
 

@@ -48,12 +48,14 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.config import Config
+from emqd.errors import ReplyError
 from emqd.keys import QueueKeys
 from emqd.numbers import INT64_MAX, parse_int
 from emqd.plan import RATED, Due, Op
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
+from emqd.store.zset import ZSet
 from emqd.verbs import rates
 
 GROUP: Final = b"group"  # the row field naming a job's lane
@@ -217,15 +219,11 @@ class Ledger:
         value = self.limits.get(group)
         if value is not None:
             return value
-        raw = _hget(self.view, self.keys.glimit, group)
-        if raw is None:
+        value = _own_limit(self.view, self.keys, group)
+        if value is None:
             if self.queue_limit is None:
                 self.queue_limit = _queue_limit(self.view, self.keys, self.config)
             value = self.queue_limit
-        else:
-            value = parse_limit(raw)
-            if value is None:
-                raise errors.corrupt_lane_limit(group)
         self.limits[group] = value
         return value
 
@@ -279,6 +277,17 @@ def retune(view: View, keys: QueueKeys, config: Config, queue_limit: int,
     for group in () if gactive is None else hashes.names(gactive):
         ledger.waiting.setdefault(group, 0)  # touched: settle looks at it again
     return settle(ledger)
+
+
+def _own_limit(view: View, keys: QueueKeys, group: bytes) -> int | None:
+    """The lane's own limit (`glimit`), None when it has none; a corrupt one refuses."""
+    raw = _hget(view, keys.glimit, group)
+    if raw is None:
+        return None
+    value = parse_limit(raw)
+    if value is None:
+        raise errors.corrupt_lane_limit(group)
+    return value
 
 
 def _queue_limit(view: View, keys: QueueKeys, config: Config) -> int:
@@ -543,3 +552,142 @@ def _next_job(view: View, keys: QueueKeys, source: _Source, ledger: Ledger, judg
         if skips.spend():
             return _CUT_OFF
     return None
+
+
+# --- the common moves, without the ledger ---------------------------------------------------
+# Nearly every lane CLAIM takes one job from the ring's head lane, and nearly every COMPLETE
+# of a lane job gives its slot back. Both are answered here from a few reads, with the values
+# `serve` + `settle` would write; anything else (a ghost or corrupt row at the front, a full or
+# rate-limited lane, the flat member, a ring so small that the flat member may have to move,
+# a stored value that would refuse) answers None, and the verb takes the general path, which
+# decides (and refuses) as it always did. tests/verbs/test_lanes_fast.py checks both against
+# the general path, plan for plan.
+
+class Turn:
+    """CLAIM's turn for one job from the ring's head lane (serve_one): the job, its token,
+    the lane's `gactive` after it, and the lane's place after it: `rr` its new score at the
+    back of the ring, or None when it leaves the ring (empty or full); `lanes_pending` the
+    new total."""
+
+    __slots__ = ("group", "job_id", "row", "token", "running", "rr", "lanes_pending")
+
+    def __init__(self, group: bytes, job_id: bytes, row: Hash, token: int, running: int,
+                 rr: int | None, lanes_pending: int) -> None:
+        self.group = group
+        self.job_id = job_id
+        self.row = row
+        self.token = token
+        self.running = running
+        self.rr = rr
+        self.lanes_pending = lanes_pending
+
+
+def serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Hash | None,
+              judge: Judge) -> Turn | None:
+    """The turn `serve(..., want=1)` takes when the ring's head is a lane that can be served,
+    its front job is claimable, and the lane has no rate limit; None otherwise."""
+    try:
+        return _serve_one(view, keys, config, ring, meta, judge)
+    except ReplyError:
+        return None  # a stored value that refuses: the general path gives the refusal
+
+
+def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Hash | None,
+               judge: Judge) -> Turn | None:
+    if len(ring) < 2:
+        return None  # the flat member may have to leave with the lane (_settle_flat)
+    group = ring.first_member()
+    if not group:
+        return None  # the flat member's turn
+    lane = view.zset(keys.lane(group))
+    job_id = None if lane is None else lane.first_member()
+    if job_id is None:
+        return None
+    row = view.hash(keys.job(job_id))
+    if row is None:
+        return None  # a ghost
+    token = judge(row)
+    if type(token) is bytes:
+        return None  # a corrupt row, dead-lettered
+    running = _stored_running(view, keys, group)
+    if running is None:
+        return None
+    limit = _own_limit(view, keys, group)
+    if limit is None:
+        limit = _queue_limit(view, keys, config)
+    if limit and running >= limit:
+        return None  # full: skipped and taken out
+    if _rated(view, keys, group):
+        return None
+    running += 1
+    stays = len(lane) > 1 and (not limit or running < limit)  # type: ignore[arg-type]
+    if not stays and len(ring) < 3:
+        return None  # the same, with this lane leaving
+    rr = None
+    if stays:
+        rr = _next_turn(meta)
+        if rr is None:
+            return None
+    stored = None if meta is None else hashes.get(meta, LANES_PENDING)
+    return Turn(group, job_id, row, token, running, rr,  # type: ignore[arg-type]
+                incremented(stored, -1))
+
+
+def slot_back(view: View, keys: QueueKeys, config: Config,
+              group: bytes) -> tuple[int, int | None] | None:
+    """What `settle` writes when a job of lane `group` leaves `active` (COMPLETE) and the
+    lane stays out of the ring or enters it: (gactive after, the lane's score at the back of
+    the ring or None when it does not enter). None when anything else may happen."""
+    try:
+        return _slot_back(view, keys, config, group)
+    except ReplyError:
+        return None
+
+
+def _slot_back(view: View, keys: QueueKeys, config: Config,
+               group: bytes) -> tuple[int, int | None] | None:
+    running = _stored_running(view, keys, group)
+    if running is None or running < 1:
+        return None
+    running -= 1
+    ring = view.zset(keys.ring)
+    if ring is None or not len(ring):
+        return None  # no ring: the flat member may have to enter with the lane
+    was_in = group in ring
+    lane = view.zset(keys.lane(group))
+    now_in = False
+    if lane is not None and len(lane):
+        limit = _own_limit(view, keys, group)
+        if limit is None:
+            limit = _queue_limit(view, keys, config)
+        if not limit or running < limit:
+            if _rated(view, keys, group):
+                return None
+            now_in = True
+    if was_in:
+        return (running, None) if now_in and len(ring) > 1 else None
+    if not now_in:
+        return (running, None) if len(ring) > 1 else None
+    rr = _next_turn(view.hash(keys.meta))
+    return None if rr is None else (running, rr)
+
+
+def _stored_running(view: View, keys: QueueKeys, group: bytes) -> int | None:
+    """The lane's stored `gactive`, when it is a count the fast paths may move by one."""
+    stored = _hget(view, keys.gactive, group)
+    if stored is None:
+        return 0
+    value = parse_int(stored)
+    return value if value is not None and 0 <= value < INT64_MAX else None
+
+
+def _rated(view: View, keys: QueueKeys, group: bytes) -> bool:
+    """Whether the lane has a rate limit (`grate`)."""
+    table = view.hash(keys.lane_rates)
+    return table is not None and hashes.has(table, group)
+
+
+def _next_turn(meta: Hash | None) -> int | None:
+    """`rr + 1`, the back of the ring, or None when it would refuse (Ledger.to_back)."""
+    rr = incremented(None if meta is None else hashes.get(meta, RR), 0)
+    return rr + 1 if rr < INT64_MAX else None
