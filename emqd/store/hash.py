@@ -219,11 +219,19 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
     big = row  # a BigHash: written in place
     if big.scan is not None:
         _scan_note(big, [name for name in dict.fromkeys(names) if name not in big], True)
-    for name, value in zip(names, values, strict=True):
+    # An index loop and `listpack` read once: zip(strict=True) and an attribute of this
+    # dict subclass are generic calls in the compiled core (gactive's HSET on every
+    # lane CLAIM comes here).
+    listpack = big.listpack
+    longest = limits.hash_value
+    for i in range(len(names)):
+        name, value = names[i], values[i]
         big[name] = value
-        if big.listpack and (len(name) > limits.hash_value or len(value) > limits.hash_value):
-            big.listpack = False
-    if big.listpack and len(big) > limits.hash_entries:
+        if listpack and (len(name) > longest or len(value) > longest):
+            listpack = False
+    if listpack and len(big) > limits.hash_entries:
+        listpack = False
+    if not listpack and big.listpack:
         big.listpack = False
     return big
 

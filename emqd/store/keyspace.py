@@ -210,6 +210,19 @@ def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
             _delete(space, key)
 
 
+def remove_field(space: Keyspace, key: bytes, name: bytes) -> None:
+    """HDEL key name: one field."""
+    data = space.data
+    row = data.get(key)
+    if row is None:
+        return
+    left = hashes.removed(row, (name,))  # type: ignore[arg-type]
+    if left is None:
+        _delete(space, key)
+    else:
+        data[key] = left
+
+
 def _delete(space: Keyspace, key: bytes) -> None:
     """The key goes (it is there); a big value is left to `free`."""
     value = space.data.pop(key)
@@ -326,6 +339,8 @@ _MEMBER: Final = 1  # ZADD of one member
 _GONE: Final = 2  # ZREM of one member
 _KEY: Final = 3  # DEL of one key
 _OTHER: Final = 4  # anything else: the generic applier of its name
+_PAIR: Final = 5  # HSET of one field whose name is a value (gactive's group)
+_FIELD_GONE: Final = 6  # HDEL of one field (gactive's, when a lane's last job leaves)
 
 
 class ShapeApplier:
@@ -352,6 +367,10 @@ class ShapeApplier:
                 kinds.append(_GONE)
             elif name == b"DEL" and len(op) == 2:
                 kinds.append(_KEY)
+            elif name == b"HSET" and len(op) == 4:
+                kinds.append(_PAIR)
+            elif name == b"HDEL" and len(op) == 3:
+                kinds.append(_FIELD_GONE)
             else:
                 kinds.append(_OTHER)
             names.append(tuple(op[2::2]) if kinds[-1] == _FIELDS else ())
@@ -375,6 +394,10 @@ class ShapeApplier:
                 key = op[1]
                 if key in space.data:
                     _delete(space, key)
+            elif kind == _PAIR:
+                set_fields(space, op[1], (op[2],), (op[3],))
+            elif kind == _FIELD_GONE:
+                remove_field(space, op[1], op[2])
             else:
                 self.generic[i](space, op)
         if space.watched:
