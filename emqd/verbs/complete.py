@@ -107,7 +107,7 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     settings = queue_settings.of_queue(view, keys, args.config)
     small = args.result is None or len(args.result) < BIG_VALUE  # a big one is logged uncopied
     if small and not settings.keep_completed_ms and not ties.tied(row):
-        fast = _shaped(args, view, now_ms, settings.keep_completed, lanes.group_of(row))
+        fast = _shaped(args, view, now_ms, settings, lanes.group_of(row))
         if fast is not None:
             return Plan(fast[0], "OK", [_event(args, row, now_ms)], (), fast[1])
     return general(args, view, row, settings, now_ms)
@@ -159,7 +159,7 @@ def _tied(args: CompleteArgs, view: View, row: Any, ledger: lanes.Ledger, ops: l
     return Plan(ops, "OK", [event, *tie.events], (*due, *tie.due))
 
 
-def _shaped(args: CompleteArgs, view: View, now_ms: int, keep: int,
+def _shaped(args: CompleteArgs, view: View, now_ms: int, settings: queue_settings.Settings,
             group: bytes | None) -> tuple[list[Op], Shape] | None:
     """A COMPLETE trimming at most one row, which has no log (nearly every COMPLETE):
     its ops from a Shape, without the lanes' ledger or the general trim; None
@@ -170,12 +170,12 @@ def _shaped(args: CompleteArgs, view: View, now_ms: int, keep: int,
     keys = args.keys
     back = None
     if group is not None:
-        back = lanes.slot_back(view, keys, args.config, group)
+        back = lanes.slot_back(view, keys, settings.lane_limit, group)
         if back is None:
             return None
     count = incremented(job.hget(view, keys.metrics_completed, b"count"), 1)
     completed = view.zset(keys.completed)
-    excess = (0 if completed is None else len(completed)) + 1 - keep
+    excess = (0 if completed is None else len(completed)) + 1 - settings.keep_completed
     if excess > 1:
         return None
     shape = SHAPES[(args.result is not None, excess == 1)]

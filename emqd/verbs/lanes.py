@@ -633,18 +633,19 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
                 incremented(stored, -1))
 
 
-def slot_back(view: View, keys: QueueKeys, config: Config,
+def slot_back(view: View, keys: QueueKeys, queue_limit: int,
               group: bytes) -> tuple[int, int | None] | None:
     """What `settle` writes when a job of lane `group` leaves `active` (COMPLETE) and the
     lane stays out of the ring or enters it: (gactive after, the lane's score at the back of
-    the ring or None when it does not enter). None when anything else may happen."""
+    the ring or None when it does not enter). None when anything else may happen.
+    `queue_limit`: the queue's `lane_limit`, from its validated settings."""
     try:
-        return _slot_back(view, keys, config, group)
+        return _slot_back(view, keys, queue_limit, group)
     except ReplyError:
         return None
 
 
-def _slot_back(view: View, keys: QueueKeys, config: Config,
+def _slot_back(view: View, keys: QueueKeys, queue_limit: int,
                group: bytes) -> tuple[int, int | None] | None:
     running = _stored_running(view, keys, group)
     if running is None or running < 1:
@@ -659,7 +660,7 @@ def _slot_back(view: View, keys: QueueKeys, config: Config,
     if lane is not None and len(lane):
         limit = _own_limit(view, keys, group)
         if limit is None:
-            limit = _queue_limit(view, keys, config)
+            limit = queue_limit
         if not limit or running < limit:
             if _rated(view, keys, group):
                 return None
