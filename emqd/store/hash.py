@@ -255,7 +255,7 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
     """`row` after HDEL of `names` (absent ones ignored); None once it is empty."""
     if not isinstance(row, BigHash):
         gone = set(names)
-        schema = row[0]
+        schema: Schema = row[0]
         kept = [i for i, name in enumerate(schema.fields) if name not in gone]
         if len(kept) == len(schema.fields):
             return row

@@ -251,7 +251,7 @@ def _lane_one(args: ClaimArgs, turn: lanes.Turn, now: int, deadline: int,
     job_id, group = turn.job_id, turn.group
     token = b"%d" % turn.token
     reply, event = _claimed(keys, job_id, turn.row, token, now)
-    values = [keys.lane(group), job_id, keys.job(job_id), token, run_id, b"%d" % now,
+    values = [turn.lane_key, job_id, turn.row_key, token, run_id, b"%d" % now,
               keys.active, b"%d" % deadline, keys.gactive, group, b"%d" % turn.running,
               keys.ring]
     if turn.rr is not None:

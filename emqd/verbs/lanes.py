@@ -567,14 +567,18 @@ class Turn:
     """CLAIM's turn for one job from the ring's head lane (serve_one): the job, its token,
     the lane's `gactive` after it, and the lane's place after it: `rr` its new score at the
     back of the ring, or None when it leaves the ring (empty or full); `lanes_pending` the
-    new total."""
+    new total. `lane_key` and `row_key` are the keys it read, for the plan's ops (a bytes
+    object keeps its hash: the store's lookups of the same object cost less)."""
 
-    __slots__ = ("group", "job_id", "row", "token", "running", "rr", "lanes_pending")
+    __slots__ = ("group", "lane_key", "job_id", "row_key", "row", "token", "running", "rr",
+                 "lanes_pending")
 
-    def __init__(self, group: bytes, job_id: bytes, row: Hash, token: int, running: int,
-                 rr: int | None, lanes_pending: int) -> None:
+    def __init__(self, group: bytes, lane_key: bytes, job_id: bytes, row_key: bytes, row: Hash,
+                 token: int, running: int, rr: int | None, lanes_pending: int) -> None:
         self.group = group
+        self.lane_key = lane_key
         self.job_id = job_id
+        self.row_key = row_key
         self.row = row
         self.token = token
         self.running = running
@@ -599,11 +603,13 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
     group = ring.first_member()
     if not group:
         return None  # the flat member's turn
-    lane = view.zset(keys.lane(group))
+    lane_key = keys.lane(group)
+    lane = view.zset(lane_key)
     job_id = None if lane is None else lane.first_member()
     if job_id is None:
         return None
-    row = view.hash(keys.job(job_id))
+    row_key = keys.job(job_id)
+    row = view.hash(row_key)
     if row is None:
         return None  # a ghost
     token = judge(row)
@@ -629,8 +635,8 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
         if rr is None:
             return None
     stored = None if meta is None else hashes.get(meta, LANES_PENDING)
-    return Turn(group, job_id, row, token, running, rr,  # type: ignore[arg-type]
-                incremented(stored, -1))
+    return Turn(group, lane_key, job_id, row_key, row, token, running,  # type: ignore[arg-type]
+                rr, incremented(stored, -1))
 
 
 def slot_back(view: View, keys: QueueKeys, queue_limit: int,
