@@ -43,7 +43,6 @@ then looks at the ring's size and stops).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Final
 
 from emqd import errors
@@ -419,7 +418,6 @@ def _ring_ops(ledger: Ledger) -> list[Op]:
 
 
 # --- CLAIM's round-robin ----------------------------------------------------------------
-@dataclass(slots=True)
 class Served:
     """What CLAIM's turn round the ring found.
 
@@ -427,14 +425,21 @@ class Served:
     rows); `jobs`: (id, row, token) to hand out, in turn order; `corrupt`: (id,
     HINCRBY's text) to dead-letter; `ledger`: the moves, ready for `settle`;
     `cut_off`: the turn stopped because it had skipped as many members as it
-    may (the rest is for the next call).
+    may (the rest is for the next call). A plain class, not a dataclass: one is
+    made per lane CLAIM that takes the general path, and mypyc keeps a
+    dataclass's generated __init__ interpreted (emqd/plan.py's Plan).
     """
 
-    taken: dict[bytes, list[bytes]]
-    jobs: list[tuple[bytes, Hash, int]]
-    corrupt: list[tuple[bytes, bytes]]
-    ledger: Ledger
-    cut_off: bool = False
+    __slots__ = ("taken", "jobs", "corrupt", "ledger", "cut_off")
+
+    def __init__(self, taken: dict[bytes, list[bytes]], jobs: list[tuple[bytes, Hash, int]],
+                 corrupt: list[tuple[bytes, bytes]], ledger: Ledger,
+                 cut_off: bool = False) -> None:
+        self.taken = taken
+        self.jobs = jobs
+        self.corrupt = corrupt
+        self.ledger = ledger
+        self.cut_off = cut_off
 
 
 class _Skips:
