@@ -38,6 +38,11 @@ stored value the ops depend on (`gactive`, `glimit`, `rr`, `lanes_pending`)
 is validated before the plan is built, so that applying it cannot fail
 halfway. A flat job costs nothing here unless the queue has a ring (`settle`
 then looks at the ring's size and stops).
+
+The two commonest moves, CLAIM's turn for one job and the COMPLETE that gives
+a slot back, are answered without the ledger (`serve_one`, `slot_back`, at
+the end of this module) from a few reads, with exactly the values the ledger
+would write; anything else goes through the ledger.
 """
 
 from __future__ import annotations
