@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
 UINT64_MAX: Final = 2**64 - 1
-# Whether this module runs compiled by mypyc (its file is then an extension module).
+# Whether the core runs compiled by mypyc: setup.py builds its modules together, so
+# this one's file (an extension module, or .py) says it for all of them. Read by
+# the few places that take another way in each build, and by emqd.core_build().
 COMPILED: Final = not __file__.endswith(".py")
 
 _INT: Final = re.compile(rb"-?(?:0|[1-9][0-9]{0,19})\Z")

@@ -30,13 +30,12 @@ from operator import itemgetter
 from typing import Any, Final
 
 from emqd import errors
-from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
+from emqd.numbers import COMPILED, INT64_MAX, INT64_MIN, parse_int
 from emqd.store.scan_index import ScanIndex
 
 COMPACT_MAX: Final = 32  # fields held in a Row; more make a BigHash
 SCHEMAS_MAX: Final = 65_536  # shared schemas remembered; past it new ones are not shared
 TRANSITIONS_MAX: Final = 64  # cached HSET shapes per schema
-COMPILED: Final = not __file__.endswith(".py")  # this module runs as mypyc's C extension
 
 
 class Limits:
