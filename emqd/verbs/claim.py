@@ -318,9 +318,7 @@ def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[An
     if tie is not None:
         tie.resolve()
         dead += tie.take_deaths()
-        ops += tie.ops()
-        happened += tie.events
-        due += tie.due
+        tie.join(ops, happened, due)
     ops += job.finish_ops(view, keys, job.DEAD, dead, now, settings.keep_dead,
                           settings.keep_dead_ms)
     if settings.keep_dead_ms:

@@ -178,9 +178,7 @@ def _dead(args: FailArgs, view: View, row: Hash, verdict: Dead,
     tail = job.finish_ops(view, keys, job.DEAD, dead, now_ms, settings.keep_dead,
                           settings.keep_dead_ms)
     if tie is not None:  # the rows it writes come before the trim, which may delete them
-        ops += tie.ops()
-        happened += tie.events
-        due += tie.due
+        tie.join(ops, happened, due)
     ops += tail
     if settings.keep_dead_ms:
         due.append((AGING, keys.queue, now_ms + settings.keep_dead_ms))

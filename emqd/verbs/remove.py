@@ -58,16 +58,14 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
     ops: list[Op] = job.removal_ops(view, keys, args.id, row, ledger)
     happened: list[Event] = [(events.REMOVED, keys.queue, args.id, now_ms, None)]
-    due: tuple[Due, ...] = ()
+    due: list[Due] = []
     if ties.tied(row):
         tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
         tie.removed(args.id, row)
         tie.resolve()
-        ops += tie.ops()
-        happened += tie.events
-        due = tuple(tie.due)
+        tie.join(ops, happened, due)
     ops += lanes.settle(ledger)
-    return Plan(ops, 1, happened, due)
+    return Plan(ops, 1, happened, tuple(due))
 
 
 COMMANDS: Final = [

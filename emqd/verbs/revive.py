@@ -68,17 +68,15 @@ def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
     ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger)
     happened: list[Event] = [(events.REVIVED, keys.queue, args.id, now_ms, None)]
-    due: tuple[Due, ...] = ()
+    due: list[Due] = []
     if ties.tied(row):
         tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
         tie.revived(args.id, row)
         tie.resolve()
-        ops += tie.ops()
-        happened += tie.events
-        due = tuple(tie.due)
+        tie.join(ops, happened, due)
     ops += lanes.settle(ledger)
     ops.append(job.count_op(view, keys, b"revived"))
-    return Plan(ops, "OK", happened, due)
+    return Plan(ops, "OK", happened, tuple(due))
 
 
 COMMANDS: Final = [

@@ -130,9 +130,7 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         tie.resolve()
         finished += tie.take_deaths()
     if tie is not None:  # the rows it writes come before the trim, which may delete them
-        ops += tie.ops()
-        happened += tie.events
-        due += tie.due
+        tie.join(ops, happened, due)
     if finished:
         ops += job.finish_ops(view, keys, job.DEAD, finished, now_ms, settings.keep_dead,
                               settings.keep_dead_ms)

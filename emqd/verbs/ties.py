@@ -13,8 +13,8 @@ Usage, in a verb's plan: `ties = Ties(view, keys, config, now, ledger, busy)`
 of the jobs the verb moves itself), then `completed` / `died` / `removed` /
 `revived` for each tied job, then `resolve()`; the verb's own `finish_ops` of
 DEAD takes `take_deaths()` (parents of its queue that die with their child);
-its ops end with `ops()`, then its own `lanes.settle(ledger)`; `events` and
-`due` join its own.
+`join(ops, happened, due)` then adds the ties' ops, events and due times to
+the verb's own, and its own `lanes.settle(ledger)` comes after.
 """
 
 from __future__ import annotations
@@ -90,6 +90,13 @@ class Ties:
 
     def ops(self) -> list[Op]:
         return [*self.own, *self.flows.ops()]
+
+    def join(self, ops: list[Op], happened: list[Event], due: list[Due]) -> None:
+        """Add what the ties write, tell and schedule to the verb's own lists (after
+        `resolve`, and `take_deaths` where the verb finishes deaths itself)."""
+        ops += self.ops()
+        happened += self.events
+        due += self.due
 
     @property
     def events(self) -> list[Event]:
