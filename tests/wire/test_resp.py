@@ -10,7 +10,7 @@ import pytest
 
 from emqd.errors import ProtocolError
 from emqd.reply import NULL_ARRAY, Raw, Set, Verbatim
-from emqd.wire.resp import MAX_BULK, RequestParser, encode, split_inline
+from emqd.wire.resp import MAX_BULK, RequestParser, _plain_requests, encode, split_inline
 from tests.support import encode_request
 
 PING = b"*1\r\n$4\r\nPING\r\n"
@@ -201,3 +201,51 @@ def test_many_arguments_arrive_whole() -> None:
     data = PING + encode_request(*args) + PING
     for seed in range(2):
         assert _parse(_cuts(data, seed)) == ([[b"PING"], args, [b"PING"]], None)
+
+
+PLAIN_GET = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+
+
+@pytest.mark.parametrize("rest", [
+    b"*02\r\n$3\r\nGET\r\n$1\r\nk\r\n",  # a count's leading zero
+    b"*2\r\n$03\r\nGET\r\n$1\r\nk\r\n",  # a length's leading zero
+    b"*2\n$3\r\nGET\r\n$1\r\nk\r\n",  # LF alone after the count
+    b"*0\r\n", b"*-1\r\n", b"*+2\r\n",
+    b"*10000\r\n",  # HIREDIS_MAX_ARGS: the guarded path's
+    b"*2\r\n$3\r\nGET\r\n:1\r\n",  # not a bulk
+    b"*2\r\n$3\r\nGET\r\n$1\r\n",  # the chunk ends inside the request
+    b"*2\r\n$3\r\nGET",
+    b"*",
+    b"PING\r\n",  # inline
+    b"x2\r\n$3\r\nGET\r\n$1\r\nk\r\n",  # not a `*`, however well framed the rest
+    b"\r\n",
+])
+def test_the_plain_reader_leaves_anything_else_to_hiredis_at_its_start(rest: bytes) -> None:
+    got: list = []
+    assert _plain_requests(PLAIN_GET * 2 + rest, got) == 2 * len(PLAIN_GET)
+    assert got == [[b"GET", b"k"]] * 2
+
+
+def test_the_plain_reader_reads_empty_and_binary_arguments() -> None:
+    data = encode_request(b"SET", b"", b"*2\r\n$1\r\n\x00") + encode_request(b"PING")
+    got: list = []
+    assert _plain_requests(data, got) == len(data)
+    assert got == [[b"SET", b"", b"*2\r\n$1\r\n\x00"], [b"PING"]]
+
+
+def test_what_the_plain_reader_leaves_gets_hirediss_answer() -> None:
+    # A request cut short after plain ones: the rest waits, then comes whole.
+    data = PLAIN_GET + encode_request(b"ECHO", b"x" * 300)
+    parser = RequestParser()
+    assert parser.feed(data[:-100]) == [[b"GET", b"k"]]
+    assert parser.feed(data[-100:]) == [[b"ECHO", b"x" * 300]]
+
+
+def test_the_two_bytes_after_a_bulk_are_skipped_unread_as_hiredis_and_redis_do() -> None:
+    data = b"*1\r\n$3\r\nGETxx" + PLAIN_GET
+    got: list = []
+    assert _plain_requests(data, got) == len(data)
+    parser = RequestParser()
+    out: list = []
+    parser._feed_fast(data, out)  # hiredis alone
+    assert got == out == [[b"GET"], [b"GET", b"k"]]

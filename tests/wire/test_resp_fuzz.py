@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import os
 import re
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emqd import errors
 from emqd.errors import ProtocolError
-from emqd.wire.resp import UNAUTH_MAX_BULK, UNAUTH_MAX_MULTIBULK, RequestParser, split_inline
+from emqd.wire import resp
+from emqd.wire.resp import (
+    UNAUTH_MAX_BULK,
+    UNAUTH_MAX_MULTIBULK,
+    RequestParser,
+    _plain_inline_lines,
+    _plain_requests,
+    split_inline,
+)
 from tests.support import encode_request
 
 EXAMPLES = int(os.environ.get("EMQD_FUZZ_EXAMPLES", "150"))
@@ -141,3 +150,100 @@ def test_split_inline_answers_arguments_or_none(line: bytes) -> None:
 @given(st.lists(st.binary(max_size=20), max_size=8))
 def test_split_inline_reads_back_what_inline_token_wrote(args: list[bytes]) -> None:
     assert split_inline(b" ".join(map(inline_token, args))) == args
+
+
+def _hiredis_alone(data: bytes) -> tuple[list, RequestParser]:
+    """What the hiredis path makes of `data` (a chunk from a request's start), and the
+    parser after it."""
+    parser = RequestParser()
+    out: list = []
+    parser._feed_fast(data, out)
+    return out, parser
+
+
+@FUZZ
+@given(stream, st.lists(st.integers(min_value=0), max_size=30))
+def test_the_plain_reader_stops_at_a_request_start_having_read_what_hiredis_reads(
+        elements: list[tuple[bytes, list]], points: list[int]) -> None:
+    data = b"".join(part for part, _ in elements)
+    for chunk in [data, *cut(data, points)]:
+        got: list = []
+        stop = _plain_requests(chunk, got)
+        assert 0 <= stop <= len(chunk)
+        if stop:
+            read, parser = _hiredis_alone(chunk[:stop])
+            assert got == read
+            assert parser._tail == 0  # a request's end: hiredis holds nothing of the next
+        else:
+            assert got == []
+
+
+@FUZZ
+@given(st.lists(argv, min_size=1, max_size=12))
+def test_the_plain_reader_reads_a_chunk_of_whole_plain_requests_to_its_end(
+        requests: list[list[bytes]]) -> None:
+    data = b"".join(encode_request(*args) for args in requests)
+    got: list = []
+    assert _plain_requests(data, got) == len(data)
+    assert got == requests
+
+
+@FUZZ
+@given(stream, st.lists(st.integers(min_value=0), max_size=30))
+def test_valid_streams_come_out_exactly_with_the_plain_reader_on(
+        elements: list[tuple[bytes, list]], points: list[int]) -> None:
+    # The compiled core reads plain requests itself; here the pure one does too.
+    data = b"".join(part for part, _ in elements)
+    expected = [request for _, requests in elements for request in requests]
+    with patch.object(resp, "COMPILED", True):
+        assert parse([data]) == expected
+        assert parse(cut(data, points)) == expected
+
+
+inline_bytes = st.lists(st.sampled_from(b"PING x*\"'\t\r\n\v\f\0 "), max_size=60).map(bytes)
+
+
+@FUZZ
+@given(st.one_of(inline_bytes, st.lists(inline.map(lambda t: t[0]), max_size=8).map(b"".join)))
+def test_the_plain_inline_reader_reads_whole_lines_as_sdssplitargs_does(data: bytes) -> None:
+    buf = b"x " + data  # an inline line first, as the slow path hands it over
+    got: list = []
+    stop = _plain_inline_lines(buf, 0, got)
+    assert stop == 0 or buf[stop - 1] == 10  # a line's start
+    lines = buf[:stop].split(b"\n")[:-1]
+    for line in lines:  # none that needs _inline's rules (a NUL: Redis waits for more)
+        assert not any(byte in line for byte in b"\"'\v\f\0")
+    expected = [split_inline(line[:-1] if line.endswith(b"\r") else line) for line in lines]
+    assert got == [args for args in expected if args]
+    if stop < len(buf):  # the line it stopped at needs _inline, is unfinished, or is `*`
+        rest = buf[stop:]
+        line = rest.split(b"\n", 1)[0]
+        assert (b"\n" not in rest or rest[:1] == b"*"
+                or any(byte in line for byte in b"\"'\v\f\0"))
+
+
+@FUZZ
+@given(st.lists(st.one_of(framing_bytes, multibulk.map(lambda t: t[0]),
+                          inline.map(lambda t: t[0])), min_size=1, max_size=12),
+       st.lists(st.integers(min_value=0), max_size=20))
+def test_garbage_reads_the_same_with_the_plain_readers_on(
+        parts: list[bytes], points: list[int]) -> None:
+    data = b"".join(parts)
+    for chunks in ([data], cut(data, points)):
+        without = _feed_all(chunks)
+        with patch.object(resp, "COMPILED", True):
+            assert _same(_feed_all(chunks), without)
+
+
+def _feed_all(chunks: list[bytes]) -> list:
+    parser = RequestParser()
+    out: list = []
+    for chunk in chunks:
+        out += parser.feed(chunk, True)
+    return out
+
+
+def _same(a: list, b: list) -> bool:
+    """Requests equal, and a ProtocolError in the same place with the same text."""
+    return [str(x) if isinstance(x, ProtocolError) else x for x in a] == \
+        [str(x) if isinstance(x, ProtocolError) else x for x in b]
