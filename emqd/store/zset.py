@@ -50,7 +50,6 @@ _NEGATIVE: Final = b"\x00"
 _INVERT: Final = bytes(255 - i for i in range(256))
 _MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 _DEFAULT_LIMITS: Final = Limits()
-_MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 
 
 def pack(score: float, member: bytes) -> bytes:
