@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import random
 import tracemalloc
+from unittest.mock import patch
 
 import pytest
 
 from emqd.errors import ProtocolError
+from emqd.wire import resp
 from emqd.reply import NULL_ARRAY, Raw, Set, Verbatim
 from emqd.wire.resp import MAX_BULK, RequestParser, _plain_requests, encode, split_inline
 from tests.support import encode_request
@@ -249,3 +251,34 @@ def test_the_two_bytes_after_a_bulk_are_skipped_unread_as_hiredis_and_redis_do()
     out: list = []
     parser._feed_fast(data, out)  # hiredis alone
     assert got == out == [[b"GET"], [b"GET", b"k"]]
+
+
+def test_a_header_hiredis_refuses_after_the_guard_took_it_is_redis_error_not_a_crash() -> None:
+    # `$4\r` then `x`: the guard (Redis's rules) takes the header, hiredis does not
+    # (docs/SERVER.md's known difference); a big count later in the chunk used to let
+    # hiredis's own exception out of feed.
+    parser = RequestParser()
+    assert parser.feed(b"*1\r\n$4\r") == []
+    out = parser.feed(b"xPING\r\n*10000\r\n")
+    assert len(out) == 1 and isinstance(out[0], ProtocolError)
+    assert str(out[0]) == "Protocol error: invalid bulk length"
+
+
+@pytest.mark.parametrize("element", [b"+5\r\n", b"=5\r\ntxt:a\r\n", b"(1\r\n"])
+def test_an_element_that_is_not_a_bulk_is_refused_as_redis_does(element: bytes) -> None:
+    out = RequestParser().feed(PING + b"*2\r\n$4\r\nECHO\r\n" + element)
+    assert out[0] == [b"PING"]
+    assert len(out) == 2 and isinstance(out[1], ProtocolError)
+    assert str(out[1]) == "Protocol error: expected '$', got '%s'" % chr(element[0])
+
+
+def test_plain_requests_read_first_leave_the_rest_of_the_chunk_on_its_old_path() -> None:
+    # An argument like a big count sends the chunk down the slow path (Redis's rules),
+    # which takes a header cut after its \r as Redis does; reading the plain request
+    # before it must not hand the rest to hiredis instead.
+    chunks = [b"*2\r\n$4\r\nECHO\r\n$6\r\n*10000\r\n*1\r\n$4\r", b"xPING\r\n"]
+    for plain in (False, True):
+        with patch.object(resp, "COMPILED", plain):
+            parser = RequestParser()
+            assert [r for chunk in chunks for r in parser.feed(chunk)] == [
+                [b"ECHO", b"*10000"], [b"PING"]]

@@ -47,7 +47,10 @@ framing_bytes = st.one_of(
     st.binary(max_size=40),
     st.lists(st.sampled_from(b"*$\r\n0123456789-+: \"'\\x\t"), max_size=40).map(bytes),
 )
-argument = st.one_of(st.binary(max_size=30), framing_bytes)
+# Bytes that send a chunk down another path: a big count, a non-bulk element, a
+# header cut after its \r.
+path_bytes = st.sampled_from([b"*10000", b"*12345\r\n", b"\r\n+5\r\n", b"\n=1", b"\n(", b"$4\r"])
+argument = st.one_of(st.binary(max_size=30), framing_bytes, path_bytes)
 argv = st.lists(argument, min_size=1, max_size=6)
 big_argv = st.tuples(st.binary(max_size=8), st.integers(min_value=16_000, max_value=70_000)).map(
     lambda t: [b"ECHO", t[0] * (t[1] // max(1, len(t[0]))) or b"x" * t[1]])
@@ -223,7 +226,7 @@ def test_the_plain_inline_reader_reads_whole_lines_as_sdssplitargs_does(data: by
 
 
 @FUZZ
-@given(st.lists(st.one_of(framing_bytes, multibulk.map(lambda t: t[0]),
+@given(st.lists(st.one_of(framing_bytes, path_bytes, multibulk.map(lambda t: t[0]),
                           inline.map(lambda t: t[0])), min_size=1, max_size=12),
        st.lists(st.integers(min_value=0), max_size=20))
 def test_garbage_reads_the_same_with_the_plain_readers_on(
