@@ -17,12 +17,13 @@ Three readers, one set of rules:
   `processMultibulkBuffer` rules, before hiredis buffers more of it.
 - Before it, the compiled core reads a chunk's plain requests itself
   (`_plain_requests`: whole, canonical, fewer than HIREDIS_MAX_ARGS
-  arguments), which costs a lone request a fifth of hiredis and its guard;
-  hiredis goes on from the first request that is anything else.
+  arguments; `_plain_inline_lines` for inline lines that need only
+  splitting), which costs a lone request a fifth of hiredis and its guard;
+  the other paths go on from the first request that is anything else.
 - The slow path is `_Frame` collecting arguments, plus `split_inline`
   (Redis's `sdssplitargs`) for inline commands. It runs for inline commands,
   for anything hiredis refuses or reads differently from Redis (`*-5`, a
-  `:1` element, a blank line after a request), and for a client that is not
+  `:1` or `+x` element, a blank line after a request), and for a client that is not
   yet authenticated: Redis applies smaller limits to it (10 arguments, 16 KiB
   bulks) and parses its next request only after running the previous one
   (which may be the AUTH), so the parser hands it one request at a time.
