@@ -81,15 +81,21 @@ async def test_a_schedule_adds_a_job_at_each_slot_by_itself(world: Any) -> None:
 
 
 async def test_slots_missed_before_a_start_give_one_job_at_once(world: Any) -> None:
-    past = clock.now_ms() - 10_000
+    started = clock.now_ms()
+    past = started - 10_000
     w = world(preload=[
         (b"HSET", P + b"repeat:tick", b"every", b"1000", b"payload", b"x"),
         (b"ZADD", P + b"repeats", past, b"tick"),
         (b"ZADD", b"emq:queues", past, b"q"),
     ])
-    await until(lambda: len(w.members(b"pending")) == 1)
+    await until(lambda: len(w.members(b"pending")) >= 1)
     await asyncio.sleep(0.05)
-    assert len(w.members(b"pending")) == 1  # one catch-up job, not ten
+    # One catch-up job for the ten missed slots, the latest's; a slot that came in the
+    # 50 ms since (the clock may cross a second) gives its own job, as it should.
+    slots = [int(job_id.rpartition(b":")[2]) for job_id in w.members(b"pending")]
+    assert slots == sorted(set(slots)) and slots[0] >= started - 1000
+    assert len([slot for slot in slots if slot <= started]) <= 1
+    assert len(slots) <= 2
     next_slot = w.state.keyspace.zset(P + b"repeats").score(b"tick")
     assert next_slot > clock.now_ms()
 
@@ -98,7 +104,10 @@ async def test_a_clients_zadd_into_repeats_is_noticed(world: Any) -> None:
     w = world()
     w.state.commit(Plan([(b"HSET", P + b"repeat:t", b"every", b"5000", b"payload", b"x"),
                          (b"ZADD", P + b"repeats", clock.now_ms() + 20, b"t")]))
-    await until(lambda: len(w.members(b"pending")) == 1)
+    # At least one: fired just before a multiple of 5 s, the next slot's job follows
+    # within milliseconds, and a wait for exactly one could miss the moment between.
+    await until(lambda: len(w.members(b"pending")) >= 1)
+    assert all(job_id.startswith(b"t:") for job_id in w.members(b"pending"))
 
 
 async def test_a_lane_comes_back_into_the_ring_when_its_window_frees(world: Any) -> None:
