@@ -14,7 +14,9 @@ Three readers, one set of rules:
   the parser finds where that unfinished request starts (from the wire sizes
   of the requests hiredis completed, which are exact because hiredis accepts
   only canonical lengths) and checks its headers with `_Frame`, Redis's
-  `processMultibulkBuffer` rules, before hiredis buffers more of it.
+  `processMultibulkBuffer` rules, before hiredis buffers more of it. The same
+  sizes show where each element's `$` must be, which is how an element
+  hiredis-py reads as a bulk and Redis refuses (`+x`) is found.
 - Before it, the compiled core reads a chunk's plain requests itself
   (`_plain_requests`: whole, canonical, fewer than HIREDIS_MAX_ARGS
   arguments; `_plain_inline_lines` for inline lines that need only
@@ -23,7 +25,8 @@ Three readers, one set of rules:
 - The slow path is `_Frame` collecting arguments, plus `split_inline`
   (Redis's `sdssplitargs`) for inline commands. It runs for inline commands,
   for anything hiredis refuses or reads differently from Redis (`*-5`, a
-  `:1` or `+x` element, a blank line after a request), and for a client that is not
+  `:1` or `+x` element, a blank line after a request, a header ended by `\r`
+  and another byte), and for a client that is not
   yet authenticated: Redis applies smaller limits to it (10 arguments, 16 KiB
   bulks) and parses its next request only after running the previous one
   (which may be the AUTH), so the parser hands it one request at a time.
@@ -54,19 +57,18 @@ UNAUTH_MAX_BULK: Final = 16384
 
 _SPACE: Final = b" \t\n\v\f\r"  # C isspace()
 
-# hiredis allocates an array's whole list when it reads `*N`, so a client
-# declaring `*2000000000` would cost gigabytes before sending anything. Requests
-# of HIREDIS_MAX_ARGS arguments or more go through the slow path instead, which
-# grows them as the arguments arrive, like Redis. And hiredis-py returns a
-# simple string (`+x`), a verbatim string (`=`) or a big number (`(`) inside an
-# array as the same bytes as a bulk, where Redis refuses anything but `$`.
-# `_BIG_COUNT` and `_NOT_BULK` find them in a chunk (or something that looks
-# like them: then the chunk just takes the slow path, whose rules are Redis's).
-# Two searches, not one alternation, which costs sre its fast literal scan
-# (5-15x slower, measured).
+# hiredis allocates an array's whole list when it reads `*N` (and a RESP3 push
+# `>N` or set `~N` reply's), so a client declaring `*2000000000` would cost
+# gigabytes before sending anything. Requests of HIREDIS_MAX_ARGS arguments or
+# more go through the slow path instead, which grows them as the arguments
+# arrive, like Redis. `_BIG_COUNT` and `_BIG_AGGREGATE` find them in a chunk (or
+# something that looks like them: then the chunk just takes the slow path,
+# whose rules are Redis's). Two searches, not one pattern with a class of
+# first bytes, which costs sre its fast literal scan (8x slower, measured); the
+# second runs only when a `>` or `~` is there at all.
 HIREDIS_MAX_ARGS: Final = 10_000
 _BIG_COUNT: Final = re.compile(rb"\*[1-9][0-9]{4}")
-_NOT_BULK: Final = re.compile(rb"\n[+=(]")
+_BIG_AGGREGATE: Final = re.compile(rb"[>~][1-9][0-9]{4}")
 RELEASE_AFTER: Final = 1 << 20  # a request this big has its hiredis buffer freed once it is read
 
 
@@ -127,10 +129,7 @@ class RequestParser:
                 start = guard.feed(data, 0)  # type: ignore[union-attr]
             except _TooBig:
                 # Its count line just completed: hiredis holds only `head`. Go slow.
-                self._reader = hiredis.Reader()
-                self._tail = 0
-                self._guard = None
-                self._feed_slow(head + data, True, requests, fast_ok=False)
+                self._go_slow(head + data, requests)
                 return
             if start < 0:
                 self._reader.feed(data)
@@ -138,27 +137,24 @@ class RequestParser:
                 return
             if guard.left < 0:  # type: ignore[union-attr]
                 # `*0` / `*-1`, which Redis skips and hiredis would return: drop it.
-                self._reader = hiredis.Reader()
-                self._tail = 0
-                self._guard = None
+                self._reset_fast()
                 if start < len(data):
                     self._feed_slow(data[start:], True, requests, fast_ok=True)
                 return
         reader = self._reader
         # From the chunk's start unless a request ran into it: requests that
         # _plain_requests read do not change which path reads the rest.
-        first = start if continuing else 0
-        if _BIG_COUNT.search(data, first) or _NOT_BULK.search(data, first):
+        if _big_count(data, start if continuing else 0):
             if continuing:
                 reader.feed(data[:start])
                 try:
-                    requests.append(reader.gets())
-                except hiredis.ProtocolError:  # a header the guard took (the known difference)
-                    raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH) from None
-            self._reader = hiredis.Reader()
-            self._tail = 0
-            self._guard = None
-            self._feed_slow(data[start:], True, requests, fast_ok=False)
+                    held = reader.gets()
+                except hiredis.ProtocolError:
+                    held = None
+                if type(held) is not list:  # a header the guard took (the known difference)
+                    raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH)
+                requests.append(held)
+            self._go_slow(data[start:], requests)
             return
         if start and not continuing:
             reader.feed(data, start)
@@ -182,41 +178,76 @@ class RequestParser:
         except (_Refused, hiredis.ProtocolError):
             if continuing and not got:
                 raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH) from None
-            requests.extend(got)
-            offset = start + sum(map(_wire_size, got[1:] if continuing else got))
-            self._reader = hiredis.Reader()
-            self._tail = 0
-            self._guard = None
             # Redis reads this part differently from hiredis: redo it its way.
-            self._feed_slow(data[offset:], True, requests, fast_ok=False)
+            offset = self._keep_bulks_only(data, start, got, continuing, requests)
+            if offset >= 0:
+                self._go_slow(data[offset:], requests)
             return
-        requests.extend(got)
         # hiredis keeps the buffer a big request was read into until its next feed: a
         # fresh reader frees it now, before the request's plan is logged (a big value
         # costs about its size: docs/SERVER.md).
         release = continuing and self._tail >= RELEASE_AFTER
         if item is not False:
+            if not _maybe_not_bulk(data, start):
+                requests.extend(got)
+            elif self._keep_bulks_only(data, start, got, continuing, requests) < 0:
+                return
             self._tail = 0
             self._guard = None
             if release:
                 self._reader = hiredis.Reader()
             return
         # The chunk ends inside a request: check its headers before hiredis holds more.
-        offset = start + sum(map(_wire_size, got[1:] if continuing else got))
         if continuing and not got:
             raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH)  # hiredis disagrees with the guard
+        offset = self._keep_bulks_only(data, start, got, continuing, requests)
+        if offset < 0:
+            return
         if data[offset] != 42:  # b"*": an inline line (`-x`, `:1`, ending in LF or not yet ended)
-            self._reader = hiredis.Reader()
-            self._tail = 0
-            self._guard = None
+            self._reset_fast()
             self._feed_slow(data[offset:], True, requests, fast_ok=True)
             return
         guard = self._guard = _Frame(collect=False, authenticated=True, max_args=HIREDIS_MAX_ARGS)
-        guard.feed(data, offset)
+        if guard.feed(data, offset) >= 0:
+            # Whole by Redis's rules where hiredis waits (a header ended by `\r` and a byte
+            # other than `\n`, which Redis skips unread): Redis's reading.
+            self._go_slow(data[offset:], requests)
+            return
         self._tail = len(data) - offset
         if release:  # the next request's first bytes go to the fresh reader
             self._reader = hiredis.Reader()
             self._reader.feed(data[offset:])
+
+    def _keep_bulks_only(self, data: bytes, start: int, got: list[list[bytes]],
+                         continuing: bool, requests: list[Any]) -> int:
+        """Take the requests hiredis read that were sent as bulks only (all of `got` but
+        those from the first with another element on), and the offset after them; when
+        it stopped short, the rest of the chunk goes Redis's way and the answer is -1.
+
+        hiredis-py reads a simple string (`+x`), a verbatim string (`=`) or a big
+        number (`(`) inside an array as a bulk's bytes, where Redis refuses anything
+        but `$`; the element can follow any two bytes (those after a bulk are skipped
+        unread), so only where each header must begin tells. The request the guard
+        watched (`continuing`) had its headers checked as they came.
+        """
+        own = got[1:] if continuing else got
+        good, offset = _bulks_end(data, start, own)
+        requests.extend(got[: len(got) - len(own) + good])
+        if good < len(own):
+            self._go_slow(data[offset:], requests)
+            return -1
+        return offset
+
+    def _reset_fast(self) -> None:
+        """hiredis and its guard hold nothing from here on."""
+        self._reader = hiredis.Reader()
+        self._tail = 0
+        self._guard = None
+
+    def _go_slow(self, rest: bytes, requests: list[Any]) -> None:
+        """The rest of the chunk, which hiredis would read differently from Redis, Redis's way."""
+        self._reset_fast()
+        self._feed_slow(rest, True, requests, fast_ok=False)
 
     # --- slow path: Redis's rules in Python --------------------------------------------
     def _feed_slow(self, data: bytes, authenticated: bool, requests: list[Any],
@@ -362,13 +393,40 @@ class _Frame:
                 return pos
 
 
-def _wire_size(request: list[bytes]) -> int:
-    """Bytes of a request as hiredis accepted it (canonical lengths only)."""
-    size = 3 + len(str(len(request)))
-    for arg in request:
-        n = len(arg)
-        size += n + 6 if n < 10 else n + 5 + len(str(n))
-    return size
+def _big_count(data: bytes, pos: int) -> bool:
+    """Whether `data[pos:]` may declare an aggregate too big for hiredis to allocate."""
+    if _BIG_COUNT.search(data, pos):
+        return True
+    if data.find(b">", pos) < 0 and data.find(b"~", pos) < 0:
+        return False
+    return _BIG_AGGREGATE.search(data, pos) is not None
+
+
+def _maybe_not_bulk(data: bytes, pos: int) -> bool:
+    """Whether `data[pos:]` holds a byte that may begin an element hiredis-py reads as a
+    bulk and Redis refuses (`+`, `=`, `(`): three scans in C, each far cheaper than a
+    regex's search for any of them."""
+    return data.find(b"+", pos) >= 0 or data.find(b"=", pos) >= 0 or data.find(b"(", pos) >= 0
+
+
+def _bulks_end(data: bytes, pos: int, requests: list[list[bytes]]) -> tuple[int, int]:
+    """How many of `requests`, as hiredis read them from `data[pos:]`, were sent with a `$`
+    at every element's header, and the offset after those.
+
+    Their wire sizes are exact while they are bulks (hiredis accepts only
+    canonical lengths), so the first element that is anything else is found
+    where its header begins."""
+    n = len(data)
+    for k in range(len(requests)):
+        request = requests[k]
+        at = pos + 3 + len(str(len(request)))  # `*N\r\n`
+        for arg in request:
+            if at >= n or data[at] != 36:  # b"$"
+                return k, pos
+            size = len(arg)
+            at += size + 5 + (1 if size < 10 else len(str(size)))  # `$L\r\n` + arg + 2
+        pos = at
+    return len(requests), pos
 
 
 # What makes an inline line need _inline's rules, line by line: quotes and

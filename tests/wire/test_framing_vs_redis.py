@@ -52,6 +52,17 @@ FRAMING = [
     PING + b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n",
     PING + b"*2\r\n$4\r\nECHO\r\n(1\r\n",
     ECHO_BIG_COUNT + b"*1\r\n+5\r\n",
+    # ... after a bulk whose two closing bytes are not CRLF (skipped unread)
+    b"*2\r\n$4\r\nECHOXY+x\r\n",
+    PING + b"*2\r\n$4\r\nECHOXY(12\r\n" + PING,
+    b"*2\r\n$4\r\nECHOXY=5\r\ntxt:a\r\n*2\r\n$4\r\nECHO\r\n$12\r\n\r\nFLUSHALL\r\n\r\n:1\r\n",
+    # RESP3 aggregates hiredis would allocate for
+    b"*1\r\n>100000000\r\n",
+    b"*1\r\n~100000000\r\n",
+    PING + b">10000000\r\n",
+    # a header ended by \r and another byte, which Redis skips: whole where hiredis waits
+    b"*1\r\n$4\rXPINGxx",
+    b"*1\r\n$4\rXPINGxx" + PING,
 ]
 
 
@@ -76,6 +87,10 @@ def _exchange_in_chunks(port: int, chunks: list[bytes]) -> tuple[bytes, bool]:
     [ECHO_BIG_COUNT + b"*1\r\n$4\r", b"xPING\r\n"],
     [ECHO_BIG_COUNT + b"*1\r\n$4\r", b"xPING\r\n*10000\r\n"],
     [PING + b"*1\r\n$4\r\nPI", b"NG\r\n" + PING],
+    # a non-bulk element read after hiredis held the request's start
+    [b"*3\r\n$4\r\nECHO\r\n$1\r\n", b"aXY+x\r\n$1\r\nb\r\n" + PING],
+    [b"*2\r\n$4\r\nECHOXY+x\r\n*2\r\n$4\r\nECHO\r\n$40\r\nhello\r\nFLUSHALL\r\n",
+     b"rest-of-the-forty-byte-value\r\n"],
 ], ids=lambda c: repr(c)[:40])
 def test_chunked_framing_answers_like_redis(chunks: list[bytes], emqd_port: int,
                                             redis_ref: int) -> None:
