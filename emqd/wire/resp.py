@@ -69,6 +69,9 @@ _SPACE: Final = b" \t\n\v\f\r"  # C isspace()
 HIREDIS_MAX_ARGS: Final = 10_000
 _BIG_COUNT: Final = re.compile(rb"\*[1-9][0-9]{4}")
 _BIG_AGGREGATE: Final = re.compile(rb"[>~][1-9][0-9]{4}")
+# What hiredis-py raises for a stream it cannot read: its ProtocolError, and a
+# TypeError for a RESP3 map keyed by an array or a map, which it cannot build.
+_HIREDIS_ERRORS: Final = (hiredis.ProtocolError, TypeError)
 RELEASE_AFTER: Final = 1 << 20  # a request this big has its hiredis buffer freed once it is read
 
 
@@ -149,7 +152,7 @@ class RequestParser:
                 reader.feed(data[:start])
                 try:
                     held = reader.gets()
-                except hiredis.ProtocolError:
+                except _HIREDIS_ERRORS:
                     held = None
                 if type(held) is not list:  # a header the guard took (the known difference)
                     raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH)
@@ -175,7 +178,7 @@ class RequestParser:
                 got.append(item)
                 if not reader.has_data():
                     break
-        except (_Refused, hiredis.ProtocolError):
+        except (_Refused, *_HIREDIS_ERRORS):
             if continuing and not got:
                 raise ProtocolError(errors.PROTO_BAD_BULK_LENGTH) from None
             # Redis reads this part differently from hiredis: redo it its way.

@@ -75,6 +75,8 @@ CASES = [
     (b"*1\r\n>100000000\r\n", [], "Protocol error: expected '$', got '>'"),
     (b"*1\r\n~100000000\r\n", [], "Protocol error: expected '$', got '~'"),
     (PING + b">10000000\r\n", [[b"PING"], [b">10000000"]], None),  # an inline line
+    # a map keyed by an array: hiredis-py raises TypeError building it (the fuzz found it)
+    (PING + b"*1\r\n%1\r\n*0\r\n:1\r\n", [[b"PING"]], "Protocol error: expected '$', got '%'"),
 ]
 
 
