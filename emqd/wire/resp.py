@@ -406,22 +406,31 @@ def _big_count(data: bytes, pos: int) -> bool:
 
 
 def _maybe_not_bulk(data: bytes, pos: int) -> bool:
-    """Whether `data[pos:]` holds a byte that may begin an element hiredis-py reads as a
-    bulk and Redis refuses (`+`, `=`, `(`): three scans in C, each far cheaper than a
-    regex's search for any of them."""
-    return data.find(b"+", pos) >= 0 or data.find(b"=", pos) >= 0 or data.find(b"(", pos) >= 0
+    """Whether `data[pos:]` holds a byte that may begin what hiredis-py reads as a request's
+    bulks and Redis refuses or reads as an inline line: an element `+x`, `=`, `(`, or a
+    RESP3 set `~`, push `>` or attribute `|` (returned as a list). One scan in C each, far
+    cheaper than a regex's search for any of them."""
+    for marker in _NOT_BULK_MARKERS:
+        if data.find(marker, pos) >= 0:
+            return True
+    return False
+
+
+_NOT_BULK_MARKERS: Final = (b"+", b"=", b"(", b"~", b">", b"|")
 
 
 def _bulks_end(data: bytes, pos: int, requests: list[list[bytes]]) -> tuple[int, int]:
-    """How many of `requests`, as hiredis read them from `data[pos:]`, were sent with a `$`
-    at every element's header, and the offset after those.
+    """How many of `requests`, as hiredis read them from `data[pos:]`, were sent as an
+    array (`*`) with a `$` at every element's header, and the offset after those.
 
-    Their wire sizes are exact while they are bulks (hiredis accepts only
-    canonical lengths), so the first element that is anything else is found
-    where its header begins."""
+    Their wire sizes are exact while they are so (hiredis accepts only
+    canonical lengths), so the first header that is anything else is found
+    where it begins."""
     n = len(data)
     for k in range(len(requests)):
         request = requests[k]
+        if data[pos] != 42:  # b"*"
+            return k, pos
         at = pos + 3 + len(str(len(request)))  # `*N\r\n`
         for arg in request:
             if at >= n or data[at] != 36:  # b"$"

@@ -61,6 +61,8 @@ FRAMING = [
     b"*1\r\n~100000000\r\n",
     PING + b">10000000\r\n",
     PING + b"*1\r\n%1\r\n*0\r\n:1\r\n",
+    PING + b"~1\r\n$0\r\n\r\n",
+    PING + b">2\r\n$1\r\na\r\n$1\r\nb\r\n",
     # a header ended by \r and another byte, which Redis skips: whole where hiredis waits
     b"*1\r\n$4\rXPINGxx",
     b"*1\r\n$4\rXPINGxx" + PING,

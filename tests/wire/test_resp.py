@@ -75,6 +75,10 @@ CASES = [
     (b"*1\r\n>100000000\r\n", [], "Protocol error: expected '$', got '>'"),
     (b"*1\r\n~100000000\r\n", [], "Protocol error: expected '$', got '~'"),
     (PING + b">10000000\r\n", [[b"PING"], [b">10000000"]], None),  # an inline line
+    # a top-level RESP3 set or push, which hiredis-py returns as a list: inline lines
+    (PING + b"~1\r\n$0\r\n\r\n", [[b"PING"], [b"~1"], [b"$0"]], None),
+    (PING + b">2\r\n$1\r\na\r\n$1\r\nb\r\n", [[b"PING"], [b">2"], [b"$1"], [b"a"], [b"$1"], [b"b"]],
+     None),
     # a map keyed by an array: hiredis-py raises TypeError building it (the fuzz found it)
     (PING + b"*1\r\n%1\r\n*0\r\n:1\r\n", [[b"PING"]], "Protocol error: expected '$', got '%'"),
 ]
