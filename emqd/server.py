@@ -54,6 +54,7 @@ class Server:
         self.connections: dict[int, Connection] = {}
         self.listeners: list[asyncio.AbstractServer] = []
         self.stopped = asyncio.Event()
+        self.stopping = False  # shutdown began: no request runs any more
         self.http: HttpSide | None = None  # the dashboard and /metrics (emqd/http/)
         self.state.shutdown_requested = self.request_shutdown
         self.housekeeping = Housekeeping(self.state, wake=self.wake_parked)
@@ -221,9 +222,15 @@ class Server:
             loop.add_signal_handler(sig, self.request_shutdown)
 
     def request_shutdown(self) -> None:
-        """SIGTERM / SHUTDOWN: stop accepting, answer parked clients, then stop."""
+        """SIGTERM / SHUTDOWN: stop accepting, answer parked clients, then stop.
+
+        From here no connection runs another request (Connection.data_received,
+        run_pending), as Redis runs none after its shutdown begins: the log closes
+        soon, and a request run after that would be applied and answered unlogged.
+        """
         if self.stopped.is_set():
             return
+        self.stopping = True
         for listener in self.listeners:
             listener.close()
         self.housekeeping.stop()

@@ -119,6 +119,8 @@ class Connection(asyncio.Protocol):
             self.run_pending()
 
     def data_received(self, data: bytes) -> None:
+        if self.server.stopping:
+            return  # shutdown began: what arrives now is never run (Server.request_shutdown)
         self.session.last_ms = clock.hold()  # the batch's commands run at this time
         try:
             self._accept(self.parser.feed(data, self.session.authenticated))
@@ -205,7 +207,7 @@ class Connection(asyncio.Protocol):
             return
         if self.streaming is not None and not self._stream():
             return
-        if not self.pending:
+        if not self.pending or self.server.stopping:
             return
         requests = list(self.pending)
         self.pending.clear()

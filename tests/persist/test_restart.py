@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import hiredis
 import pytest
 import redis
 from redis.backoff import NoBackoff
@@ -23,6 +25,7 @@ from tests.support import (
     ROOT,
     ServerProcess,
     free_port,
+    encode_request,
     send_shutdown,
     start_emqd,
 )
@@ -224,3 +227,41 @@ def test_a_second_emqd_on_the_same_directory_refuses_to_start(tmp_path: Path) ->
     finally:
         server.stop()
     emqd(tmp_path).stop()  # released when the first one stopped
+
+
+@pytest.mark.parametrize("fsync", ["always", "everysec", "no"])
+def test_a_clean_shutdown_acknowledges_only_what_it_logged(tmp_path: Path, fsync: str) -> None:
+    # Big replies make the socket back up, so requests wait in the connection's queue
+    # when SIGTERM comes; none may run (and be answered) once the log is closed.
+    server = emqd(tmp_path, "--appendfsync", fsync)
+    with redis.Redis(port=server.port) as r:
+        r.hset("big", "f", b"x" * 70_000)
+    acked: list[int] = []
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        request = encode_request("HGET", "big", "f") + encode_request("HINCRBY", "cnt", "n", 1)
+        sock.sendall(request * 400)
+        time.sleep(0.2)  # the server runs what the socket lets it, then waits to send
+        server.proc.send_signal(signal.SIGTERM)
+        reader = hiredis.Reader()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            reader.feed(chunk)
+            while (reply := reader.gets()) is not False:
+                if isinstance(reply, int):
+                    acked.append(reply)
+    finally:
+        sock.close()
+    assert server.proc.wait(timeout=10) == 0
+    server.stop()
+    assert acked, "no HINCRBY was answered: the test saw nothing"
+    again = emqd(tmp_path, "--appendfsync", fsync)
+    try:
+        with redis.Redis(port=again.port) as r:
+            assert int(r.hget("cnt", "n") or 0) >= max(acked)
+    finally:
+        again.stop()
