@@ -104,9 +104,10 @@ class AppendOnlyFile:
 
     def __init__(self, path: str, policy: str, rewrite_min_size: int, state: ServerState,
                  schedule_flush: Callable[[], None], fsync: Any = os.fsync,
-                 write: Any = os.write) -> None:
+                 write: Any = os.write, exit: Callable[[int], Any] = os._exit) -> None:
         self.path = path
         self._write = write  # os.write and os.fsync, unless a test injects a failing disk
+        self._exit = exit  # a failed fsync under `always` stops the process (sync)
         self._schedule_flush = schedule_flush
         self._flush_asked = False
         self.policy = policy
@@ -255,7 +256,8 @@ class AppendOnlyFile:
         self.written += size
         if self.rewrite is not None:
             self.rewrite.add_records(pieces)
-        elif self.size > self.rewrite_min_size and self.size > 2 * self.base_size:
+        elif (self.size > self.rewrite_min_size and self.size > 2 * self.base_size
+              and not self.unwritten):  # not from a write the disk cut short
             self.start_rewrite()
 
     def sync(self) -> bool:
@@ -266,6 +268,13 @@ class AppendOnlyFile:
         try:
             self._timed_fsync(self.fd)
         except OSError as exc:
+            if self.always:
+                # What failed to reach the disk may be marked clean by the kernel, so a
+                # later fsync that succeeds proves nothing for it, and `always` would
+                # release replies for records that are not there: Redis exits here too.
+                log.critical("cannot fsync %s under appendfsync always: %s; exiting, as "
+                             "Redis does: nothing unsynced was acknowledged", self.path, exc)
+                self._exit(1)
             if self.fsync_error is None:
                 log.error("cannot fsync %s: %s; refusing writes until it can", self.path, exc)
             self._errors(self.write_error, exc)
@@ -280,7 +289,9 @@ class AppendOnlyFile:
         self._flush_asked = False
         if not self.write():
             return False
-        return self.sync() if self.always else True
+        # After a failed fsync (SAVE, shutdown, the everysec thread), the retry's flush
+        # tries it again whatever the policy: only a fsync that succeeds clears it.
+        return self.sync() if self.always or self.fsync_error is not None else True
 
     def _everysec(self, stop: threading.Event) -> None:
         while not stop.wait(1.0):
@@ -334,8 +345,15 @@ class AppendOnlyFile:
 
     # --- compaction ----------------------------------------------------------------
     def start_rewrite(self) -> bool:
-        """Start a background compaction (none may be running); False when it cannot start."""
-        self.write()  # what is logged so far belongs to the snapshot
+        """Start a background compaction (none may be running); False when it cannot start.
+
+        Not while records wait for the disk: the snapshot would hold their effects,
+        and the records, written once there is room, would follow it in the new file
+        (an HINCRBY counted twice on the next load).
+        """
+        if not self.write():  # what is logged so far belongs to the snapshot
+            log.error("cannot start an AOF rewrite while %s cannot be written", self.path)
+            return False
         try:
             self.rewrite = Rewrite(self.state.keyspace, self.path + TEMP_SUFFIX, self._swap,
                                    self.rewrite_failed)

@@ -44,13 +44,24 @@ class Disk:
     def fsync(self, fd: int) -> None:
         if self.events is not None:
             self.events.append(("fsync", os.fstat(fd).st_size))
+        if self.fsync_fails:
+            self.fsync_fails -= 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
         os.fsync(fd)
+
+    fsync_fails = 0  # fsyncs still to refuse (EIO)
+
+    def exit(self, status: int) -> None:
+        """os._exit's stand-in: what a failed fsync under `always` does."""
+        if self.events is not None:
+            self.events.append(("exit", status))
 
 
 def server_with_log(tmp_path: Path, policy: str, disk: Disk) -> tuple[Server, AppendOnlyFile]:
     server = Server(Config(dir=str(tmp_path), appendfsync=policy))
     aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, server.state,
-                         server.schedule_flush, fsync=disk.fsync, write=disk.write)
+                         server.schedule_flush, fsync=disk.fsync, write=disk.write,
+                         exit=disk.exit)
     server.state.aof = aof
     return server, aof
 
@@ -74,6 +85,36 @@ async def test_always_holds_replies_until_one_fsync_covers_the_iteration(tmp_pat
     assert events == [("fsync", size), ("a", b":1\r\n"), ("b", b":2\r\n"), ("a", b"+PONG\r\n")]
     server.write(a, b"+PONG\r\n")  # nothing logged since: straight out
     assert events[-1] == ("a", b"+PONG\r\n") and a.holding == 0
+    aof.close()
+
+
+async def test_a_failed_fsync_under_always_stops_the_process_and_releases_nothing(
+        tmp_path: Path) -> None:
+    # The kernel may mark what failed to reach the disk as clean, so a later fsync that
+    # succeeds proves nothing: Redis exits, and so does emqd, before any reply leaves.
+    events: list = []
+    disk = Disk(events)
+    server, aof = server_with_log(tmp_path, "always", disk)
+    a = connection(server, events, "a")
+    disk.fsync_fails = 1
+    commit(server, (b"HINCRBY", b"c", b"n", 1))
+    server.write(a, b":1\r\n")
+    await asyncio.sleep(0)
+    assert ("exit", 1) in events
+    assert not any(event[0] == "a" for event in events)
+    aof.close()
+
+
+async def test_a_failed_fsync_under_no_is_retried_until_one_succeeds(tmp_path: Path) -> None:
+    # `no` never fsyncs on its own; after SAVE's fsync failed, the retry must try it
+    # again, or writes stay refused (MISCONF) for ever.
+    disk = Disk()
+    server, aof = server_with_log(tmp_path, "no", disk)
+    commit(server, (b"HSET", b"k", b"f", b"v"))
+    disk.fsync_fails = 1
+    assert not aof.save() and aof.failing is not None
+    assert aof.flush()
+    assert aof.failing is None and aof.synced == aof.written
     aof.close()
 
 

@@ -181,3 +181,50 @@ async def test_a_big_value_changed_while_it_is_written_is_written_as_it_was(
     await until_done(aof)
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == dump(state.keyspace)
+
+
+async def test_no_rewrite_starts_while_records_wait_for_the_disk(tmp_path: Path) -> None:
+    # The snapshot would hold their effects, and the records, written once the disk
+    # has room again, would follow it in the new file: an HINCRBY counted twice.
+    state, aof = opened(tmp_path)
+    state.commit(Plan([(b"HINCRBY", b"c", b"n", 1)]))
+    assert aof.flush()
+    full = [True]
+
+    def disk(fd: int, data: bytes) -> int:
+        if full[0]:
+            raise OSError(28, "No space left on device")
+        return os.write(fd, data)
+
+    aof._write = disk  # type: ignore[method-assign]
+    state.commit(Plan([(b"HINCRBY", b"c", b"n", 1)]))
+    assert not aof.flush() and aof.failing is not None
+    assert not aof.start_rewrite()
+    assert aof.rewrite is None
+    full[0] = False
+    assert aof.flush()  # the held record goes in: now a rewrite may start
+    assert aof.start_rewrite()
+    await until_done(aof)
+    assert aof.last_rewrite_ok
+    aof.close()
+    assert dump_file(str(tmp_path / "emqd.aof"))[b"c"][1] == {b"n": b"2"}
+
+
+async def test_a_partial_write_starts_no_rewrite_of_its_own(tmp_path: Path) -> None:
+    # Past the automatic threshold, a write the disk cut short must not start the
+    # compaction from its error path, with the rest of the record still unwritten.
+    state, aof = opened(tmp_path, aof_rewrite_min_size=1)
+    aof.base_size = 0
+    written = [0]
+
+    def half(fd: int, data: bytes) -> int:
+        if written[0]:
+            raise OSError(28, "No space left on device")
+        written[0] = os.write(fd, bytes(data[: len(data) // 2]))
+        return written[0]
+
+    aof._write = half  # type: ignore[method-assign]
+    state.commit(Plan([(b"HINCRBY", b"c", b"n", 1)]))
+    assert not aof.flush()
+    assert aof.rewrite is None and aof.unwritten
+    aof.close()
