@@ -185,12 +185,24 @@ def _disk_refuses(state: ServerState) -> bool:
     return aof is not None and aof.failing is not None
 
 
+def _exec_writes(session: Session, row: Command) -> bool:
+    """An EXEC whose queue holds a write: Redis refuses it as it refuses the write
+    (processCommand's is_write_command), and the transaction is discarded."""
+    if row.name != "exec" or session.multi is None:
+        return False
+    for request in session.multi:
+        found = lookup(request)
+        if isinstance(found, Command) and "write" in found.flags:
+            return True
+    return False
+
+
 def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
     """A client that owes its password, is inside MULTI, or listens to channels: Redis
     7.0's checks in processCommand's order (NOAUTH, MISCONF, Pub/Sub mode, MULTI)."""
     if not session.authenticated and "no_auth" not in row.flags:
         return _reject(session, errors.NOAUTH(), argv)
-    if row.checks_disk and _disk_refuses(session.server):
+    if _disk_refuses(session.server) and (row.checks_disk or _exec_writes(session, row)):
         return _reject(session, errors.misconf(session.server.aof.failing), argv)  # type: ignore[union-attr, arg-type]
     if session.pubsub is not None:  # a Pub/Sub client: RESP2 allows it only a few commands
         refusal = subscribed_mode_refusal(session, row)

@@ -245,6 +245,13 @@ def misconf(error: OSError) -> ReplyError:
     return ReplyError(_one_line(b"MISCONF Errors writing to the AOF file: " + reason.encode()))
 
 
+def save_failed(error: OSError | None) -> ReplyError:
+    """SAVE when the log could not be written or fsynced: nothing is promised."""
+    reason = "see the log" if error is None else (error.strerror or str(error))
+    return ReplyError(_one_line(b"ERR the append only file could not be saved: "
+                                + reason.encode()))
+
+
 def must_be_positive(keyword: str) -> Refusal:
     return Refusal(f"ERR {keyword} must be a positive integer")
 

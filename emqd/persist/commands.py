@@ -29,7 +29,8 @@ def save(session: Session, argv: list[bytes]) -> Any:
     aof = session.server.aof
     if aof is None:
         raise errors.AOF_DISABLED()
-    aof.save()
+    if not aof.save():
+        raise errors.save_failed(aof.failing)
     return "OK"
 
 

@@ -64,8 +64,10 @@ def test_a_refused_write_is_never_acknowledged_and_reads_go_on(tmp_path: Path,
     )
     try:
         wait_for_port(port, proc)
-        writer, other = RawClient(port), RawClient(port)
+        writer, other, queued = RawClient(port), RawClient(port), RawClient(port)
         try:
+            assert queued.command("MULTI") == b"+OK\r\n"
+            assert queued.command("HINCRBY", "c", "n", "5") == b"+QUEUED\r\n"
             acked = _fill_until_held(writer, "v" * 20, limit)
             assert acked > 100
             assert other.command("HSET", "x", "f", "v") == (
@@ -73,10 +75,19 @@ def test_a_refused_write_is_never_acknowledged_and_reads_go_on(tmp_path: Path,
             assert other.command("EMQ.ADD", "q", "p").startswith(b"-MISCONF ")
             assert other.command("HGET", "key:0", "f") == b"$20\r\n" + b"v" * 20 + b"\r\n"
             assert b"aof_last_write_status:err" in other.command("INFO", "persistence")
+            # an EXEC of a write queued before the disk refused: Redis's refusal, and
+            # nothing applied (which other clients would see before the log holds it)
+            assert queued.command("EXEC") == (b"-EXECABORT Transaction discarded because of: "
+                                              b"MISCONF Errors writing to the AOF file: "
+                                              b"File too large\r\n")
+            assert other.command("HGET", "c", "n") == b"$-1\r\n"
+            assert other.command("SAVE") == (
+                b"-ERR the append only file could not be saved: File too large\r\n")
             assert proc.poll() is None  # still serving
         finally:
             writer.close()
             other.close()
+            queued.close()
     finally:
         proc.kill()
         proc.wait(timeout=10)
