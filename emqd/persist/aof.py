@@ -117,8 +117,16 @@ class AppendOnlyFile:
         self._fsync = fsync
         created = not os.path.exists(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if created:  # the new name must survive a power cut as the records in it will
-            _fsync_dir(os.path.dirname(path) or ".")
+        # The file's name (new, or renamed over by a compaction) must survive a power cut
+        # as the records in it will: until a directory fsync says so, nothing written
+        # counts as synced and writes are refused (`sync`).
+        self.dir_unsynced = False
+        self.write_error: OSError | None = None  # the last failed write(2), until one succeeds
+        self.fsync_error: OSError | None = None  # the last failed fsync (loop or thread)
+        # Either of the two while it lasts: the dispatcher refuses writes (MISCONF).
+        self.failing: OSError | None = None
+        if created:
+            self._sync_dir()
         self.size = os.fstat(self.fd).st_size
         self.base_size = self.size  # the size after the last compaction (or the load)
         self.buffer: list[bytes] = []  # records appended (or their parts), not yet written
@@ -128,10 +136,6 @@ class AppendOnlyFile:
         self.appended = 0
         self.written = 0
         self.synced = 0
-        self.write_error: OSError | None = None  # the last failed write(2), until one succeeds
-        self.fsync_error: OSError | None = None  # the last failed fsync (loop or thread)
-        # Either of the two while it lasts: the dispatcher refuses writes (MISCONF).
-        self.failing: OSError | None = None
         self.rewrite: Rewrite | None = None
         self.rewrites = 0
         self.last_rewrite_ok = True
@@ -262,8 +266,12 @@ class AppendOnlyFile:
 
     def sync(self) -> bool:
         """fsync everything written so far (on the loop); False if the disk refused."""
+        if self.dir_unsynced and not self._sync_dir():
+            return False
         target = self.written
         if self.synced == target:
+            if self.fsync_error is not None:  # the directory's, now done
+                self._errors(self.write_error, None)
             return True
         try:
             self._timed_fsync(self.fd)
@@ -302,6 +310,8 @@ class AppendOnlyFile:
                 fd = os.dup(self.fd)
             try:
                 self._timed_fsync(fd)
+                if self.dir_unsynced:
+                    continue  # the loop's retry (sync) fsyncs the directory first
                 self.synced = max(self.synced, target)
                 if self.fsync_error is not None:
                     self._errors(self.write_error, None)
@@ -310,6 +320,21 @@ class AppendOnlyFile:
                 self._errors(self.write_error, exc)
             finally:
                 os.close(fd)
+
+    def _sync_dir(self) -> bool:
+        """fsync the log's directory: False, with writes refused, when the disk refused (and
+        then `sync`, which the retry runs, tries again before anything counts as synced)."""
+        try:
+            _fsync_dir(os.path.dirname(self.path) or ".", self._fsync)
+        except OSError as exc:
+            if not self.dir_unsynced:
+                log.error("cannot fsync the directory of %s: %s; refusing writes until it can",
+                          self.path, exc)
+            self.dir_unsynced = True
+            self._errors(self.write_error, exc)
+            return False
+        self.dir_unsynced = False
+        return True
 
     def _timed_fsync(self, fd: int) -> None:
         """fsync, handing its duration to `state.on_fsync` (thread-safe: /metrics)."""
@@ -378,11 +403,12 @@ class AppendOnlyFile:
         except OSError as exc:
             rewrite.fail(exc)  # calls rewrite_failed
             return
-        _fsync_dir(os.path.dirname(self.path) or ".")
         with self._fd_lock:
             old, self.fd = self.fd, rewrite.fd
         os.close(old)
-        self.synced = self.written
+        # The records are in the new file, fsynced; they count once its name is durable.
+        if self._sync_dir():
+            self.synced = self.written
         self.size = self.base_size = rewrite.size
         self._rewrite_done(True)
         log.info("AOF rewrite done: %d bytes in %.3fs",
@@ -483,12 +509,10 @@ def _split(pieces: list[bytes | memoryview],
     return written, []
 
 
-def _fsync_dir(path: str) -> None:
-    """Make a rename durable."""
+def _fsync_dir(path: str, fsync: Callable[[int], Any]) -> None:
+    """Make a new name or a rename in `path` durable (OSError when the disk refuses)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    except OSError as exc:
-        log.warning("fsync of directory %s failed: %s", path, exc)
+        fsync(fd)
     finally:
         os.close(fd)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ class Disk:
         return os.write(fd, data)
 
     def fsync(self, fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # the log's directory (a new name, a rename)
+            if self.dir_fails:
+                self.dir_fails -= 1
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return os.fsync(fd)
         if self.events is not None:
             self.events.append(("fsync", os.fstat(fd).st_size))
         if self.fsync_fails:
@@ -49,7 +55,8 @@ class Disk:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         os.fsync(fd)
 
-    fsync_fails = 0  # fsyncs still to refuse (EIO)
+    fsync_fails = 0  # fsyncs of the file still to refuse (EIO)
+    dir_fails = 0  # ... of its directory
 
     def exit(self, status: int) -> None:
         """os._exit's stand-in: what a failed fsync under `always` does."""
@@ -115,6 +122,37 @@ async def test_a_failed_fsync_under_no_is_retried_until_one_succeeds(tmp_path: P
     assert not aof.save() and aof.failing is not None
     assert aof.flush()
     assert aof.failing is None and aof.synced == aof.written
+    aof.close()
+
+
+@pytest.mark.parametrize("policy", ["always", "everysec"])
+async def test_a_compaction_whose_rename_is_not_durable_releases_nothing_until_it_is(
+        tmp_path: Path, policy: str) -> None:
+    # A power cut could undo the rename, and the records after it (in the new file
+    # only) with it: they are not synced (under `always` their replies wait), and
+    # writes are refused, until a directory fsync succeeds.
+    events: list = []
+    disk = Disk(events)
+    server, aof = server_with_log(tmp_path, policy, disk)
+    commit(server, (b"HSET", b"k", b"f", b"v"))
+    assert aof.flush()
+    disk.dir_fails = 2  # the rename's, and the end of the iteration's retry
+    assert aof.start_rewrite()
+    for _ in range(1000):
+        if aof.rewrite is None:
+            break
+        await asyncio.sleep(0.001)
+    assert aof.last_rewrite_ok and aof.failing is not None and aof.dir_unsynced
+    commit(server, (b"HSET", b"k", b"g", b"w"))
+    a = connection(server, events, "a")
+    a.session.log_mark = aof.appended  # as dispatch marks a write's client
+    server.write(a, b":1\r\n")
+    await asyncio.sleep(0)
+    assert aof.synced < aof.written and aof.failing is not None
+    assert any(event[0] == "a" for event in events) == (policy != "always")
+    server.flush_log()  # the retry: the directory is fsynced now, the reply goes
+    assert aof.failing is None and not aof.dir_unsynced and aof.synced == aof.written
+    assert ("a", b":1\r\n") in events
     aof.close()
 
 
