@@ -78,7 +78,11 @@ def retake_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash, now_ms: in
     key = hashes.get(row, UNIQUE)
     if key is None or hashes.has(row, UNTIL) or holder(view, keys, key, now_ms) is not None:
         return []
-    return [(b"HSET", keys.unique, key, job_id)]
+    ops: list[Op] = [(b"HSET", keys.unique, key, job_id)]
+    ttl = view.zset(keys.unique_ttl)
+    if ttl is not None and key in ttl:  # the ended TTL hold of the job it takes the key from
+        ops.append((b"ZREM", keys.unique_ttl, key))
+    return ops
 
 
 def release_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash) -> list[Op]:

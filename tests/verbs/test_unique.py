@@ -66,6 +66,22 @@ def test_a_revived_job_takes_its_key_back_when_it_is_free() -> None:
     assert added(space, "UNIQUE", "k") == [b"1", b"exists"]
 
 
+def test_a_revived_job_takes_back_a_key_whose_ttl_hold_ran_out() -> None:
+    # The expired TTL entry must go with it: left behind, it made the key look free
+    # (holder trusts the TTL over the live owner) and let a second live job take it.
+    space = keyspace()
+    added(space, "UNIQUE", "k", "MAXATTEMPTS", 1)
+    job_id, token, _, _ = run(claim, ["emq.claim", "q", 1000], space)
+    run(fail, ["emq.fail", "q", job_id, token], space)  # dead: the key is free
+    assert added(space, "UNIQUE", "k", "TTL", 1000) == [b"2", b"added"]
+    later = NOW + 2000
+    assert run(revive, ["emq.revive", "q", "1"], space, now=later) == "OK"
+    assert hash_of(space, P + b"unique") == {b"k": b"1"}
+    assert members(space, b"unique:ttl") == []
+    assert added(space, "UNIQUE", "k", now=later) == [b"1", b"exists"]
+    check_invariant(space)
+
+
 def test_a_ttl_holds_the_key_for_its_time_whatever_the_job_does() -> None:
     space = keyspace()
     assert added(space, "UNIQUE", "k", "TTL", 100) == [b"1", b"added"]
