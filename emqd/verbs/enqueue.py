@@ -108,6 +108,10 @@ class Enqueue:
             return True
         return self.view.type_name(keys.job(job_id)) != "none"
 
+    def reserve(self, keys: QueueKeys, job_id: bytes) -> None:
+        """An explicit id this plan will add later: no id given before it may take it."""
+        self.queue(keys).taken.add(job_id)
+
     def add(self, keys: QueueKeys, job: NewJob, job_id: bytes | None = None,
             due: int | None = None, waiting: bool = False) -> bytes:
         """A new job (its id: `job_id`, else the next free sequence number); its ops noted.

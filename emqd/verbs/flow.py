@@ -128,6 +128,9 @@ def plan(args: FlowArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
         if job_id is not None and view.type_name(node.job.keys.job(job_id)) != "none":
             raise errors.job_exists(node.job.keys.queue, job_id)
     new = enqueue.Enqueue(view, args.config, now_ms)
+    for node in nodes:  # a child's explicit id is not the sequence's for an earlier job
+        if node.job.id is not None:
+            new.reserve(node.job.keys, node.job.id)
     ids: list[bytes] = []
     records: list[Op] = []
     for node in nodes:

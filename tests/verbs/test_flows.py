@@ -159,6 +159,26 @@ def test_an_existing_parent_id_makes_the_flow_idempotent() -> None:
     assert snapshot(space) == before
 
 
+@pytest.mark.parametrize("argv", [
+    ["emq.flow", "p", "parent", "CHILD", "p", "c1", "CHILD", "p", "c2", "ID", "2"],
+    ["emq.flow", "p", "parent", "CHILD", "p", "c", "ID", "1"],
+])
+def test_an_explicit_id_is_never_given_to_an_earlier_job_of_the_flow(argv: list) -> None:
+    # The sequence gave the parent (or c1) the id a later child names: that job was
+    # written over, and the parent waited for ever or sat in two sets.
+    space = keyspace()
+    parent, children = run(flow, argv, space)
+    ids = [parent, *children]
+    assert len(set(ids)) == len(ids)
+    for job_id in children:
+        assert row(space, job_id, P)[b"state"] == b"pending"  # type: ignore[index]
+    check(space)
+    for _ in children:
+        finish(space, "p")
+    assert take(space, "p")[0] == parent  # the parent runs once its children are done
+    check(space)
+
+
 def test_a_childs_existing_id_is_refused() -> None:
     space = keyspace(**{"emq:{c}:job:x": {"state": "completed"}})
     before = snapshot(space)
