@@ -104,9 +104,11 @@ class AppendOnlyFile:
 
     def __init__(self, path: str, policy: str, rewrite_min_size: int, state: ServerState,
                  schedule_flush: Callable[[], None], fsync: Any = os.fsync,
-                 write: Any = os.write, exit: Callable[[int], Any] = os._exit) -> None:
+                 write: Any = os.write, exit: Callable[[int], Any] = os._exit,
+                 fsync_dir: Callable[[int], Any] = os.fsync) -> None:
         self.path = path
         self._write = write  # os.write and os.fsync, unless a test injects a failing disk
+        self._fsync_dir = fsync_dir  # ... and the directory's fsync
         self._exit = exit  # a failed fsync under `always` stops the process (sync)
         self._schedule_flush = schedule_flush
         self._flush_asked = False
@@ -325,7 +327,7 @@ class AppendOnlyFile:
         """fsync the log's directory: False, with writes refused, when the disk refused (and
         then `sync`, which the retry runs, tries again before anything counts as synced)."""
         try:
-            _fsync_dir(os.path.dirname(self.path) or ".", self._fsync)
+            _fsync_dir(os.path.dirname(self.path) or ".", self._fsync_dir)
         except OSError as exc:
             if not self.dir_unsynced:
                 log.error("cannot fsync the directory of %s: %s; refusing writes until it can",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -43,11 +42,6 @@ class Disk:
         return os.write(fd, data)
 
     def fsync(self, fd: int) -> None:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):  # the log's directory (a new name, a rename)
-            if self.dir_fails:
-                self.dir_fails -= 1
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-            return os.fsync(fd)
         if self.events is not None:
             self.events.append(("fsync", os.fstat(fd).st_size))
         if self.fsync_fails:
@@ -57,6 +51,13 @@ class Disk:
 
     fsync_fails = 0  # fsyncs of the file still to refuse (EIO)
     dir_fails = 0  # ... of its directory
+
+    def fsync_dir(self, fd: int) -> None:
+        """The log's directory's fsync (a new name, a compaction's rename)."""
+        if self.dir_fails:
+            self.dir_fails -= 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        os.fsync(fd)
 
     def exit(self, status: int) -> None:
         """os._exit's stand-in: what a failed fsync under `always` does."""
@@ -68,7 +69,7 @@ def server_with_log(tmp_path: Path, policy: str, disk: Disk) -> tuple[Server, Ap
     server = Server(Config(dir=str(tmp_path), appendfsync=policy))
     aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, server.state,
                          server.schedule_flush, fsync=disk.fsync, write=disk.write,
-                         exit=disk.exit)
+                         exit=disk.exit, fsync_dir=disk.fsync_dir)
     server.state.aof = aof
     return server, aof
 
