@@ -127,8 +127,8 @@ class AppendOnlyFile:
         self.fsync_error: OSError | None = None  # the last failed fsync (loop or thread)
         # Either of the two while it lasts: the dispatcher refuses writes (MISCONF).
         self.failing: OSError | None = None
-        if created:
-            self._sync_dir()
+        if created and not self._sync_dir():
+            schedule_flush()  # flush_log arms the retry
         self.size = os.fstat(self.fd).st_size
         self.base_size = self.size  # the size after the last compaction (or the load)
         self.buffer: list[bytes] = []  # records appended (or their parts), not yet written
@@ -350,6 +350,9 @@ class AppendOnlyFile:
     def save(self) -> bool:
         """Everything applied so far is on disk when this returns True (SAVE)."""
         if not (self.write() and self.sync()):
+            # Outside flush_log (a command, shutdown): ask for one, which arms the retry;
+            # with writes refused, nothing else would.
+            self._schedule_flush()
             return False
         self.state.last_save_s = clock.now_ms() // 1000
         self.state.dirty = 0
@@ -411,6 +414,8 @@ class AppendOnlyFile:
         # The records are in the new file, fsynced; they count once its name is durable.
         if self._sync_dir():
             self.synced = self.written
+        else:
+            self._schedule_flush()  # flush_log arms the retry
         self.size = self.base_size = rewrite.size
         self._rewrite_done(True)
         log.info("AOF rewrite done: %d bytes in %.3fs",
