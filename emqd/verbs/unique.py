@@ -28,6 +28,7 @@ from emqd.plan import Op
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.store.keyspace import View
+from emqd.store.zset import ZSet
 from emqd.verbs import job
 
 UNIQUE: Final[bytes] = b"unique"  # row field: the key the job holds (typed: read by ties.py)
@@ -68,9 +69,15 @@ def take_ops(view: View, keys: QueueKeys, key: bytes, job_id: bytes, until: int 
     ops.append((b"HSET", keys.unique, key, job_id))
     if until is not None:
         ops.append((b"ZADD", keys.unique_ttl, until, key))
-    elif ttl is not None and key in ttl:
-        ops.append((b"ZREM", keys.unique_ttl, key))  # a TTL hold that ended: now a live one
+    else:
+        ops += _ended_ttl_ops(keys, ttl, key)
     return ops
+
+
+def _ended_ttl_ops(keys: QueueKeys, ttl: ZSet | None, key: bytes) -> list[Op]:
+    """A key now held while its job lives: the entry of the TTL hold that ended goes (left
+    behind, `holder` would trust it over the live owner and call the key free)."""
+    return [(b"ZREM", keys.unique_ttl, key)] if ttl is not None and key in ttl else []
 
 
 def retake_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash, now_ms: int) -> list[Op]:
@@ -78,11 +85,8 @@ def retake_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash, now_ms: in
     key = hashes.get(row, UNIQUE)
     if key is None or hashes.has(row, UNTIL) or holder(view, keys, key, now_ms) is not None:
         return []
-    ops: list[Op] = [(b"HSET", keys.unique, key, job_id)]
-    ttl = view.zset(keys.unique_ttl)
-    if ttl is not None and key in ttl:  # the ended TTL hold of the job it takes the key from
-        ops.append((b"ZREM", keys.unique_ttl, key))
-    return ops
+    return [(b"HSET", keys.unique, key, job_id),
+            *_ended_ttl_ops(keys, view.zset(keys.unique_ttl), key)]
 
 
 def release_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash) -> list[Op]:

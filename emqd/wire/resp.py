@@ -69,6 +69,9 @@ _SPACE: Final = b" \t\n\v\f\r"  # C isspace()
 HIREDIS_MAX_ARGS: Final = 10_000
 _BIG_COUNT: Final = re.compile(rb"\*[1-9][0-9]{4}")
 _BIG_AGGREGATE: Final = re.compile(rb"[>~][1-9][0-9]{4}")
+# Bytes that may begin what hiredis-py reads as a request's bulks where Redis reads
+# something else (`_maybe_not_bulk`): then `_bulks_end` checks where the headers are.
+_NOT_BULK_MARKERS: Final = (b"+", b"=", b"(", b"~", b">", b"|")
 # What hiredis-py raises for a stream it cannot read: its ProtocolError, and a
 # TypeError for a RESP3 map keyed by an array or a map, which it cannot build.
 _HIREDIS_ERRORS: Final = (hiredis.ProtocolError, TypeError)
@@ -223,15 +226,16 @@ class RequestParser:
 
     def _keep_bulks_only(self, data: bytes, start: int, got: list[list[bytes]],
                          continuing: bool, requests: list[Any]) -> int:
-        """Take the requests hiredis read that were sent as bulks only (all of `got` but
-        those from the first with another element on), and the offset after them; when
-        it stopped short, the rest of the chunk goes Redis's way and the answer is -1.
+        """Take the requests hiredis read that were sent as an array of bulks (all of `got`
+        but those from the first sent otherwise on), and the offset after them; when it
+        stopped short, the rest of the chunk goes Redis's way and the answer is -1.
 
         hiredis-py reads a simple string (`+x`), a verbatim string (`=`) or a big
         number (`(`) inside an array as a bulk's bytes, where Redis refuses anything
-        but `$`; the element can follow any two bytes (those after a bulk are skipped
-        unread), so only where each header must begin tells. The request the guard
-        watched (`continuing`) had its headers checked as they came.
+        but `$`, and a RESP3 set or push at the top as a list, where Redis reads an
+        inline line; the element can follow any two bytes (those after a bulk are
+        skipped unread), so only where each header must begin tells. The request the
+        guard watched (`continuing`) had its headers checked as they came.
         """
         own = got[1:] if continuing else got
         good, offset = _bulks_end(data, start, own)
@@ -414,9 +418,6 @@ def _maybe_not_bulk(data: bytes, pos: int) -> bool:
         if data.find(marker, pos) >= 0:
             return True
     return False
-
-
-_NOT_BULK_MARKERS: Final = (b"+", b"=", b"(", b"~", b">", b"|")
 
 
 def _bulks_end(data: bytes, pos: int, requests: list[list[bytes]]) -> tuple[int, int]:
