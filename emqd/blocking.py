@@ -54,5 +54,3 @@ class Waiters:
             candidates.update(self.by_key.get(key, ()))
         return [waiter for waiter in self.keys_of if waiter in candidates]
 
-    def all(self) -> list[Hashable]:
-        return list(self.keys_of)

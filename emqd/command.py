@@ -1,4 +1,4 @@
-"""The shape of a command-table row, shared by `commands/` and `verbs/`.
+"""The shape of a command-table row, shared by `commands/` and `verbs/`; a verb's row.
 
 Arity follows Redis: a positive number is exact, a negative one means "at
 least". `flags` are Redis's command flags as COMMAND reports them (`write`,
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
+from emqd import clock
 from emqd.session import Session
 
 Handler = Callable[[Session, list[bytes]], Any]
@@ -49,3 +51,25 @@ def command(
 ) -> Command:
     """A table row from a space-separated flag string, to keep tables readable."""
     return Command(name, arity, frozenset(flags.split()), handler, keys, group, summary)
+
+
+def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: str = "") -> Command:
+    """A verb's row (emqd/verbs/): its handler parses, then plans against the keyspace at
+    the time of the call, with this process's epoch (emqd/verbs/__init__.py)."""
+    parse = verb.parse
+    plan = verb.plan
+
+    def handler(session: Session, argv: list[bytes]) -> Any:
+        core = session.core
+        return plan(parse(argv, core.config), core.keyspace, clock.now_ms(), core.run_id_bytes)
+
+    handler.__name__ = name.replace(".", "_")
+    return command(
+        name,
+        arity,
+        flags,
+        handler,
+        (1, 1, 1) if arity != 1 else (0, 0, 0),
+        group="emq",
+        summary=summary,
+    )

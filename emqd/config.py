@@ -5,8 +5,8 @@ else only reads it. Queue settings here are the defaults a queue's own
 `EMQ.CONFIG` overrides.
 
 Being frozen, a Config never changes under a reader. `CONFIG SET` changes a
-setting by building a new one (`ServerState.reconfigure`), so each reader
-sees the settings of the moment it reads `state.config`: a verb reads it at
+setting by building a new one (`Core.reconfigure`), so each reader
+sees the settings of the moment it reads `core.config`: a verb reads it at
 every call, and the few parts that keep a setting of their own (the log's
 fsync policy, housekeeping's sweep, the store's encoding limits) are told.
 """

@@ -3,7 +3,7 @@
 `execute(session, argv)` looks the name up (and the subcommand of a container
 such as CLIENT or CONFIG), checks arity generically, checks auth, queues
 inside MULTI, runs the handler, and commits a returned `Plan`
-through `ServerState.commit` (apply + log as one record). Handlers never see a
+through the commit path (emqd/commit.py: applied, then kept as one record). Handlers never see a
 command with the wrong number of arguments, and never write to the store or
 the socket themselves.
 
@@ -20,15 +20,56 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import Command, command
-from emqd.commands import ALL as COMMAND_MODULES
+from emqd.commands import config as config_command
+from emqd.commands import connection, function, keys, persistence, pubsub, server, zset
+from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
+from emqd.core import Core
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
 from emqd.reply import Raw
-from emqd.server_state import ServerState, Tally
 from emqd.session import Session
-from emqd.verbs import ALL as VERB_MODULES
+from emqd.stats import Tally
+from emqd.verbs import (
+    add,
+    children,
+    claim,
+    complete,
+    epoch,
+    extend,
+    fail,
+    flow,
+    get,
+    lane_limit,
+    lane_list,
+    lane_rate,
+    log,
+    logs,
+    pause,
+    progress,
+    promote,
+    queues,
+    rate,
+    remove,
+    repeat,
+    repeat_del,
+    repeats,
+    requeue,
+    resume,
+    revive,
+    stalled_check,
+    stats,
+    wait,
+)
+from emqd.verbs import config as queue_config
 from emqd.wire.resp import encode
+
+COMMAND_MODULES: Final = (connection, keys, hash_commands, zset, pubsub, server, config_command,
+                          function, persistence)
+VERB_MODULES: Final = (
+    add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
+    extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
+    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate)
 
 
 def _build_table() -> dict[bytes, Command]:
@@ -73,20 +114,20 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
     session.multi_error = False
     if aborted:
         raise errors.EXECABORT()
-    server = session.server
+    commit = session.core.commit
     replies: list[Any] = []
     protocols: list[int] = []  # the protocol each reply is written in
     session.in_exec = True
-    server.begin_batch()
+    commit.begin_batch()
     try:
         for request in queued:
             replies.append(_run(session, lookup(request), request))  # type: ignore[arg-type]
             protocols.append(session.resp)
     finally:
-        server.end_batch()
+        mark = commit.end_batch()
         session.in_exec = False
-        if server.aof is not None:
-            session.log_mark = server.aof.appended
+        if mark:
+            session.log_mark = mark
     if any(resp != session.resp for resp in protocols):
         # A HELLO inside switched protocol: like Redis, each reply is in the
         # protocol of its moment, under an array header (the same in both).
@@ -156,8 +197,9 @@ def execute(session: Session, argv: list[bytes]) -> Any:
     in a usual spelling, with the right number of arguments, from a client in
     no special mode) is a few attribute tests; the rest goes the long way.
     """
-    state = session.server
-    state.total_commands += 1
+    core = session.core
+    stats = core.stats
+    stats.total_commands += 1
     direct = _DIRECT.get(argv[0])
     if direct is not None and direct.fewest <= len(argv) <= direct.most:
         row = direct
@@ -167,22 +209,23 @@ def execute(session: Session, argv: list[bytes]) -> Any:
             return _reject(session, found, argv)
         row = found
     name = session.last_command = row.name
-    tally = state.command_calls.get(name)
+    tally = stats.command_calls.get(name)
     if tally is None:
-        tally = state.command_calls[name] = Tally()
+        tally = stats.command_calls[name] = Tally()
     tally.n += 1
     if not session.authenticated or session.multi is not None or session.pubsub is not None:
         return _special(session, row, argv)
-    if row.checks_disk and _disk_refuses(state):
-        return _reject(session, errors.misconf(state.aof.failing), argv)  # type: ignore[union-attr, arg-type]
+    if row.checks_disk:
+        failing = core.commit.sink.failing
+        if failing is not None:
+            return _reject(session, errors.misconf(failing), argv)
     return _run(session, row, argv)
 
 
-def _disk_refuses(state: ServerState) -> bool:
+def _disk_refuses(core: Core) -> OSError | None:
     """Redis's rule: while the log cannot be written, refuse what would change the
-    keyspace (and PING, so that a client notices)."""
-    aof = state.aof
-    return aof is not None and aof.failing is not None
+    keyspace (and PING, so that a client notices): why it cannot, or None."""
+    return core.commit.sink.failing
 
 
 def _exec_writes(session: Session, row: Command) -> bool:
@@ -202,8 +245,9 @@ def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
     7.0's checks in processCommand's order (NOAUTH, MISCONF, Pub/Sub mode, MULTI)."""
     if not session.authenticated and "no_auth" not in row.flags:
         return _reject(session, errors.NOAUTH(), argv)
-    if _disk_refuses(session.server) and (row.checks_disk or _exec_writes(session, row)):
-        return _reject(session, errors.misconf(session.server.aof.failing), argv)  # type: ignore[union-attr, arg-type]
+    failing = _disk_refuses(session.core)
+    if failing is not None and (row.checks_disk or _exec_writes(session, row)):
+        return _reject(session, errors.misconf(failing), argv)
     if session.pubsub is not None:  # a Pub/Sub client: RESP2 allows it only a few commands
         refusal = subscribed_mode_refusal(session, row)
         if refusal is not None:
@@ -232,12 +276,10 @@ def _reject(session: Session, error: ReplyError, argv: list[bytes]) -> ReplyErro
 
 
 def _commit(session: Session, plan: Plan) -> None:
-    """Apply and log a plan; its client's replies now wait for that record (Server.write)."""
-    state = session.server
-    state.commit(plan)
-    aof = state.aof
-    if aof is not None and plan.ops:
-        session.log_mark = aof.appended
+    """Apply and keep a plan; its client's replies now wait for that record (commit.py)."""
+    mark = session.core.commit.apply(plan)
+    if mark:
+        session.log_mark = mark
 
 
 def _run(session: Session, row: Command, argv: list[bytes]) -> Any:

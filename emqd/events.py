@@ -15,8 +15,8 @@ order, as `Event` tuples:
   minus `claimed_ms`), `retry` has `failures` and `due_ms`, `dead` has
   `error`, `progress` has `value`.
 
-`ServerState.commit` hands a committed plan's events to every listener in
-`ServerState.listeners`, after the plan is applied and handed to the log, so a
+The commit path (emqd/commit.py) hands a committed plan's events to every
+listener (`Commit.listen`), after the plan is applied and handed to the sink, so a
 listener sees only what happened (a refused verb has no plan and no events).
 Listeners run on the event loop and must be cheap: the metrics count and
 sample, Pub/Sub formats a message only for a channel someone listens to.

@@ -6,7 +6,7 @@ every PERIOD_MS, whose lag is how much later than asked it ran (monotonic
 time, so a step of the wall clock is not a lag). A stall shows as one sample
 of about its length. `LoopLag` keeps what was seen: the latest sample, the
 worst of the last minute (INFO's `# Stats`), and a cumulative histogram of
-every sample (`ServerState.loop_lag`, for /metrics).
+every sample (`Stats.loop_lag`, for /metrics).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from emqd import clock
+from emqd.histogram import Histogram
 
 PERIOD_MS = 100  # one sample per 100 ms: 10 timer callbacks a second
 WINDOW_S = 60  # INFO's worst lag is over this many seconds
@@ -21,29 +22,18 @@ WINDOW_S = 60  # INFO's worst lag is over this many seconds
 BOUNDS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class LoopLag:
-    """The lag samples seen: the latest, the worst per second of the last minute, a histogram.
-
-    `cumulative[i]` counts the samples <= BOUNDS_S[i]; its last entry (the
-    `+Inf` bucket) counts them all. `sum_s` is their sum in seconds.
-    """
+class LoopLag(Histogram):
+    """The lag samples seen: the latest, the worst per second of the last minute, and
+    the histogram of all of them (in seconds)."""
 
     def __init__(self) -> None:
-        self.bounds_s = BOUNDS_S
-        self.cumulative = [0] * (len(BOUNDS_S) + 1)
-        self.sum_s = 0.0
+        super().__init__(BOUNDS_S)
         self.latest_ms = 0.0
         self.reset_worst()
 
     def observe(self, lag_ms: float, now_ms: float) -> None:
         self.latest_ms = lag_ms
-        lag_s = lag_ms / 1000.0
-        self.sum_s += lag_s
-        cumulative = self.cumulative
-        for i, bound in enumerate(self.bounds_s):
-            if lag_s <= bound:
-                cumulative[i] += 1
-        cumulative[-1] += 1
+        self.add(lag_ms / 1000.0)
         second = int(now_ms // 1000)
         slot = second % WINDOW_S
         seen_second, seen = self._worst[slot]

@@ -4,13 +4,13 @@ Sans-IO. The registry maps channels and patterns to the sessions subscribed
 to them and formats the frames Redis 7.0 sends (`message`, `pmessage`, the
 (un)subscribe confirmations), in each receiver's protocol: an array under
 RESP2, a push (`>`) under RESP3. It never touches a socket: a message for a
-session goes to `deliver(session, frame, needed)`, which the server sets to
-the connection layer's writer (emqd/wire/delivery.py: the server's write path,
+session goes to `deliver(session, frame, needed)`, which the server passes in:
+the connection layer's writer (emqd/wire/delivery.py: the commit path's send,
 then the slow-subscriber limit); `needed` is the log offset the message must
 wait for (emqd/queue_events.py passes the record of the plan an event
 reports; PUBLISH, 0).
 
-Inside emqd, publish with `state.pubsub.publish(channel, message)`; ask
+Inside emqd, publish with `core.pubsub.publish(channel, message)`; ask
 `wants(channel)` first to skip formatting a message nobody would receive
 (it costs a dict lookup, and one more when patterns exist: which patterns
 match a channel is remembered until the set of patterns changes).
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from emqd.session import Session
 
 Matcher = Callable[[bytes], bool]
+# Writes a frame to a session's connection once the sink holds `needed` (emqd/wire/delivery.py).
+Deliver = Callable[["Session", bytes, int], None]
 MATCH_CACHE_MAX = 4096  # channels whose matching patterns are remembered; then start over
 
 
@@ -57,16 +59,16 @@ class Subscriptions:
         return len(self.channels) + len(self.patterns)
 
 
-def _nowhere(session: Session, frame: bytes, needed: int) -> None:
+def nowhere(session: Session, frame: bytes, needed: int) -> None:
     """The deliverer of a registry no server is attached to (unit tests)."""
 
 
 class PubSub:
-    def __init__(self) -> None:
+    def __init__(self, deliver: Deliver = nowhere) -> None:
         self.channels: dict[bytes, dict[Session, None]] = {}
         self.patterns: dict[bytes, tuple[Matcher, dict[Session, None]]] = {}
         self._matching: dict[bytes, tuple[tuple[bytes, dict[Session, None]], ...]] = {}
-        self.deliver: Callable[[Session, bytes, int], None] = _nowhere
+        self.deliver = deliver
 
     # --- subscribing ---------------------------------------------------------------
     def subscribe(self, session: Session, channel: bytes) -> int:

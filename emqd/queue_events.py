@@ -1,9 +1,10 @@
 """Each queue's transitions on Redis Pub/Sub: `emq:{QUEUE}:events`, one JSON object a message.
 
-`publisher(state)` makes the `ServerState.listeners` entry (emqd/events.py)
-that gets each committed plan's events, in plan order, after the plan was
-applied and handed to the log. For each event whose channel someone listens to (a subscriber of
-the channel, or of a pattern matching it: `PubSub.wants`), it publishes
+`publisher(pubsub, sink)` makes the commit path's listener (emqd/events.py,
+`Commit.listen`) that gets each committed plan's events, in plan order, after
+the plan was applied and handed to the sink. For each event whose channel
+someone listens to (a subscriber of the channel, or of a pattern matching it:
+`PubSub.wants`), it publishes
 
     {"event": "claimed", "id": "1", "ts": 1700000000000, "token": "1", "wait_ms": 3}
 
@@ -14,9 +15,9 @@ a server without subscribers pays a call and two dict checks per plan (a
 closure, which costs half what a call of an instance's `__call__` costs).
 
 A message must not tell of a write that a crash could still lose: it is
-handed over with the log's `appended` offset of the moment (which covers the
-plan it reports), and leaves, like a reply, only once the log holds that
-much: under `--appendfsync always` fsynced, otherwise written (Server.write).
+handed over with the sink's `appended` offset of the moment (which covers the
+plan it reports), and leaves, like a reply, only once the sink holds that
+much durably (emqd/commit.py `send`).
 
 Bytes in JSON: ids, tokens, errors and progress values are the clients' own
 bytes. Each is decoded as UTF-8; a byte that is not part of valid UTF-8 is
@@ -29,24 +30,22 @@ text reads as text, and any bytes round trip exactly: the Python client
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from emqd.events import Event, Listener
 from emqd.keys import queue_keys
+from emqd.pubsub import PubSub
+from emqd.sink import Sink
 
-if TYPE_CHECKING:
-    from emqd.server_state import ServerState
 
-
-def publisher(state: ServerState) -> Listener:
-    """The listener that publishes `state`'s events on their queues' channels."""
-    pubsub = state.pubsub
+def publisher(pubsub: PubSub, sink: Sink) -> Listener:
+    """The listener that publishes events on their queues' channels, each once `sink`
+    holds the plan it reports."""
 
     def publish(happened: list[Event]) -> None:
         if not pubsub.channels and not pubsub.patterns:
             return
-        aof = state.aof
-        needed = 0 if aof is None else aof.appended
+        needed = sink.appended
         for event in happened:
             channel = queue_keys(event[1]).events
             if pubsub.wants(channel):

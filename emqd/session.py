@@ -11,15 +11,15 @@ import itertools
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from emqd.core import Core
     from emqd.pubsub import Subscriptions
-    from emqd.server_state import ServerState
 
 _ids: Final = itertools.count(1)
 
 
 class Session:
     __slots__ = (
-        "server",
+        "core",
         "id",
         "resp",
         "authenticated",
@@ -39,8 +39,8 @@ class Session:
         "pubsub",
     )
 
-    def __init__(self, server: ServerState, addr: str = "", laddr: str = "") -> None:
-        self.server = server
+    def __init__(self, core: Core, addr: str = "", laddr: str = "") -> None:
+        self.core = core
         self.id = next(_ids)
         self.lib_name = b""
         self.lib_ver = b""
@@ -51,7 +51,9 @@ class Session:
         self.last_ms = 0  # when the last command arrived (CLIENT LIST idle=)
         self.last_command = "NULL"  # its full name (CLIENT LIST cmd=)
         self.close_after_reply = False  # QUIT
-        self.log_mark = 0  # the log's `appended` after this client's last write (Server.write)
+        # The sink's `appended` after this client's last write: its replies wait for it
+        # (emqd/commit.py `send`).
+        self.log_mark = 0
         # Its channels and patterns while it listens to any (emqd/pubsub.py);
         # None for every other client, which is all the dispatcher tests.
         self.pubsub: Subscriptions | None = None
@@ -60,7 +62,7 @@ class Session:
     def reset(self) -> None:
         """A fresh connection's state (RESET): RESP2, no name, no MULTI, password owed."""
         self.resp = 2
-        self.authenticated = not self.server.config.requirepass
+        self.authenticated = not self.core.config.requirepass
         self.name = b""
         self.multi: list[list[bytes]] | None = None  # queued commands while in MULTI
         self.multi_error = False  # a queued command was refused: EXEC aborts

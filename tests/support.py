@@ -19,6 +19,9 @@ from pathlib import Path
 
 import hiredis
 
+from emqd.plan import Plan
+from emqd.sink import Sink
+
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 10.0
 
@@ -277,29 +280,25 @@ def plain_value(value: object) -> tuple[str, dict]:
     return "hash", hashes.as_dict(value)  # type: ignore[arg-type]
 
 
-class RecordingLog:
-    """Stands in for the append-only file (`ServerState.aof`): keeps what is committed.
+class RecordingLog(Sink):
+    """A sink (emqd/sink.py) that keeps what is committed, in memory, durable at once.
 
     `records` holds each record's ops (one plan, or all of an EXEC); `ops` all of
-    them in order.
+    them in order; `appended` counts the records.
     """
 
-    rewrite = None
-    failing = None
-
     def __init__(self) -> None:
+        super().__init__()
         self.records: list[list] = []
-
-    @property
-    def appended(self) -> int:
-        return len(self.records)
 
     @property
     def ops(self) -> list:
         return [op for record in self.records for op in record]
 
-    def append(self, plan: object) -> None:
-        self.records.append(list(plan.ops))  # type: ignore[attr-defined]
+    def append(self, plan: Plan) -> None:
+        self.records.append(list(plan.ops))
+        self.appended += 1
 
-    def append_batch(self, plans: list) -> None:
+    def append_batch(self, plans: list[Plan]) -> None:
         self.records.append([op for plan in plans for op in plan.ops])
+        self.appended += 1

@@ -1,7 +1,7 @@
 """Fuzzing every command's argument parsing: random argv for each row of the command table.
 
 Each example runs one request through `dispatch.execute` on an in-memory
-`ServerState` (no log) whose keyspace holds a hash, a sorted set and a queue
+`Core` (no log) whose keyspace holds a hash, a sorted set and a queue
 with pending, scheduled, active and lane jobs. The arguments are drawn from
 the words that row takes (its tokens in COMMAND DOCS, emqd/commands/docs.py),
 the keys and ids that exist, numbers at and past every edge, and any bytes.
@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
+from emqd.core import Core
 from emqd.dispatch import SUBTABLES, TABLE, execute
 from emqd.plan import Block
-from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.wire.resp import encode
 
@@ -72,8 +72,8 @@ def _rows() -> list[tuple[list[bytes], Any]]:
 ROWS = _rows()
 
 
-def _state() -> tuple[ServerState, Session]:
-    state = ServerState(Config(appendonly=False))
+def _state() -> tuple[Core, Session]:
+    state = Core(Config(appendonly=False))
     session = Session(state)
     for request in SEED:
         assert not isinstance(execute(session, request), Exception), request

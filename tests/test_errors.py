@@ -6,9 +6,9 @@ import pytest
 
 from emqd import errors
 from emqd.config import Config
+from emqd.core import Core
 from emqd.dispatch import execute
 from emqd.errors import Refusal, ReplyError
-from emqd.server_state import ServerState
 from emqd.session import Session
 
 
@@ -28,7 +28,7 @@ def test_each_call_is_a_new_exception_equal_to_the_refusal() -> None:
 def test_refused_commands_answer_errors_without_a_traceback() -> None:
     """The leak of issue 12 #1: each raise of one shared instance prepended its frames to the
     same `__traceback__`, keeping every refused request's argv alive."""
-    session = Session(ServerState(Config(appendonly=False)))
+    session = Session(Core(Config(appendonly=False)))
     replies = [execute(session, [b"EMQ.COMPLETE", b"q", b"1", b"1"]) for _ in range(3)]
     replies += [execute(session, [b"EMQ.ADD", b"q{", b"x" * 1000]) for _ in range(3)]
     assert replies[:3] == [errors.STALE_GONE] * 3 and replies[3:] == [errors.INVALID_QUEUE] * 3

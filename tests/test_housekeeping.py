@@ -21,21 +21,22 @@ import pytest
 import uvloop
 
 from emqd import clock, errors
+from emqd.commands.server import info_section
 from emqd.config import Config
-from emqd.housekeeping import SLICE, Deadlines, Housekeeping, Planners
+from emqd.core import Core
+from emqd.dues import Deadlines
+from emqd.housekeeping import SLICE, Housekeeping, Planners
 from emqd.keys import queue_keys
 from emqd.plan import Plan
-from emqd.server_state import ServerState
 from emqd.store import hash as hashes
 from tests.support import RecordingLog
 
 K = queue_keys(b"q")
 
 
-# --- fake planners: parse(argv, config) / plan(args, view, now, run_id), as the verbs ---
-def _slice_parse(argv: list[bytes], config: Config) -> tuple:
-    assert argv[2] == b"LIMIT"
-    return queue_keys(argv[1]), int(argv[3])
+# --- fake planners: slice_args(queue, limit, config) / plan(args, view, now, run_id) ---
+def _slice_args(queue: bytes, limit: int, config: Config) -> tuple:
+    return queue_keys(queue), limit
 
 
 def _due(view: Any, key: bytes, now: int, limit: int) -> list[bytes]:
@@ -80,8 +81,9 @@ def _retention_plan(keys: Any, view: Any, now: int, run_id: bytes) -> Any:
 
 def fakes() -> Planners:
     return Planners(
-        promote=SimpleNamespace(parse=_slice_parse, plan=_promote_plan, __name__="fake_promote"),
-        stalled=SimpleNamespace(parse=_slice_parse, plan=_sweep_plan, __name__="fake_stalled"),
+        promote=SimpleNamespace(slice_args=_slice_args, plan=_promote_plan,
+                                __name__="fake_promote"),
+        stalled=SimpleNamespace(slice_args=_slice_args, plan=_sweep_plan, __name__="fake_stalled"),
         retention=SimpleNamespace(slice_args=lambda queue, config: queue_keys(queue),
                                   plan=_retention_plan, __name__="fake_retention"),
     )  # type: ignore[arg-type]
@@ -89,12 +91,11 @@ def fakes() -> Planners:
 
 # --- helpers ----------------------------------------------------------------------
 class Rig:
-    """A ServerState with housekeeping started on the running loop; records and wakes counted."""
+    """A Core with housekeeping started on the running loop; records and wakes counted."""
 
     def __init__(self, stalled_interval: int = 50, preload: list | None = None) -> None:
-        self.state = ServerState(Config(stalled_interval=stalled_interval))
         log = RecordingLog()
-        self.state.aof = log  # type: ignore[assignment]
+        self.state = Core(Config(stalled_interval=stalled_interval), sink=log)
         self.records = log.records
         self.wakes = 0
         if preload:
@@ -107,7 +108,7 @@ class Rig:
 
     def commit(self, ops: list) -> None:
         """A plain Redis command's plan (housekeeping reads its ops)."""
-        self.state.commit(Plan(ops))
+        self.state.commit.apply(Plan(ops))
 
     def zset(self, key: bytes) -> list[bytes]:
         zset = self.state.keyspace.zset(key)
@@ -140,8 +141,8 @@ async def rig() -> Any:
 # --- Deadlines --------------------------------------------------------------------
 async def test_deadlines_fire_each_queue_once_at_its_earliest_time() -> None:
     fired: list[tuple[bytes, int]] = []
-    deadlines = Deadlines(lambda queue, now: fired.append((queue, now)))
-    deadlines.start(asyncio.get_running_loop())
+    deadlines = Deadlines()
+    deadlines.start(asyncio.get_running_loop(), lambda queue, now: fired.append((queue, now)))
     now = clock.now_ms()
     deadlines.note(b"late", now + 60)
     deadlines.note(b"soon", now + 20)
@@ -156,9 +157,9 @@ async def test_deadlines_fire_each_queue_once_at_its_earliest_time() -> None:
 
 
 async def test_many_due_queues_are_served_a_few_per_loop_turn(monkeypatch: Any) -> None:
-    monkeypatch.setattr("emqd.housekeeping.QUEUES_PER_TURN", 2)
+    monkeypatch.setattr("emqd.dues.QUEUES_PER_TURN", 2)
     turns: list[list[bytes]] = [[]]
-    deadlines = Deadlines(lambda queue, now: turns[-1].append(queue))
+    deadlines = Deadlines()
     loop = asyncio.get_running_loop()
 
     def next_turn() -> None:  # marks each loop iteration
@@ -166,7 +167,7 @@ async def test_many_due_queues_are_served_a_few_per_loop_turn(monkeypatch: Any) 
         if len(turns) < 50:
             loop.call_soon(next_turn)
 
-    deadlines.start(loop)
+    deadlines.start(loop, lambda queue, now: turns[-1].append(queue))
     now = clock.now_ms()
     for i in range(5):
         deadlines.note(b"q%d" % i, now - 1)
@@ -184,8 +185,8 @@ async def test_a_failing_job_is_logged_and_retried_not_fatal(caplog: Any) -> Non
         calls.append(queue)
         raise RuntimeError("bug")
 
-    deadlines = Deadlines(due)
-    deadlines.start(asyncio.get_running_loop())
+    deadlines = Deadlines()
+    deadlines.start(asyncio.get_running_loop(), due)
     deadlines.note(b"q", clock.now_ms())
     with caplog.at_level(logging.ERROR, logger="emqd"):
         await until(lambda: len(calls) == 1)
@@ -198,7 +199,7 @@ def _order_after_a_long_callback(after_io: bool) -> list[str]:
     """On uvloop: a deadline passes while one socket's callback holds the loop and, meanwhile,
     bytes land in another socket. Returns the order in which the loop then served them."""
     order: list[str] = []
-    deadlines = Deadlines(lambda queue, now: order.append("sweep"), after_io=after_io)
+    deadlines = Deadlines(after_io=after_io)
     heavy_peer, heavy_end = socket.socketpair()
     beat_peer, beat_end = socket.socketpair()
 
@@ -217,7 +218,7 @@ def _order_after_a_long_callback(after_io: bool) -> list[str]:
         heavy, _ = await loop.connect_accepted_socket(lambda: Recorder("heavy"), heavy_end)
         beat, _ = await loop.connect_accepted_socket(lambda: Recorder("heartbeat"), beat_end)
         try:
-            deadlines.start(loop)
+            deadlines.start(loop, lambda queue, now: order.append("sweep"))
             deadlines.note(b"q", clock.now_ms() + 30)
             heavy_peer.sendall(b"KEYS *")
             for _ in range(100):  # bounded: 1 s
@@ -251,8 +252,8 @@ def test_a_fired_sweep_waits_until_the_sockets_were_read() -> None:
 
 async def test_a_waiting_sweep_judges_as_of_the_time_it_fired() -> None:
     fired: list[int] = []
-    deadlines = Deadlines(lambda queue, now: fired.append(now), after_io=True)
-    deadlines.start(asyncio.get_running_loop())
+    deadlines = Deadlines(after_io=True)
+    deadlines.start(asyncio.get_running_loop(), lambda queue, now: fired.append(now))
     at = clock.now_ms() + 10
     deadlines.note(b"q", at)
     later = at + 200  # a gap a loaded machine's late timer does not cross
@@ -358,7 +359,7 @@ async def test_a_corrupt_row_is_logged_once_counted_and_retried_each_interval(
     assert len(warnings) == 1
     assert "'q'" in warnings[0].getMessage() and "'bad'" in warnings[0].getMessage()
     assert "ERR hash value is not an integer" in r.hk.counters.last_refusal
-    info = {k: v for extra in r.state.info_fields["stats"] for k, v in extra().items()}
+    info = info_section(r.state, "stats", clock.now_ms())
     assert info["housekeeping_refused"] == refused
     r.commit([(b"HDEL", K.job(b"bad"), b"stalled")])  # an operator repairs the row
     await until(lambda: r.zset(K.active) == [], timeout=1.0)

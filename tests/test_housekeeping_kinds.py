@@ -12,9 +12,9 @@ import pytest
 
 from emqd import clock
 from emqd.config import Config
+from emqd.core import Core
 from emqd.housekeeping import Housekeeping
 from emqd.plan import Plan
-from emqd.server_state import ServerState
 from emqd.store import hash as hashes
 from emqd.verbs import add, claim, complete, config, lane_rate, repeat
 from tests.support import RecordingLog
@@ -24,11 +24,10 @@ P = b"emq:{q}:"
 
 
 class World:
-    """A ServerState with its housekeeping started, and a verb runner on it."""
+    """A Core with its housekeeping started, and a verb runner on it."""
 
     def __init__(self, preload: list | None = None) -> None:
-        self.state = ServerState(Config(stalled_interval=0))
-        self.state.aof = RecordingLog()  # type: ignore[assignment]
+        self.state = Core(Config(stalled_interval=0), sink=RecordingLog())
         if preload:
             self.state.keyspace.apply(preload)
         self.wakes = 0
@@ -43,7 +42,7 @@ class World:
         result = verb.plan(verb.parse(raw, self.state.config), self.state.keyspace,
                            clock.now_ms(), self.state.run_id_bytes)
         if isinstance(result, Plan):
-            self.state.commit(result)
+            self.state.commit.apply(result)
             return result.reply
         return result
 
@@ -102,7 +101,7 @@ async def test_slots_missed_before_a_start_give_one_job_at_once(world: Any) -> N
 
 async def test_a_clients_zadd_into_repeats_is_noticed(world: Any) -> None:
     w = world()
-    w.state.commit(Plan([(b"HSET", P + b"repeat:t", b"every", b"5000", b"payload", b"x"),
+    w.state.commit.apply(Plan([(b"HSET", P + b"repeat:t", b"every", b"5000", b"payload", b"x"),
                          (b"ZADD", P + b"repeats", clock.now_ms() + 20, b"t")]))
     # At least one: fired just before a multiple of 5 s, the next slot's job follows
     # within milliseconds, and a wait for exactly one could miss the moment between.

@@ -9,14 +9,14 @@ import pytest
 
 from emqd import pubsub as registry
 from emqd.config import Config
+from emqd.core import Core
 from emqd.pubsub import PubSub
-from emqd.server_state import ServerState
 from emqd.session import Session
 
 
 @pytest.fixture
-def state() -> ServerState:
-    return ServerState(Config())
+def state() -> Core:
+    return Core(Config())
 
 
 def delivered_by(hub: PubSub) -> list[tuple[Session, bytes]]:
@@ -26,7 +26,7 @@ def delivered_by(hub: PubSub) -> list[tuple[Session, bytes]]:
 
 
 def test_counts_are_channels_plus_patterns_and_the_last_leave_ends_subscribed_mode(
-    state: ServerState,
+    state: Core,
 ) -> None:
     hub, one = state.pubsub, Session(state)
     assert one.pubsub is None
@@ -40,7 +40,7 @@ def test_counts_are_channels_plus_patterns_and_the_last_leave_ends_subscribed_mo
     assert hub.unsubscribe(one, b"a") == 0  # a plain client leaving: nothing to do
 
 
-def test_leave_forgets_a_session_everywhere_and_keeps_the_others(state: ServerState) -> None:
+def test_leave_forgets_a_session_everywhere_and_keeps_the_others(state: Core) -> None:
     hub, one, two = state.pubsub, Session(state), Session(state)
     for session in (one, two):
         hub.subscribe(session, b"c")
@@ -54,7 +54,7 @@ def test_leave_forgets_a_session_everywhere_and_keeps_the_others(state: ServerSt
     hub.leave(one)  # twice: nothing
 
 
-def test_each_receiver_gets_the_frame_in_its_protocol(state: ServerState) -> None:
+def test_each_receiver_gets_the_frame_in_its_protocol(state: Core) -> None:
     hub, two, three = state.pubsub, Session(state), Session(state)
     three.resp = 3
     sent = delivered_by(hub)
@@ -70,7 +70,7 @@ def test_each_receiver_gets_the_frame_in_its_protocol(state: ServerState) -> Non
     assert hub.publish(b"nobody", b"x") == 0 and len(sent) == 3
 
 
-def test_the_publishers_own_frames_are_returned_not_delivered(state: ServerState) -> None:
+def test_the_publishers_own_frames_are_returned_not_delivered(state: Core) -> None:
     hub, me, other = state.pubsub, Session(state), Session(state)
     sent = delivered_by(hub)
     for session in (me, other):
@@ -84,7 +84,7 @@ def test_the_publishers_own_frames_are_returned_not_delivered(state: ServerState
     assert hub.publish_from(other, b"elsewhere", b"m") == (1, b"")  # me's `*` pattern
 
 
-def test_wants_follows_patterns_added_and_removed_after_it_answered(state: ServerState) -> None:
+def test_wants_follows_patterns_added_and_removed_after_it_answered(state: Core) -> None:
     hub, one = state.pubsub, Session(state)
     assert not hub.wants(b"emq:{q}:events")
     hub.psubscribe(one, b"emq:*")
@@ -98,7 +98,7 @@ def test_wants_follows_patterns_added_and_removed_after_it_answered(state: Serve
 
 
 def test_a_new_subscriber_of_a_known_pattern_is_seen_by_a_remembered_match(
-    state: ServerState,
+    state: Core,
 ) -> None:
     hub, one, two = state.pubsub, Session(state), Session(state)
     hub.psubscribe(one, b"a*")
@@ -108,7 +108,7 @@ def test_a_new_subscriber_of_a_known_pattern_is_seen_by_a_remembered_match(
 
 
 def test_remembered_matches_are_bounded(
-    state: ServerState, monkeypatch: pytest.MonkeyPatch
+    state: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(registry, "MATCH_CACHE_MAX", 8)
     hub, one = state.pubsub, Session(state)
@@ -119,7 +119,7 @@ def test_remembered_matches_are_bounded(
 
 
 def test_a_lone_star_needs_a_byte_and_the_empty_pattern_matches_the_empty_channel(
-    state: ServerState,
+    state: Core,
 ) -> None:
     hub, one, two = state.pubsub, Session(state), Session(state)
     hub.psubscribe(one, b"*")

@@ -20,12 +20,13 @@ import redis
 
 from emqd import events
 from emqd.config import Config
+from emqd.core import Core
 from emqd.dispatch import execute
 from emqd.persist.aof import AppendOnlyFile
 from emqd.queue_events import message
 from emqd.server import Server
-from emqd.server_state import ServerState
 from emqd.session import Session
+from emqd.store.keyspace import Keyspace
 from emqd.wire.protocol import Connection
 from tests.transports import connection
 
@@ -74,30 +75,28 @@ def sent_events(sent: list) -> list[str]:
 
 
 def with_log(tmp_path: Path, policy: str, sent: list) -> Server:
-    server = Server(Config(dir=str(tmp_path), appendfsync=policy, http_port=0))
-
     def fsync(fd: int) -> None:
         sent.append(("fsync", os.fstat(fd).st_size))
         os.fsync(fd)
 
-    server.state.aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, server.state,
-                                      server.schedule_flush, fsync=fsync)
-    return server
+    keyspace = Keyspace()
+    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, keyspace, fsync=fsync)
+    return Server(Config(dir=str(tmp_path), appendfsync=policy, http_port=0), aof, keyspace)
 
 
 async def test_under_always_an_event_leaves_after_the_fsync_of_its_plan(tmp_path: Path) -> None:
     sent: list = []
     server = with_log(tmp_path, "always", sent)
     sub = subscriber(server, sent)
-    server.state.pubsub.subscribe(sub.session, CHANNEL)
-    producer = Session(server.state)
+    server.core.pubsub.subscribe(sub.session, CHANNEL)
+    producer = Session(server.core)
     assert execute(producer, [b"EMQ.ADD", b"q", b"x"]) == b"1"
     assert sent == []  # applied and in the log's buffer, not yet on disk: not told
     await asyncio.sleep(0)  # the end of the loop iteration: write, fsync, then release
     size = os.path.getsize(tmp_path / "emqd.aof")
     assert [name for name, _ in sent] == ["fsync", "sub"] and sent[0] == ("fsync", size)
     assert sent_events(sent) == ["added"]
-    server.state.aof.close()  # type: ignore[union-attr]
+    server.core.sink.close()
 
 
 @pytest.mark.parametrize("policy", ["everysec", "no"])
@@ -107,15 +106,15 @@ async def test_otherwise_after_its_write_and_without_a_write_of_its_own(
     server = with_log(tmp_path, policy, sent)
     path = tmp_path / "emqd.aof"
     sub = subscriber(server, sent, shows=lambda data: path.stat().st_size)
-    server.state.pubsub.subscribe(sub.session, CHANNEL)
-    producer = Session(server.state)
+    server.core.pubsub.subscribe(sub.session, CHANNEL)
+    producer = Session(server.core)
     for payload in (b"a", b"b", b"c"):  # a pipeline's worth of verbs
         execute(producer, [b"EMQ.ADD", b"q", payload])
     assert sent == [] and path.stat().st_size == 0  # the events forced no write(2)
     await asyncio.sleep(0)
     size = path.stat().st_size
     assert size > 0 and sent == [("sub", size)] * 3  # each left once its record was written
-    server.state.aof.close()  # type: ignore[union-attr]
+    server.core.sink.close()
 
 
 def test_without_a_log_events_leave_at_once_in_plan_order() -> None:
@@ -123,9 +122,9 @@ def test_without_a_log_events_leave_at_once_in_plan_order() -> None:
     server = Server(Config(appendonly=False, http_port=0, id_base=0))
     sub = subscriber(server, sent)
     other = subscriber(server, sent, name="pattern", resp=3)
-    server.state.pubsub.subscribe(sub.session, CHANNEL)
-    server.state.pubsub.psubscribe(other.session, b"emq:{*}:events")
-    producer = Session(server.state)
+    server.core.pubsub.subscribe(sub.session, CHANNEL)
+    server.core.pubsub.psubscribe(other.session, b"emq:{*}:events")
+    producer = Session(server.core)
     execute(producer, [b"EMQ.ADD", b"q", b"x", b"MAXATTEMPTS", b"1"])
     execute(producer, [b"EMQ.ADD", b"other", b"x"])  # the pattern's only
     execute(producer, [b"EMQ.CLAIM", b"q", b"1000"])
@@ -144,8 +143,8 @@ def test_an_exec_publishes_after_its_record_in_plan_order() -> None:
     sent: list = []
     server = Server(Config(appendonly=False, http_port=0, id_base=0))
     sub = subscriber(server, sent)
-    server.state.pubsub.subscribe(sub.session, CHANNEL)
-    producer = Session(server.state)
+    server.core.pubsub.subscribe(sub.session, CHANNEL)
+    producer = Session(server.core)
     execute(producer, [b"MULTI"])
     for argv in ([b"EMQ.ADD", b"q", b"x"], [b"EMQ.CLAIM", b"q", b"1000"],
                  [b"EMQ.COMPLETE", b"q", b"1", b"1"]):
@@ -162,8 +161,8 @@ def test_nobody_listening_formats_nothing(monkeypatch: pytest.MonkeyPatch) -> No
         raise AssertionError("formatted a message nobody receives")
 
     monkeypatch.setattr(queue_events, "message", refuse)
-    state = ServerState(Config(appendonly=False))
-    state.listeners.append(queue_events.publisher(state))
+    state = Core(Config(appendonly=False))
+    state.commit.listen(queue_events.publisher(state.pubsub, state.commit.sink))
     elsewhere = Session(state)
     state.pubsub.subscribe(elsewhere, b"emq:{other}:events")
     execute(Session(state), [b"EMQ.ADD", b"q", b"x"])

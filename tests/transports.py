@@ -33,7 +33,8 @@ class RecordingTransport(asyncio.Transport):
 def connection(server: Server, events: list, name: str, session: Session | None = None,
                shows: Callable[[bytes], Any] = bytes) -> Connection:
     """A real connection, as the write path sees it, over a recording transport."""
-    conn = Connection(server)
+    conn = Connection(server.hub)
     conn.transport = RecordingTransport(events, name, shows)
-    conn.session = session or Session(server.state)
+    conn.session = session or Session(server.core)
+    server.connections[conn.session.id] = conn
     return conn

@@ -18,16 +18,17 @@ from pathlib import Path
 
 # The first matching rule names a sample's layer (checked innermost frame first).
 LAYERS = (
-    ("store", ("emqd/store/", "sortedcontainers/", "server_state.py")),
+    ("store", ("emqd/store/", "sortedcontainers/")),
     ("persist (append-only file)", ("emqd/persist/",)),
-    ("housekeeping (timers, observe)", ("emqd/housekeeping.py",)),
+    ("commit path", ("emqd/commit.py",)),
+    ("housekeeping (timers, observe)", ("emqd/housekeeping.py", "emqd/dues.py")),
     ("verbs (parse, decide, plan)", ("emqd/verbs/", "emqd/numbers.py", "emqd/keys.py",
                                      "emqd/clock.py")),
     ("plain commands", ("emqd/commands/",)),
     ("reply encoding", ("encode (emqd/wire/resp.py",)),
     ("request parsing", ("emqd/wire/resp.py",)),
     ("dispatch", ("emqd/dispatch.py",)),
-    ("connection, socket writes", ("emqd/wire/protocol.py", "Server.write")),
+    ("connection, socket writes", ("emqd/wire/protocol.py",)),
 )
 
 

@@ -1,6 +1,5 @@
-"""Plain Redis commands, one module per family, each exporting COMMANDS."""
+"""Plain Redis commands, one module per family, each exporting COMMANDS.
 
-from emqd.commands import config, connection, function, hash, keys, pubsub, server, zset
-from emqd.persist import commands as persist
-
-ALL = (connection, keys, hash, zset, pubsub, server, config, function, persist)
+The dispatcher (emqd/dispatch.py) lists the modules it serves; this package
+imports none of them.
+"""

@@ -4,7 +4,7 @@ The parameters, what each shows and which can change, are a table apart
 (emqd/commands/parameters.py). CONFIG SET is all or nothing, as in Redis 7:
 every name is checked first (unknown, cannot change, given twice: the first
 fault in argument order is the error), then every value is read, and only
-when all are good does one `ServerState.reconfigure` apply them together. A
+when all are good does one `Core.reconfigure` apply them together. A
 change lasts until the process ends: the flags and `EMQD_*` variables are the
 configuration, so REWRITE answers Redis's error for a server without a file.
 """
@@ -25,7 +25,7 @@ def config_get(session: Session, argv: list[bytes]) -> Any:
     """CONFIG GET parameter ...: a name without a glob character is answered under the
     name as typed, a pattern under each matching name; each parameter once (names
     compare without case), as Redis does."""
-    config = session.server.config
+    config = session.core.config
     found: dict[str, tuple[bytes, Parameter]] = {}  # lower-case name -> (shown as, parameter)
     for asked in argv[2:]:
         if not any(c in asked for c in b"*?["):
@@ -64,12 +64,12 @@ def config_set(session: Session, argv: list[bytes]) -> Any:
             changes.update(parameter.read(value))
         except BadValue as bad:
             raise errors.config_set_failed(parameter.name.encode(), bad.reason) from None
-    session.server.reconfigure(changes)
+    session.core.reconfigure(changes)
     return "OK"
 
 
 def config_resetstat(session: Session, argv: list[bytes]) -> Any:
-    session.server.reset_stats()
+    session.core.stats.reset()
     return "OK"
 
 

@@ -38,7 +38,7 @@ def quit_(session: Session, argv: list[bytes]) -> Any:
 
 def reset(session: Session, argv: list[bytes]) -> Any:
     """Back to a fresh connection's state: RESP2, no name, no MULTI, no channels, logged out."""
-    session.server.pubsub.leave(session)
+    session.core.pubsub.leave(session)
     session.reset()
     return "RESET"
 
@@ -56,7 +56,7 @@ def select(session: Session, argv: list[bytes]) -> Any:
 
 def check_password(session: Session, username: bytes | None, password: bytes) -> None:
     """Authenticate `session` as Redis's default user, or raise Redis's refusal."""
-    required = session.server.config.requirepass
+    required = session.core.config.requirepass
     if not required:
         if username is None:
             raise errors.AUTH_NOT_CONFIGURED()
@@ -167,7 +167,7 @@ def client_info(session: Session, argv: list[bytes]) -> Any:
 
 def client_list(session: Session, argv: list[bytes]) -> Any:
     """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]"""
-    clients = list(session.server.clients.values())
+    clients = list(session.core.clients.values())
     i = 2
     if i < len(argv) and argv[i].lower() == b"type" and len(argv) == 4:
         kind = argv[3].lower()

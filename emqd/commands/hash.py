@@ -24,7 +24,7 @@ from emqd.store.hash import BigHash, Hash, incremented
 
 
 def _row(session: Session, key: bytes) -> Hash | None:
-    return session.server.keyspace.hash(key)
+    return session.core.keyspace.hash(key)
 
 
 def _check_pairs(argv: list[bytes], name: str) -> None:

@@ -28,23 +28,23 @@ from emqd.store.zset import ZSet
 
 
 def del_(session: Session, argv: list[bytes]) -> Any:
-    data = session.server.keyspace.data
+    data = session.core.keyspace.data
     return removal((b"DEL",), data, argv[1:])
 
 
 def exists(session: Session, argv: list[bytes]) -> Any:
-    data = session.server.keyspace.data
+    data = session.core.keyspace.data
     return sum(1 for key in argv[1:] if key in data)
 
 
 def type_(session: Session, argv: list[bytes]) -> Any:
-    return session.server.keyspace.type_name(argv[1])
+    return session.core.keyspace.type_name(argv[1])
 
 
 def keys(session: Session, argv: list[bytes]) -> Any:
     """KEYS pattern: O(n) as in Redis, with a small constant: `*` lists the keys in C,
     another pattern is one `filter` pass; a big answer is a Stream of that list."""
-    data = session.server.keyspace.data
+    data = session.core.keyspace.data
     if argv[1] == b"*":
         return array(list(data))
     return array(list(filter(compile_pattern(argv[1]), data)))
@@ -60,7 +60,7 @@ def scan(session: Session, argv: list[bytes]) -> Any:
         else:
             rest += argv[i : i + 2]
     count, matches = parse_options(rest, 2)
-    keyspace = session.server.keyspace
+    keyspace = session.core.keyspace
     data = keyspace.data
     paged = page(keyspace, data, cursor, count)
     cursor, found = (0, list(data)) if paged is None else paged
@@ -72,7 +72,7 @@ def scan(session: Session, argv: list[bytes]) -> Any:
 
 
 def dbsize(session: Session, argv: list[bytes]) -> Any:
-    return len(session.server.keyspace)
+    return len(session.core.keyspace)
 
 
 def flush(session: Session, argv: list[bytes]) -> Any:
@@ -84,7 +84,7 @@ def flush(session: Session, argv: list[bytes]) -> Any:
 
 # --- OBJECT: what Redis 7.0 with its default maxmemory-policy answers ---------------
 def _value(session: Session, key: bytes) -> Any:
-    return session.server.keyspace.data.get(key)
+    return session.core.keyspace.data.get(key)
 
 
 def object_encoding(session: Session, argv: list[bytes]) -> Any:

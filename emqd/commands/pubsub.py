@@ -41,7 +41,7 @@ def subscribed_mode_refusal(session: Session, row: Command) -> ReplyError | None
 
 def subscribe(session: Session, argv: list[bytes]) -> Any:
     """SUBSCRIBE channel [channel ...]"""
-    join, resp = session.server.pubsub.subscribe, session.resp
+    join, resp = session.core.pubsub.subscribe, session.resp
     return Raw(b"".join(
         confirmation(b"subscribe", channel, join(session, channel), resp) for channel in argv[1:]
     ))
@@ -49,7 +49,7 @@ def subscribe(session: Session, argv: list[bytes]) -> Any:
 
 def psubscribe(session: Session, argv: list[bytes]) -> Any:
     """PSUBSCRIBE pattern [pattern ...]"""
-    join, resp = session.server.pubsub.psubscribe, session.resp
+    join, resp = session.core.pubsub.psubscribe, session.resp
     return Raw(b"".join(
         confirmation(b"psubscribe", pattern, join(session, pattern), resp) for pattern in argv[1:]
     ))
@@ -59,14 +59,14 @@ def unsubscribe(session: Session, argv: list[bytes]) -> Any:
     """UNSUBSCRIBE [channel ...]: no channel leaves every channel (the patterns stay)."""
     subs = session.pubsub
     names = argv[1:] or (list(subs.channels) if subs is not None else [])
-    return _leave(session, b"unsubscribe", names, session.server.pubsub.unsubscribe)
+    return _leave(session, b"unsubscribe", names, session.core.pubsub.unsubscribe)
 
 
 def punsubscribe(session: Session, argv: list[bytes]) -> Any:
     """PUNSUBSCRIBE [pattern ...]: no pattern leaves every pattern (the channels stay)."""
     subs = session.pubsub
     names = argv[1:] or (list(subs.patterns) if subs is not None else [])
-    return _leave(session, b"punsubscribe", names, session.server.pubsub.punsubscribe)
+    return _leave(session, b"punsubscribe", names, session.core.pubsub.punsubscribe)
 
 
 def _leave(session: Session, kind: bytes, names: list[bytes],
@@ -84,7 +84,7 @@ def publish(session: Session, argv: list[bytes]) -> Any:
     A publisher that listens to the channel gets its own message ahead of
     the reply, as in Redis (RESP3; or inside EXEC under RESP2).
     """
-    receivers, own = session.server.pubsub.publish_from(session, argv[1], argv[2])
+    receivers, own = session.core.pubsub.publish_from(session, argv[1], argv[2])
     if own:
         return Raw(own + b":%d\r\n" % receivers)
     return receivers
@@ -95,12 +95,12 @@ def pubsub_channels(session: Session, argv: list[bytes]) -> Any:
     """PUBSUB CHANNELS [pattern]"""
     if len(argv) > 3:
         raise errors.subcommand_syntax(argv[1], "pubsub")
-    return session.server.pubsub.active_channels(argv[2] if len(argv) == 3 else None)
+    return session.core.pubsub.active_channels(argv[2] if len(argv) == 3 else None)
 
 
 def pubsub_numsub(session: Session, argv: list[bytes]) -> Any:
     """PUBSUB NUMSUB [channel ...]: a flat array of channel, count (a map in neither protocol)."""
-    numsub = session.server.pubsub.numsub
+    numsub = session.core.pubsub.numsub
     reply: list[Any] = []
     for channel in argv[2:]:
         reply += [channel, numsub(channel)]
@@ -109,7 +109,7 @@ def pubsub_numsub(session: Session, argv: list[bytes]) -> Any:
 
 def pubsub_numpat(session: Session, argv: list[bytes]) -> Any:
     """PUBSUB NUMPAT: patterns with a subscriber (each counted once)."""
-    return len(session.server.pubsub.patterns)
+    return len(session.core.pubsub.patterns)
 
 
 HELP = [

@@ -1,14 +1,14 @@
 """Server commands: COMMAND, INFO, TIME, SHUTDOWN.
 
-(SAVE, LASTSAVE and BGREWRITEAOF live with the log, in emqd/persist/commands.py; CONFIG
-in emqd/commands/config.py.)
+(SAVE, LASTSAVE and BGREWRITEAOF are in emqd/commands/persistence.py; CONFIG in
+emqd/commands/config.py.)
 
 COMMAND's replies are generated from the command table's rows (arity, flags,
 keys, group, summary), and DOCS adds each command's arguments from their own
 table (emqd/commands/docs.py), from which redis-cli builds its hints. INFO's
-sections are built here from `ServerState`; other modules add fields through
-`ServerState.info_fields` (the append-only log adds its `aof_*` fields to
-`persistence`).
+sections are built here from the `Core` (the sink adds its own fields to
+`persistence`); other parts add fields through `Core.add_info` (the server its
+`blocked_clients`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from emqd import __version__, clock, core_build, errors
 from emqd.command import Command, command
 from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
+from emqd.core import Core
 from emqd.glob import compile_pattern
 from emqd.reply import Raw, Set, Verbatim
-from emqd.server_state import ServerState
 from emqd.session import Session
 
 
@@ -203,9 +203,10 @@ def _human(size: int) -> str:
     return f"{size}B"
 
 
-def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object]:
-    """The fields of one section, emqd's own then those added through `info_fields`."""
-    uptime = (now_ms - state.started_ms) // 1000
+def info_section(core: Core, name: str, now_ms: int) -> dict[str, object]:
+    """The fields of one section, emqd's own then those added through `Core.add_info`."""
+    stats = core.stats
+    uptime = (now_ms - core.started_ms) // 1000
     fields: dict[str, object]
     if name == "server":
         fields = {
@@ -219,8 +220,8 @@ def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object
             "multiplexing_api": "uvloop",
             "process_id": os.getpid(),
             "process_supervised": "no",
-            "run_id": state.run_id,
-            "tcp_port": state.config.port,
+            "run_id": core.run_id,
+            "tcp_port": core.config.port,
             "server_time_usec": now_ms * 1000,
             "uptime_in_seconds": uptime,
             "uptime_in_days": uptime // 86400,
@@ -234,9 +235,9 @@ def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object
         }
     elif name == "clients":
         fields = {
-            "connected_clients": len(state.clients),
+            "connected_clients": len(core.clients),
             "cluster_connections": 0,
-            "maxclients": state.config.maxclients,
+            "maxclients": core.config.maxclients,
             "client_recent_max_input_buffer": 0,
             "client_recent_max_output_buffer": 0,
             "blocked_clients": 0,
@@ -259,36 +260,40 @@ def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object
         fields = {
             "loading": 0,
             "async_loading": 0,
-            "rdb_changes_since_last_save": state.dirty,
+            "rdb_changes_since_last_save": core.commit.dirty,
             "rdb_bgsave_in_progress": 0,
-            "rdb_last_save_time": state.last_save_s,
+            "rdb_last_save_time": core.sink.last_save_s,
             "rdb_last_bgsave_status": "ok",
-            "aof_enabled": int(state.config.appendonly),
+            "aof_enabled": int(core.config.appendonly),
             "aof_rewrite_in_progress": 0,
             "aof_rewrite_scheduled": 0,
             "aof_last_bgrewrite_status": "ok",
             "aof_last_write_status": "ok",
+            **core.sink.info(),
         }
     elif name == "stats":
         fields = {
-            "total_connections_received": state.total_connections,
-            "total_commands_processed": state.total_commands,
+            "total_connections_received": stats.total_connections,
+            "total_commands_processed": stats.total_commands,
             "instantaneous_ops_per_sec": 0,
-            "rejected_connections": state.rejected_connections,
+            "rejected_connections": stats.rejected_connections,
             "expired_keys": 0,
             "evicted_keys": 0,
             "keyspace_hits": 0,
             "keyspace_misses": 0,
-            "pubsub_channels": len(state.pubsub.channels),
-            "pubsub_patterns": len(state.pubsub.patterns),
+            "pubsub_channels": len(core.pubsub.channels),
+            "pubsub_patterns": len(core.pubsub.patterns),
             "pubsubshard_channels": 0,  # emqd has no sharded Pub/Sub
+            **stats.loop_lag.info(),
+            "client_output_buffer_limit_disconnections": stats.output_limit_disconnections,
+            **stats.housekeeping.info(),
         }
     elif name == "replication":
         fields = {
             "role": "master",
             "connected_slaves": 0,
             "master_failover_state": "no-failover",
-            "master_replid": state.run_id,
+            "master_replid": core.run_id,
             "master_repl_offset": 0,
         }
     elif name == "cpu":
@@ -297,11 +302,11 @@ def info_section(state: ServerState, name: str, now_ms: int) -> dict[str, object
     elif name == "cluster":
         fields = {"cluster_enabled": 0}
     elif name == "keyspace":
-        keys = len(state.keyspace)
+        keys = len(core.keyspace)
         fields = {"db0": f"keys={keys},expires=0,avg_ttl=0"} if keys else {}
     else:  # modules, errorstats: present and empty, as in a plain Redis
         fields = {}
-    for extra in state.info_fields.get(name, ()):
+    for extra in core.info.get(name, ()):
         fields.update(extra())
     return fields
 
@@ -314,10 +319,10 @@ def info(session: Session, argv: list[bytes]) -> Any:
         group = DEFAULT_SECTIONS if name in ("default", "all", "everything") else (name,)
         names += [n for n in group if n in DEFAULT_SECTIONS and n not in names]
     now = clock.now_ms()
-    state = session.server
+    core = session.core
     text = "\r\n".join(
         f"# {_TITLES.get(name, name.capitalize())}\r\n"
-        + "".join(f"{key}:{value}\r\n" for key, value in info_section(state, name, now).items())
+        + "".join(f"{key}:{value}\r\n" for key, value in info_section(core, name, now).items())
         for name in names
     )
     return Verbatim(text.encode())
@@ -344,9 +349,7 @@ def shutdown(session: Session, argv: list[bytes]) -> Any:
         raise errors.SYNTAX()
     if b"abort" in flags:
         raise errors.NO_SHUTDOWN_IN_PROGRESS()
-    request = session.server.shutdown_requested
-    if request is not None:
-        request()
+    session.core.request_shutdown()
     session.close_after_reply = True
     return Raw(b"")
 

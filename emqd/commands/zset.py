@@ -42,7 +42,7 @@ from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
 
 
 def _zset(session: Session, key: bytes) -> ZSet | None:
-    return session.server.keyspace.zset(key)
+    return session.core.keyspace.zset(key)
 
 
 def _int(arg: bytes) -> int:

@@ -2,11 +2,12 @@
 
 A POST builds the verb's argv and hands it to the dispatcher on a server-side
 `Session` (the HTTP side has checked the password already), so the action is
-parsed, fenced, planned, applied, logged and counted exactly as the same
-command from redis-cli would be. Then, as a connection does after its batch:
-parked claimers are woken (a revived job is claimable at once), and the log
-is written (and, under `--appendfsync always`, fsynced) before the response
-leaves, so a page never shows an action that a crash could lose.
+parsed, fenced, planned, applied, kept and counted exactly as the same command
+from redis-cli would be. Then, as a connection does after its batch: parked
+claimers are woken (a revived job is claimable at once), and the response
+leaves once the commit path says the sink holds the action durably (the file
+written, and under `--appendfsync always` fsynced), so a page never shows an
+action that a crash could lose.
 
 A verb's refusal (`EMQSTATE job is not dead`: someone was faster) is shown as
 a page with the verb's own text, status 409. Success answers 303 to the page
@@ -29,28 +30,35 @@ from emqd.session import Session
 REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
 
 
-def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]:
-    """EMQ verbs through the dispatcher, then woken and logged as a connection's batch is.
+async def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]:
+    """EMQ verbs through the dispatcher, then woken and kept as a connection's batch is.
 
-    The response is this side's reply: it leaves once the log holds the
-    actions (written, and under `always` fsynced), as a connection's would. A
-    disk that refuses them now answers 503: they are applied and will be in
-    the file once the disk takes it (the server retries), like a held reply.
+    The response is this side's reply: it leaves once the sink holds the
+    actions durably, as a connection's would. A disk that refuses them now
+    answers 503: they are applied and will be in the file once the disk takes
+    it (the commit path retries), like a held reply.
     """
-    state = dashboard.state
-    session = Session(state, addr="http")
+    core = dashboard.core
+    session = Session(core, addr="http")
     session.authenticated = True
     replies = [dispatch.execute(session, argv) for argv in argvs]
     dashboard.wake()
-    if state.aof is not None and not state.aof.flush():
-        raise web.HTTPServiceUnavailable(
-            text=f"the log cannot be written ({state.aof.failing}); the action is applied "
-                 "and waits for the disk")
+    commit = core.commit
+    if session.log_mark > commit.sink.durable:
+        commit.flush()  # the file's write (and fsync) now, as at the end of the iteration
+        if session.log_mark > commit.sink.durable:
+            if commit.sink.failing is not None:
+                raise web.HTTPServiceUnavailable(
+                    text=f"the log cannot be written ({commit.sink.failing}); the action is "
+                         "applied and waits for the disk")
+            waiting = commit.durable_at(session.log_mark)
+            if waiting is not None:
+                await waiting  # a sink that acknowledges later
     return replies
 
 
-def run_verb(dashboard: Dashboard, argv: list[bytes]) -> Any:
-    return run_verbs(dashboard, [argv])[0]
+async def run_verb(dashboard: Dashboard, argv: list[bytes]) -> Any:
+    return (await run_verbs(dashboard, [argv]))[0]
 
 
 def _refused(dashboard: Dashboard, request: web.Request, argv: list[bytes],
@@ -75,10 +83,10 @@ def _back(request: web.Request, queue: bytes, job_id: bytes | None, form: Any,
 async def steer(request: web.Request) -> web.Response:
     """POST /queues/{queue}/pause and /resume."""
     dashboard = Dashboard.of(request)
-    queue = found(request, dashboard.state.keyspace)
+    queue = found(request, dashboard.core.keyspace)
     verb = segment(request, 2)
     argv = [b"EMQ." + verb.upper(), queue]
-    reply = run_verb(dashboard, argv)
+    reply = await run_verb(dashboard, argv)
     if isinstance(reply, ReplyError):
         return _refused(dashboard, request, argv, reply)
     return _back(request, queue, None, await request.post(), verb.decode() + "d")
@@ -91,7 +99,7 @@ _DONE = {b"revive": "revived", b"promote": "promoted", b"remove": "removed"}
 async def job_action(request: web.Request) -> web.Response:
     """POST /queues/{queue}/jobs/{id}/revive, /promote, /remove."""
     dashboard = Dashboard.of(request)
-    queue = found(request, dashboard.state.keyspace)
+    queue = found(request, dashboard.core.keyspace)
     job_id = segment(request, 3)
     action = segment(request, 4)
     form = await request.post()
@@ -102,7 +110,7 @@ async def job_action(request: web.Request) -> web.Response:
         argv.append(job_id)
     if action == b"revive" and form.get("reset"):
         argv.append(b"RESET")
-    reply = run_verb(dashboard, argv)
+    reply = await run_verb(dashboard, argv)
     if isinstance(reply, ReplyError):
         return _refused(dashboard, request, argv, reply)
     if action == b"promote" and reply == 0:
@@ -122,13 +130,14 @@ async def revive_all(request: web.Request) -> web.Response:
     revives more than its user agreed to, even if more died meanwhile.
     """
     dashboard = Dashboard.of(request)
-    queue = found(request, dashboard.state.keyspace)
+    queue = found(request, dashboard.core.keyspace)
     form = await request.post()
     count = parse_int(str(form.get("count", "")).encode())
     if form.get("confirm") != "yes" or count is None or not 0 < count <= REVIVE_ALL_MAX:
         raise web.HTTPSeeOther(queue_url(queue, "/dead/revive-all"))
     reset = [b"RESET"] if form.get("reset") else []
-    ids = reading.oldest(dashboard.state.keyspace, queue, "dead", count)
-    replies = run_verbs(dashboard, [[b"EMQ.REVIVE", queue, job_id, *reset] for job_id in ids])
+    ids = reading.oldest(dashboard.core.keyspace, queue, "dead", count)
+    replies = await run_verbs(dashboard,
+                              [[b"EMQ.REVIVE", queue, job_id, *reset] for job_id in ids])
     revived = sum(1 for reply in replies if reply == "OK")
     raise web.HTTPSeeOther(queue_url(queue, "/dead") + f"?done=revived_all&n={revived}")

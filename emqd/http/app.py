@@ -1,8 +1,8 @@
 """The HTTP side: the aiohttp application, started on the server's own event loop.
 
 `start(server)` is all `emqd/server.py` calls: it builds the app, listens on
-`--bind`:`--http-port`, registers the metrics' event listener and the log's
-fsync hook, and starts the minute timer that samples the rates; `stop()`
+`--bind`:`--http-port`, registers the metrics' event listener with the commit
+path, and starts the minute timer that samples the rates; `stop()`
 undoes it. Pages and /metrics read the store synchronously inside their
 handler (one atomic read, like a verb), and actions run EMQ verbs
 (actions.py), so nothing here needs a lock or a thread.
@@ -23,11 +23,11 @@ from pathlib import Path
 from aiohttp import web
 
 from emqd import clock
+from emqd.core import Core
 from emqd.http import actions, pages
 from emqd.http.context import DASHBOARD, Dashboard
 from emqd.http.rates import MINUTE_MS
 from emqd.http.security import Handler, guard
-from emqd.server_state import ServerState
 
 log = logging.getLogger("emqd")
 
@@ -70,20 +70,19 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
 class HttpSide:
     """The running HTTP side of one server."""
 
-    def __init__(self, state: ServerState, blocked: Callable[[], int],
+    def __init__(self, core: Core, blocked: Callable[[], int],
                  wake: Callable[[], None]) -> None:
-        self.state = state
-        self.dashboard = Dashboard(state, blocked, wake)
+        self.core = core
+        self.dashboard = Dashboard(core, blocked, wake)
         self.runner: web.AppRunner | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     async def start(self, host: str, port: int) -> None:
-        app = build_app(self.dashboard, self.state.config.requirepass)
+        app = build_app(self.dashboard, self.core.config.requirepass)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self.runner.setup()
         await web.TCPSite(self.runner, host, port, reuse_address=True).start()
-        self.state.listeners.append(self.dashboard.metrics.timings.listen)
-        self.state.on_fsync = self.dashboard.metrics.timings.fsynced
+        self.core.commit.listen(self.dashboard.metrics.timings.listen)
         self._sample()
         shown = f"[{host}]" if ":" in host else host
         log.info("emqd dashboard on http://%s:%d/ (metrics on /metrics)", shown, port)
@@ -97,9 +96,6 @@ class HttpSide:
     async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        listen = self.dashboard.metrics.timings.listen
-        if listen in self.state.listeners:
-            self.state.listeners.remove(listen)
-        self.state.on_fsync = None
+        self.core.commit.unlisten(self.dashboard.metrics.timings.listen)
         if self.runner is not None:
             await self.runner.cleanup()

@@ -15,11 +15,11 @@ import jinja2
 from aiohttp import web
 
 from emqd import __version__, clock
+from emqd.core import Core
 from emqd.errors import ReplyError
 from emqd.http import present, reading
 from emqd.http.metrics import Metrics
 from emqd.http.rates import RateHistory
-from emqd.server_state import ServerState
 from emqd.store.keyspace import Keyspace
 from emqd.verbs import args as verb_args
 
@@ -46,12 +46,12 @@ def _environment() -> jinja2.Environment:
 class Dashboard:
     """The HTTP side's view of one server."""
 
-    def __init__(self, state: ServerState, blocked: Callable[[], int],
+    def __init__(self, core: Core, blocked: Callable[[], int],
                  wake: Callable[[], None]) -> None:
-        self.state = state
+        self.core = core
         self.blocked = blocked
         self.wake = wake  # re-runs parked claimers after an action (Server.wake_parked)
-        self.metrics = Metrics(state, blocked, clock.now_ms)
+        self.metrics = Metrics(core, blocked, clock.now_ms)
         self.rates = RateHistory()
         self.templates = _environment()
 
@@ -61,7 +61,7 @@ class Dashboard:
 
     def sample_rates(self) -> None:
         """Note every queue's counters as the start of this minute (rates.py)."""
-        keyspace = self.state.keyspace
+        keyspace = self.core.keyspace
         now = clock.now_ms()
         self.rates.sample(now, {queue: reading.rate_counters(keyspace, queue)
                                 for queue in reading.queue_names(keyspace)})

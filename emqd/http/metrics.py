@@ -5,14 +5,14 @@ Two kinds of figures, kept apart on purpose:
 - **Read at scrape time** (`StoreCollector`, a custom collector): the job
   counts per state, the counters kept in the store (they survive a restart
   because they are in the keyspace and the log), the latency, the lanes, and
-  the server's own figures. All come from `reading.py` and `ServerState`, so
+  the server's own figures. All come from `reading.py` and `Core`, so
   a scrape is O(queues) and counts no rows.
 - **Observed as it happens** (`Timings`): the histograms of a job's wait
   (add to claim) and duration (claim to complete), fed by the events each
-  committed plan carries (`emqd/events.py`), and of the log's fsyncs, fed by
-  the log itself (from the everysec thread too: a prometheus_client
-  Histogram is thread-safe). These live in memory and start empty at each
-  start, as a process's histograms do.
+  committed plan carries (`emqd/events.py`). These live in memory and start
+  empty at each start, as a process's histograms do. The log's fsyncs and the
+  loop's lag are timed by the core itself (emqd/stats.py, emqd/histogram.py:
+  the fsyncs from the everysec thread too) and read at scrape time.
 
 Queue names are bytes and Prometheus labels are UTF-8 text: a name that is not
 UTF-8 is shown with its bad bytes as `\\xNN` escapes.
@@ -32,17 +32,18 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.utils import floatToGoString
 
 from emqd import __version__
 from emqd.commands.server import _rss_bytes
+from emqd.core import Core
 from emqd.events import CLAIMED, COMPLETED, Event
+from emqd.histogram import Histogram as Durations
 from emqd.http import reading
-from emqd.loop_lag import LoopLag
-from emqd.server_state import ServerState
+from emqd.persist.aof import AppendOnlyFile
 
 # Jobs last from milliseconds to hours; the default buckets stop at 10 s.
 JOB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
-FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 COUNTER_HELP = {
     "added": "Jobs added (EMQ.ADD that created a job)",
@@ -70,9 +71,6 @@ class Timings:
         self.duration = Histogram(
             "emqd_job_duration_seconds", "Time from a job's claim to its completion",
             ["queue"], buckets=JOB_BUCKETS, registry=registry)
-        self.fsync = Histogram(
-            "emqd_aof_fsync_seconds", "Time an fsync of the append-only file took",
-            buckets=FSYNC_BUCKETS, registry=registry)
         self._children: dict[tuple[str, bytes], Any] = {}
 
     def _child(self, histogram: Histogram, kind: str, queue: bytes) -> Any:
@@ -82,7 +80,7 @@ class Timings:
         return child
 
     def listen(self, events: list[Event]) -> None:
-        """A `ServerState.listeners` entry: O(events), two comparisons for most."""
+        """A commit path's listener (`Commit.listen`): O(events), two comparisons for most."""
         for name, queue, _id, _ts, extra in events:
             if name == CLAIMED:
                 value, histogram, kind = extra and extra.get("wait_ms"), self.wait, "wait"
@@ -93,17 +91,13 @@ class Timings:
             if type(value) is int:
                 self._child(histogram, kind, queue).observe(max(0, value) / 1000)
 
-    def fsynced(self, seconds: float) -> None:
-        """The log's `on_fsync` hook (called from the loop and the everysec thread)."""
-        self.fsync.observe(seconds)
-
 
 class StoreCollector:
     """The figures read at scrape time, from the store and the server's state."""
 
-    def __init__(self, state: ServerState, blocked: Callable[[], int],
+    def __init__(self, core: Core, blocked: Callable[[], int],
                  now_ms: Callable[[], int]) -> None:
-        self.state = state
+        self.core = core
         self.blocked = blocked
         self.now_ms = now_ms
 
@@ -112,7 +106,7 @@ class StoreCollector:
         yield from self._server()
 
     def _queues(self) -> Iterator[Metric]:
-        keyspace = self.state.keyspace
+        keyspace = self.core.keyspace
         now = self.now_ms()
         jobs = GaugeMetricFamily("emqd_jobs", "Jobs in each state (completed: rows retained)",
                                  labels=["queue", "state"])
@@ -147,7 +141,7 @@ class StoreCollector:
         yield from (latency, paused, lanes, lane_active)
 
     def _server(self) -> Iterator[Metric]:
-        state = self.state
+        state = self.core
         yield GaugeMetricFamily("emqd_up", "1 while emqd serves", value=1)
         yield GaugeMetricFamily("emqd_start_time_seconds", "When this process started (Unix time)",
                                 value=state.started_ms / 1000)
@@ -159,38 +153,41 @@ class StoreCollector:
         yield GaugeMetricFamily("emqd_blocked_clients", "Clients parked in a blocking claim",
                                 value=self.blocked())
         calls = CounterMetricFamily("emqd_commands", "Commands run, by name", labels=["command"])
-        for command, tally in sorted(state.command_calls.items()):
+        for command, tally in sorted(state.stats.command_calls.items()):
             calls.add_metric([command], tally.n)
         yield calls
-        if state.aof is not None:
+        sink = state.commit.sink
+        if isinstance(sink, AppendOnlyFile):
             yield GaugeMetricFamily("emqd_aof_size_bytes", "Size of the append-only file",
-                                    value=state.aof.size)
+                                    value=sink.size)
         yield GaugeMetricFamily("emqd_memory_rss_bytes", "Resident memory of the process",
                                 value=_rss_bytes())
-        yield _loop_lag(state.loop_lag)
+        yield _histogram("emqd_loop_lag_seconds",
+                         "How late the event loop ran its timers (a stall: one sample)",
+                         state.stats.loop_lag)
+        yield _histogram("emqd_aof_fsync_seconds",
+                         "Time an fsync of the append-only file took", state.stats.fsyncs)
 
 
-def _loop_lag(lag: LoopLag) -> HistogramMetricFamily:
-    """The event loop's lateness as a histogram: the samples emqd/loop_lag.py keeps."""
-    buckets = [(repr(bound), count) for bound, count in zip(lag.bounds_s, lag.cumulative,
-                                                             strict=False)]
-    buckets.append(("+Inf", lag.cumulative[-1]))
-    return HistogramMetricFamily("emqd_loop_lag_seconds",
-                                 "How late the event loop ran its timers (a stall: one sample)",
-                                 buckets=buckets, sum_value=lag.sum_s)
+def _histogram(name: str, documentation: str, durations: Durations) -> HistogramMetricFamily:
+    """One of the core's histograms (emqd/histogram.py) as Prometheus reads it."""
+    buckets = [(floatToGoString(bound), count)
+               for bound, count in zip(durations.bounds_s, durations.cumulative, strict=False)]
+    buckets.append(("+Inf", durations.cumulative[-1]))
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=durations.sum_s)
 
 
 class Metrics:
     """The registry /metrics serves: the store's figures and the observed histograms."""
 
-    def __init__(self, state: ServerState, blocked: Callable[[], int],
+    def __init__(self, core: Core, blocked: Callable[[], int],
                  now_ms: Callable[[], int]) -> None:
         # `*_created` series are noise for a server's own histograms (its start
         # time is emqd_start_time_seconds); the switch is the library's, per process.
         disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=False)
         self.timings = Timings(self.registry)
-        self.registry.register(StoreCollector(state, blocked, now_ms))
+        self.registry.register(StoreCollector(core, blocked, now_ms))
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """The body and its content type, in the format the scraper's Accept asks for."""

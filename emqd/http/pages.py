@@ -19,6 +19,7 @@ from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
 from emqd.http.rates import MINUTE_MS, MINUTES
 from emqd.keys import split_job_key
 from emqd.numbers import parse_int
+from emqd.persist.aof import AppendOnlyFile
 
 PAGE = 50  # jobs per page
 PAGE_MAX = 10**9
@@ -62,7 +63,7 @@ def _notice(request: web.Request) -> str | None:
 
 
 def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
-    state = dashboard.state
+    state = dashboard.core
     now = clock.now_ms()
     first_minute = now // MINUTE_MS - MINUTES + 1
     queues = []
@@ -72,15 +73,15 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
         completed, failed = dashboard.rates.series(queue, now, live)
         queues.append((figures, present.chart(completed, first_minute),
                        present.chart(failed, first_minute)))
-    aof = state.aof
+    sink = state.commit.sink
     server = {
         "clients": len(state.clients),
         "blocked": dashboard.blocked(),
         "memory": _rss_bytes(),
-        "aof": None if aof is None else aof.size,
+        "aof": sink.size if isinstance(sink, AppendOnlyFile) else None,
         "uptime": present.span(now - state.started_ms),
         "run_id": state.run_id,
-        "commands": state.total_commands,
+        "commands": state.stats.total_commands,
     }
     return {"queues": queues, "server": server, "states": reading.STATES}
 
@@ -100,7 +101,7 @@ async def overview_live(request: web.Request) -> web.Response:
 async def queue_page(request: web.Request) -> web.Response:
     """GET /queues/<queue>: the jobs of one state, paged, newest first; searches."""
     dashboard = Dashboard.of(request)
-    keyspace = dashboard.state.keyspace
+    keyspace = dashboard.core.keyspace
     queue = found(request, keyspace)
     state = request.query.get("state", "pending")
     if state not in reading.STATES:
@@ -136,7 +137,7 @@ async def queue_page(request: web.Request) -> web.Response:
 async def dead_page(request: web.Request) -> web.Response:
     """GET /queues/<queue>/dead: the dead letters with their last error, paged, newest first."""
     dashboard = Dashboard.of(request)
-    keyspace = dashboard.state.keyspace
+    keyspace = dashboard.core.keyspace
     queue = found(request, keyspace)
     page = _page_number(request)
     total, jobs = reading.job_page(keyspace, queue, "dead", (page - 1) * PAGE, PAGE)
@@ -148,8 +149,8 @@ async def dead_page(request: web.Request) -> web.Response:
 async def revive_all_confirm(request: web.Request) -> web.Response:
     """GET /queues/<queue>/dead/revive-all: what a "revive all" would do, and its button."""
     dashboard = Dashboard.of(request)
-    queue = found(request, dashboard.state.keyspace)
-    total, _ = reading.job_page(dashboard.state.keyspace, queue, "dead", 0, 0)
+    queue = found(request, dashboard.core.keyspace)
+    total, _ = reading.job_page(dashboard.core.keyspace, queue, "dead", 0, 0)
     return dashboard.render(request, "revive_all.html", queue=queue, total=total,
                             count=min(total, REVIVE_ALL_MAX), cap=REVIVE_ALL_MAX)
 
@@ -157,7 +158,7 @@ async def revive_all_confirm(request: web.Request) -> web.Response:
 async def job_page(request: web.Request) -> web.Response:
     """GET /queues/<queue>/jobs/<id>: the row, explained, and the actions its state allows."""
     dashboard = Dashboard.of(request)
-    keyspace = dashboard.state.keyspace
+    keyspace = dashboard.core.keyspace
     queue = found(request, keyspace)
     job_id = segment(request, 3)
     row = reading.job_row(keyspace, queue, job_id) if job_id else None

@@ -1,17 +1,16 @@
 """The append-only file while the server runs: append, write, fsync, compact.
 
-`open_log(config, state)` loads DIR/emqd.aof into the keyspace (cutting a torn
-last record once the load succeeded), then returns the `AppendOnlyFile` that
-`ServerState.commit` hands every plan to, as one record.
+`open_log(config, keyspace)` loads DIR/emqd.aof into the keyspace (cutting a
+torn last record once the load succeeded), then returns the `AppendOnlyFile`,
+the commit path's sink (emqd/sink.py, emqd/commit.py): every plan is handed to
+it as one record.
 
 The log knows no connection. It buffers records (`append`), writes them with
 one write(2) (`write`) and fsyncs (`sync`), and says how far the file holds
-them (`durable`). The layer that owns the sockets (`Server.write`, and its
-end-of-iteration flush, as Redis's beforeSleep) decides when each reply may
-leave: once the record of its plan is written, or under `--appendfsync
-always` fsynced (one fsync for every plan of a loop iteration: group commit).
-With `everysec` a thread fsyncs at most a second behind; with `no` the OS
-decides.
+them (`durable`). The commit path decides when each reply may leave: once the
+record of its plan is written, or under `--appendfsync always` fsynced (one
+fsync for every plan of a loop iteration, in `flush`: group commit). With
+`everysec` a thread fsyncs at most a second behind; with `no` the OS decides.
 
 A write or fsync that fails (a full disk) does not stop the server: the
 records stay buffered and are written first, byte for byte, when the disk
@@ -34,17 +33,18 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from emqd import clock
 from emqd.config import Config
 from emqd.persist.load import load
 from emqd.persist.records import batch_record, record, runs
 from emqd.persist.rewrite import Rewrite
-from emqd.plan import Plan
+from emqd.plan import Op, Plan
+from emqd.sink import Sink
+from emqd.store.keyspace import Keyspace
 
-if TYPE_CHECKING:
-    from emqd.server_state import ServerState
+FsyncTimer = Callable[[float], None]  # told each fsync's seconds, from any thread
 
 log = logging.getLogger("emqd")
 
@@ -52,20 +52,18 @@ FILENAME = "emqd.aof"
 TEMP_SUFFIX = ".rewrite.tmp"
 
 
-def open_log(config: Config, state: ServerState,
-             schedule_flush: Callable[[], None]) -> AppendOnlyFile:
-    """Load the file into `state.keyspace`, then open it for appending.
+def open_log(config: Config, keyspace: Keyspace,
+             fsync_timer: FsyncTimer | None = None) -> AppendOnlyFile:
+    """Load the file into `keyspace`, then open it for appending.
 
-    `schedule_flush` is the server's: the log calls it when it holds records to
-    write, and the server flushes at the end of the loop iteration.
-
+    `fsync_timer` is told how long each fsync took (/metrics).
     Raises `LoadError` (damage: nothing on disk changed) or OSError (among
     them: another emqd holds the directory).
     """
     path = os.path.join(config.dir, FILENAME)
     dir_lock = _lock_dir(config.dir)
     started = time.monotonic()
-    loaded = load(path, state.keyspace)
+    loaded = load(path, keyspace)
     if loaded.torn_bytes:
         log.warning(
             "%s: dropped a torn last record (%d bytes at offset %d, a crash mid-write); "
@@ -76,7 +74,7 @@ def open_log(config: Config, state: ServerState,
             file.truncate(loaded.size)
             os.fsync(file.fileno())
     log.info("loaded %s: %d bytes, %d keys in %.3fs",
-             path, loaded.size, len(state.keyspace), time.monotonic() - started)
+             path, loaded.size, len(keyspace), time.monotonic() - started)
     # The loaded keyspace lives as long as the process: keep the cyclic
     # collector from scanning its millions of objects again and again.
     gc.freeze()
@@ -85,37 +83,35 @@ def open_log(config: Config, state: ServerState,
         log.info("removed an unfinished rewrite (%s)", path + TEMP_SUFFIX)
     except FileNotFoundError:
         pass
-    aof = AppendOnlyFile(path, config.appendfsync, config.aof_rewrite_min_size, state,
-                         schedule_flush)
+    aof = AppendOnlyFile(path, config.appendfsync, config.aof_rewrite_min_size, keyspace,
+                         fsync_timer)
     aof.dir_lock = dir_lock
-    state.aof = aof
-    state.info_fields.setdefault("persistence", []).append(aof.info)
     return aof
 
 
-class AppendOnlyFile:
+class AppendOnlyFile(Sink):
     """The open log. Lives on the event loop; only the everysec thread is elsewhere.
 
     Offsets count the bytes of records since start: `appended` (handed to the
     log), `written` (in the file: write(2) returned) and `synced` (fsynced). A
     reply may leave once the log holds its plan: `durable` has reached the
-    `appended` of the moment the reply was made (Server.write).
+    `appended` of the moment the reply was made (emqd/commit.py).
     """
 
-    def __init__(self, path: str, policy: str, rewrite_min_size: int, state: ServerState,
-                 schedule_flush: Callable[[], None], fsync: Any = os.fsync,
+    def __init__(self, path: str, policy: str, rewrite_min_size: int, keyspace: Keyspace,
+                 fsync_timer: FsyncTimer | None = None, fsync: Any = os.fsync,
                  write: Any = os.write, exit: Callable[[int], Any] = os._exit,
                  fsync_dir: Callable[[int], Any] = os.fsync) -> None:
+        super().__init__()
         self.path = path
         self._write = write  # os.write and os.fsync, unless a test injects a failing disk
         self._fsync_dir = fsync_dir  # ... and the directory's fsync
         self._exit = exit  # a failed fsync under `always` stops the process (sync)
-        self._schedule_flush = schedule_flush
-        self._flush_asked = False
         self.policy = policy
-        self.always = policy == "always"
+        self.always = self.strict = policy == "always"
         self.rewrite_min_size = rewrite_min_size
-        self.state = state
+        self.keyspace = keyspace
+        self._fsync_timer = fsync_timer
         self._fsync = fsync
         created = not os.path.exists(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -127,8 +123,8 @@ class AppendOnlyFile:
         self.fsync_error: OSError | None = None  # the last failed fsync (loop or thread)
         # Either of the two while it lasts: the dispatcher refuses writes (MISCONF).
         self.failing: OSError | None = None
-        if created and not self._sync_dir():
-            schedule_flush()  # flush_log arms the retry
+        if created:
+            self._sync_dir()  # if it fails, `failing` says so: the commit path retries it
         self.size = os.fstat(self.fd).st_size
         self.base_size = self.size  # the size after the last compaction (or the load)
         self.buffer: list[bytes] = []  # records appended (or their parts), not yet written
@@ -173,11 +169,16 @@ class AppendOnlyFile:
             self._stop.set()
             self._thread = None
         self.policy = policy
-        self.always = policy == "always"
+        self.always = self.strict = policy == "always"
         if policy == "everysec":
             self._start_everysec()
 
     # --- the hot path ------------------------------------------------------------
+    def before_apply(self, ops: list[Op]) -> None:
+        """A compaction keeps the old values of what changes (persist/rewrite.py)."""
+        if self.rewrite is not None:
+            self.rewrite.capture(ops)
+
     def append(self, plan: Plan) -> None:
         """One plan's record, to be written before any reply that depends on it leaves."""
         data = record(plan)
@@ -186,9 +187,6 @@ class AppendOnlyFile:
             self.appended += len(data)
         else:
             self._append_parts(cast(list[bytes], data))
-        if not self._flush_asked:
-            self._flush_asked = True
-            self._schedule_flush()
 
     def append_batch(self, plans: list[Plan]) -> None:
         """Several plans as one record (an EXEC)."""
@@ -199,9 +197,6 @@ class AppendOnlyFile:
                 self.appended += len(data)
             else:
                 self._append_parts(data)
-            if not self._flush_asked:
-                self._flush_asked = True
-                self._schedule_flush()
 
     def _append_parts(self, parts: list[bytes]) -> None:
         """A record that holds a big value, as its parts (never joined: see above)."""
@@ -223,7 +218,7 @@ class AppendOnlyFile:
 
         What was not written stays buffered and is written first next time, so
         the file never misses or repeats a byte; the plans it holds are applied
-        in memory, and their replies wait (Server.write) until it is in.
+        in memory, and their replies wait (emqd/commit.py) until it is in.
         """
         buffer = self.buffer
         if buffer:
@@ -294,9 +289,12 @@ class AppendOnlyFile:
             self._errors(self.write_error, None)
         return True
 
+    def write_now(self) -> bool:
+        """A reply that may leave before the end of the loop iteration: write(2) now."""
+        return self.write()
+
     def flush(self) -> bool:
         """Write what is buffered and, under `always`, fsync it: True when all of it is in."""
-        self._flush_asked = False
         if not self.write():
             return False
         # After a failed fsync (SAVE, shutdown, the everysec thread), the retry's flush
@@ -339,23 +337,21 @@ class AppendOnlyFile:
         return True
 
     def _timed_fsync(self, fd: int) -> None:
-        """fsync, handing its duration to `state.on_fsync` (thread-safe: /metrics)."""
+        """fsync, handing its duration to the fsync timer (thread-safe: /metrics)."""
         started = time.monotonic()
         self._fsync(fd)
-        hook = self.state.on_fsync
-        if hook is not None:
-            hook(time.monotonic() - started)
+        if self._fsync_timer is not None:
+            self._fsync_timer(time.monotonic() - started)
 
     # --- SAVE, shutdown --------------------------------------------------------
     def save(self) -> bool:
         """Everything applied so far is on disk when this returns True (SAVE)."""
         if not (self.write() and self.sync()):
-            # Outside flush_log (a command, shutdown): ask for one, which arms the retry;
-            # with writes refused, nothing else would.
-            self._schedule_flush()
+            # Outside the commit path's flush (a command, shutdown): ask for one, which
+            # arms the retry; with writes refused, nothing else would.
+            self.notify()
             return False
-        self.state.last_save_s = clock.now_ms() // 1000
-        self.state.dirty = 0
+        self.last_save_s = clock.now_ms() // 1000
         return True
 
     def close(self) -> bool:
@@ -370,7 +366,6 @@ class AppendOnlyFile:
         os.close(self.fd)
         if self.dir_lock is not None:
             os.close(self.dir_lock)
-        self.state.aof = None
         return saved
 
     # --- compaction ----------------------------------------------------------------
@@ -385,13 +380,14 @@ class AppendOnlyFile:
             log.error("cannot start an AOF rewrite while %s cannot be written", self.path)
             return False
         try:
-            self.rewrite = Rewrite(self.state.keyspace, self.path + TEMP_SUFFIX, self._swap,
+            self.rewrite = Rewrite(self.keyspace, self.path + TEMP_SUFFIX, self._swap,
                                    self.rewrite_failed)
         except OSError as exc:
             log.error("cannot start an AOF rewrite: %s", exc)
             self._rewrite_done(False)
             return False
-        log.info("AOF rewrite started (%d keys)", len(self.state.keyspace))
+        self.watches_applies = True
+        log.info("AOF rewrite started (%d keys)", len(self.keyspace))
         return True
 
     def _swap(self, rewrite: Rewrite) -> None:
@@ -415,7 +411,7 @@ class AppendOnlyFile:
         if self._sync_dir():
             self.synced = self.written
         else:
-            self._schedule_flush()  # flush_log arms the retry
+            self.notify()  # the commit path's flush arms the retry
         self.size = self.base_size = rewrite.size
         self._rewrite_done(True)
         log.info("AOF rewrite done: %d bytes in %.3fs",
@@ -424,6 +420,7 @@ class AppendOnlyFile:
     def _rewrite_done(self, ok: bool) -> None:
         rewrite = self.rewrite
         self.rewrite = None
+        self.watches_applies = False
         self.last_rewrite_ok = ok
         if not ok:
             self.base_size = self.size  # the next automatic try waits for the file to double again
@@ -431,7 +428,7 @@ class AppendOnlyFile:
             self.last_rewrite_s = int(time.monotonic() - rewrite.started)
         if ok:
             self.rewrites += 1
-            self.state.last_save_s = clock.now_ms() // 1000
+            self.last_save_s = clock.now_ms() // 1000
 
     def rewrite_failed(self) -> None:
         """The Rewrite gave up on its own (a write error): forget it."""

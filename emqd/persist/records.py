@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from emqd.plan import BIG_VALUE, Op, Plan
+from emqd.plan import BIG_VALUE, Plan
 
 BIG_ARG: Final = BIG_VALUE  # bytes from which an argument is logged as itself (see above)
 Record = bytes | list[bytes]  # one record, or the parts of one that holds a big argument
@@ -116,11 +116,6 @@ def batch_record(plans: Iterable[Plan]) -> Record:
 def joined(data: Record) -> bytes:
     """A record as one string (tests, tools: the log itself never joins a big one)."""
     return data if isinstance(data, bytes) else b"".join(data)
-
-
-def encode_records(records: Iterable[list[Op]]) -> bytes:
-    """Plans given as their ops (tests, tools), each as its record, in one string."""
-    return b"".join(joined(record(Plan(ops))) for ops in records)
 
 
 def runs(parts: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:

@@ -80,7 +80,7 @@ class Rewrite:
         self._current_live: Mapping[Any, Any] | None = None
         asyncio.get_running_loop().call_soon(self._slice)
 
-    # --- copy-on-write: called by ServerState.commit before a plan is applied ----
+    # --- copy-on-write: called by the commit path before a plan is applied ------
     def capture(self, ops: list[Op]) -> None:
         """Keep the t0 value of every not-yet-written key that `ops` are about to change."""
         if self._frozen:

@@ -248,13 +248,6 @@ class ZSet:
         stop = self.end_of(high, high_exclusive)
         return (start, stop) if start < stop else (start, start)
 
-    def by_score(
-        self, low: float, high: float, low_exclusive: bool = False, high_exclusive: bool = False
-    ) -> Iterator[tuple[float, bytes]]:
-        """Pairs with low <= score <= high (bounds exclusive as asked), in order."""
-        start, stop = self.score_span(low, high, low_exclusive, high_exclusive)
-        return self.walk(start, stop)
-
     # --- lexicographic ranges ------------------------------------------------
     def _one_score(self) -> bool:
         order = self.order

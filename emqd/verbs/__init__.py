@@ -1,45 +1,39 @@
-"""The EMQ verbs, one module per verb, each exporting COMMANDS (see runner.py).
+"""The EMQ verbs, one module per verb, each exporting COMMANDS; and the rules they share.
+
+A verb module provides two functions, which `emqd.command.verb_command` makes
+a command-table row of:
+
+    parse(argv, config) -> args               refuses bad input (ReplyError); the
+                                              server Config gives defaults (max-payload, ...)
+    plan(args, view, now_ms, run_id)          -> Plan | Block | reply value
+
+`plan` reads the store through `view` (emqd/store/keyspace.py `View`: the
+hashes and sorted sets, read-only), decides, and returns the plan of ops with
+its reply; it never writes the store, touches a socket or reads the clock:
+`now_ms` and `run_id` are inputs. A refusal raises ReplyError before anything
+is written, because nothing is written until the commit path applies the plan.
+Nothing awaits between the first read and the end of the apply, so the read,
+the decision and the apply of one verb are one atomic unit on the event loop.
+
+The seed's planners ask for one read at a time and are answered (`Need`, then
+the verdict). Here every read is answered at once by the store in this
+process's memory, which lets a planner be one plain pass: a read is a method
+call, the verdict its return value. The earlier shape, a `decide` run again
+from the top after each round of reads with the reads in a dict, cost about
+60% of a job cycle (docs/PERFORMANCE.md). Tests drive planners with a
+keyspace built from plain data, and with a recording `View` where the reads
+asked matter.
+
+The planners housekeeping runs on a queue's due members (promote.py,
+stalled_check.py, repeat_fire.py, rate_release.py) also take typed arguments
+from `slice_args(queue, limit, config)`; repeat_fire.py and rate_release.py
+have no command.
 
 Shared planner helpers live in job.py (guard, entry, finishing),
 retention.py (the trims), lanes.py (groups: the ring, the slots, the
 counters), job_log.py (a job's log lines), enqueue.py (creating jobs),
 flows.py (parents and children), unique.py (unique keys), ties.py (what a
 finished job settles), rates.py (rate windows); they register no command.
+The dispatcher (emqd/dispatch.py) lists the verbs it serves; this package
+imports none of them, so importing one helper does not import every verb.
 """
-
-from emqd.verbs import (
-    add,
-    children,
-    claim,
-    complete,
-    config,
-    epoch,
-    extend,
-    fail,
-    flow,
-    get,
-    lane_limit,
-    lane_list,
-    lane_rate,
-    log,
-    logs,
-    pause,
-    progress,
-    promote,
-    queues,
-    rate,
-    remove,
-    repeat,
-    repeat_del,
-    repeats,
-    requeue,
-    resume,
-    revive,
-    stalled_check,
-    stats,
-    wait,
-)
-
-ALL = (add, epoch, get, stats, queues, pause, resume, config, claim, complete, fail, requeue,
-       extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log,
-       logs, wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate)

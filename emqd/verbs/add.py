@@ -38,6 +38,7 @@ import sys
 from typing import Any, Final
 
 from emqd import errors, events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX, ms_text, parse_int
@@ -48,7 +49,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import enqueue, job, lanes, unique
 from emqd.verbs.backoff import parse_backoff
-from emqd.verbs.runner import verb_command
 
 OPTIONS: Final = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
                      b"GROUP"})

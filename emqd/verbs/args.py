@@ -108,8 +108,6 @@ class QueueSlice:
     config: Config
 
 
-def queue_slice(argv: list[bytes], config: Config, default_limit: int) -> QueueSlice:
-    """`[name, QUEUE, LIMIT, n]`, as housekeeping's slices give it (LIMIT optional)."""
-    keys = queue_keys(queue_name(argv[1]))
-    raw = options(argv, 2, frozenset({b"LIMIT"})).get(b"LIMIT")
-    return QueueSlice(keys, default_limit if raw is None else positive(raw, "LIMIT"), config)
+def queue_slice(queue: bytes, limit: int, config: Config) -> QueueSlice:
+    """A slice of at most `limit` members of a queue, as housekeeping asks for one."""
+    return QueueSlice(queue_keys(queue), limit, config)

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys, split_job_key
 from emqd.reply import NULL_ARRAY
@@ -31,7 +32,6 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job
-from emqd.verbs.runner import verb_command
 
 REMOVED: Final = b"removed"
 

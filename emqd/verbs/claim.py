@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from emqd import errors, events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
@@ -59,7 +60,6 @@ from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, rates, ties
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
-from emqd.verbs.runner import verb_command
 
 _KEYWORDS: Final = frozenset({b"COUNT", b"BLOCK"})
 NAME: Final = "emq.claim"

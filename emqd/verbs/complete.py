@@ -23,6 +23,7 @@ import sys
 from typing import Any, Final
 
 from emqd import events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
@@ -33,7 +34,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, retention, ties
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import verb_command
 
 _KEYWORDS: Final = frozenset({b"RESULT"})
 

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import CONFIGURED, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes, settings
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)

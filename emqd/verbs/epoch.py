@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.store.keyspace import View
-from emqd.verbs.runner import verb_command
 
 
 def parse(argv: list[bytes], config: Config) -> None:

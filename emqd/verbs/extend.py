@@ -18,6 +18,7 @@ import sys
 from typing import Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import INT64_MAX
@@ -25,7 +26,6 @@ from emqd.plan import LEASED, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job
-from emqd.verbs.runner import verb_command
 
 NAME: Final = "emq.extend"
 

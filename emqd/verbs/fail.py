@@ -36,6 +36,7 @@ import sys
 from typing import Final
 
 from emqd import errors, events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
@@ -47,7 +48,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import verb_command
 
 _KEYWORDS: Final = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
 NAME: Final = "emq.fail"

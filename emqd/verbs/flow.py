@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys, split_job_key
 from emqd.plan import Op, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import add, enqueue, flows
 from emqd.verbs import args as parse_args
-from emqd.verbs.runner import verb_command
 
 NAME: Final = "emq.flow"
 CHILD: Final = b"CHILD"

@@ -14,13 +14,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.reply import NULL_ARRAY
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,13 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Plan
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.store import hash as hashes
@@ -28,7 +29,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
 from emqd.verbs.job import zcard
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(slots=True)

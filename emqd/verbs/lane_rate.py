@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
@@ -29,7 +30,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes, rates
 from emqd.verbs.rate import parse_rate
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
@@ -33,7 +34,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, job_log
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import verb_command
 
 LINE_TOO_LONG: Final = errors.too_long("LINE", job_log.MAX_LINE)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors, events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Plan
@@ -28,7 +29,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job
 from emqd.verbs.job_log import MAX_LINE
-from emqd.verbs.runner import verb_command
 
 PROGRESS: Final = b"progress"
 VALUE_TOO_LONG: Final = errors.too_long("VALUE", MAX_LINE)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors, events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
@@ -37,7 +38,6 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes
-from emqd.verbs.runner import verb_command
 
 _KEYWORDS: Final = frozenset({b"LIMIT", b"ID"})
 DEFAULT_LIMIT: Final = 1000
@@ -61,6 +61,11 @@ def parse(argv: list[bytes], config: Config) -> PromoteArgs:
     limit = DEFAULT_LIMIT if raw_limit is None else \
         parse_args.positive_capped(raw_limit, "LIMIT", MAX_LIMIT)
     return PromoteArgs(keys, limit, None if raw_id is None else parse_args.job_id(raw_id), config)
+
+
+def slice_args(queue: bytes, limit: int, config: Config) -> PromoteArgs:
+    """Housekeeping's slice: the first `limit` due jobs."""
+    return PromoteArgs(queue_keys(queue), limit, None, config)
 
 
 def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
@@ -28,7 +29,6 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import rates
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Lanes whose rate window has room again, back into the ring: housekeeping's planner.
 
-    plan(parse([b"EMQ.RATE.RELEASE", queue, b"LIMIT", b"n"], config), keyspace, now, run_id)
+    plan(slice_args(queue, limit, config), keyspace, now, run_id)
 
 A lane whose window is full waits in `p.."rated"` (group -> when its window
 has room; verbs/rates.py, lanes.py). At that time housekeeping runs this
@@ -16,7 +16,7 @@ counter; WRONGTYPE.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from emqd.config import Config
 from emqd.plan import RATED, Op, Plan
@@ -24,11 +24,9 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes
 
-DEFAULT_LIMIT: Final = 100
 
-
-def parse(argv: list[bytes], config: Config) -> parse_args.QueueSlice:
-    return parse_args.queue_slice(argv, config, DEFAULT_LIMIT)
+def slice_args(queue: bytes, limit: int, config: Config) -> parse_args.QueueSlice:
+    return parse_args.queue_slice(queue, limit, config)
 
 
 def plan(args: parse_args.QueueSlice, view: View, now_ms: int, run_id: bytes) -> Plan:

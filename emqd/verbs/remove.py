@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors, events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
@@ -32,7 +33,6 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, ties
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)

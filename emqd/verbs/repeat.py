@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.plan import REPEATING, Op, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import add, schedules
 from emqd.verbs import args as parse_args
-from emqd.verbs.runner import verb_command
 
 NAME: Final = "emq.repeat"
 _OPTIONS: Final = frozenset({b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})

@@ -1,6 +1,6 @@
 """The schedules' jobs, added by housekeeping: the planner its timer runs (no command).
 
-    plan(parse([b"EMQ.REPEAT.FIRE", queue, b"LIMIT", b"n"], config), keyspace, now, run_id)
+    plan(slice_args(queue, limit, config), keyspace, now, run_id)
 
 For each schedule of the queue whose next slot has come (the first LIMIT
 members of `p.."repeats"` scored <= now, in slot order): the job of the
@@ -20,7 +20,7 @@ value`; WRONGTYPE; ADD's refusals for a corrupt `meta`.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from emqd.config import Config
 from emqd.plan import REPEATING, Op, Plan
@@ -28,11 +28,9 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import enqueue, schedules
 
-DEFAULT_LIMIT: Final = 100
 
-
-def parse(argv: list[bytes], config: Config) -> parse_args.QueueSlice:
-    return parse_args.queue_slice(argv, config, DEFAULT_LIMIT)
+def slice_args(queue: bytes, limit: int, config: Config) -> parse_args.QueueSlice:
+    return parse_args.queue_slice(queue, limit, config)
 
 
 def plan(args: parse_args.QueueSlice, view: View, now_ms: int, run_id: bytes) -> Plan:

@@ -19,13 +19,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import schedules
-from emqd.verbs.runner import verb_command
 
 _SHOWN: Final = (schedules.CRON, schedules.TZ, schedules.PAYLOAD, b"priority", b"max_attempts",
           b"backoff", b"group")

@@ -14,12 +14,12 @@ import sys
 from typing import Final
 
 from emqd import events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.plan import Plan
 from emqd.store.keyspace import View
 from emqd.verbs.pause import PAUSED, PauseArgs, paused_value
 from emqd.verbs.pause import parse as parse_pause
-from emqd.verbs.runner import verb_command
 
 
 def parse(argv: list[bytes], config: Config) -> PauseArgs:

@@ -109,6 +109,7 @@ class SliceArgs:
 
 
 def slice_args(queue: bytes, config: Config) -> SliceArgs:
+    """Housekeeping's slice of both trims (each caps its own size)."""
     return SliceArgs(queue_keys(queue), config)
 
 

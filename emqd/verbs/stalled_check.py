@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from emqd import events
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import AGING, Due, Op, Plan
@@ -52,7 +53,6 @@ from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
-from emqd.verbs.runner import verb_command
 
 _KEYWORDS: Final = frozenset({b"MAXSTALLED", b"LIMIT"})
 DEFAULT_LIMIT: Final = 100
@@ -80,6 +80,11 @@ def parse(argv: list[bytes], config: Config) -> CheckArgs:
         else parse_args.positive_capped(raw_limit, "LIMIT", MAX_LIMIT),
         config=config,
     )
+
+
+def slice_args(queue: bytes, limit: int, config: Config) -> CheckArgs:
+    """The server's sweep: the first `limit` expired leases, with the queue's max_stalled."""
+    return CheckArgs(queue_keys(queue), None, limit, config)
 
 
 def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:

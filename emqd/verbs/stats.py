@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
@@ -35,7 +36,6 @@ from emqd.verbs.job import hget, zcard
 from emqd.verbs.lanes import LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
 from emqd.verbs.retention import TRIMMED
-from emqd.verbs.runner import verb_command
 
 
 @dataclass(frozen=True, slots=True)

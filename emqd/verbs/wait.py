@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from emqd import errors
+from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.numbers import INT64_MAX
@@ -38,7 +39,6 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job
-from emqd.verbs.runner import verb_command
 
 RESULT: Final = b"result"
 

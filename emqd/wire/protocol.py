@@ -24,20 +24,23 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final, cast
 
 from emqd import clock, errors
+from emqd.blocking import Waiters
+from emqd.commit import Outlet
+from emqd.core import Core
 from emqd.dispatch import execute
 from emqd.errors import ProtocolError
+from emqd.output_limit import check
 from emqd.plan import Block
 from emqd.reply import Stream
 from emqd.session import Session
 from emqd.wire.resp import RequestParser, encode, stream_chunks
 
-if TYPE_CHECKING:
-    from emqd.server import Server
-
 log: Final = logging.getLogger("emqd")
+
+MAX_WAKE_ROUNDS: Final = 1000  # a wake round that keeps writing watched keys is cut off
 
 MAX_QUEUED_REQUESTS: Final = 10_000  # parsed but not yet run (behind a park or a full socket)
 # A batch's replies go out every this many bytes, and the batch stops there when
@@ -49,9 +52,40 @@ FLUSH_BYTES: Final = 64 * 1024
 STREAM_TURN: Final = 32
 
 
-class Connection(asyncio.Protocol):
+class Hub:
+    """What the connections of one server share, and nothing more: the narrow way in.
+
+    A connection reaches the rest of the server through its hub: the `Core` its
+    session runs commands against, the commit path its output leaves through
+    (`commit`), the parked clients (`waiters`), the registry of live connections
+    (which Pub/Sub delivery and shutdown walk), and whether shutdown began. The
+    server (emqd/server.py) builds one and hands it to every connection; the wire
+    never imports the server.
+    """
+
+    def __init__(self, core: Core, connections: dict[int, Connection]) -> None:
+        self.core = core
+        self.commit = core.commit
+        self.waiters = Waiters(core.keyspace)
+        self.connections = connections  # session id -> its live connection
+        self.stopping = False  # shutdown began: no request runs any more
+
+    def wake_parked(self) -> None:
+        """Re-run parked requests whose keys were written, longest-parked first."""
+        if not len(self.waiters):
+            self.core.keyspace.ready.clear()
+            return
+        for _ in range(MAX_WAKE_ROUNDS):
+            ready = self.waiters.ready_waiters()
+            if not ready:
+                return
+            for conn in ready:
+                conn.retry_parked()  # type: ignore[attr-defined]
+
+
+class Connection(asyncio.Protocol, Outlet):
     __slots__ = (
-        "server",
+        "hub",
         "session",
         "parser",
         "transport",
@@ -64,10 +98,11 @@ class Connection(asyncio.Protocol):
         "holding",
         "over_soft_since_ms",
         "streaming",
+        "close_when_released",
     )
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
         self.parser = RequestParser()
         self.transport: asyncio.Transport | None = None
         self.pending: deque[list[bytes]] = deque()  # requests waiting to run
@@ -76,9 +111,10 @@ class Connection(asyncio.Protocol):
         self.wake_timer: asyncio.TimerHandle | None = None  # Block.wake_at_ms
         self.paused = False  # the socket's write buffer is full
         self.closed = False
-        self.holding = 0  # replies the server holds for the log (Server.write)
+        self.holding = 0  # outputs the commit path holds for the sink (emqd/commit.py)
         self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
         self.streaming: Iterator[bytes] | None = None  # the chunks left of a big reply
+        self.close_when_released = False  # QUIT's reply is held: close once it left
 
     # --- asyncio callbacks -----------------------------------------------------
     def connection_made(self, base: asyncio.BaseTransport) -> None:
@@ -86,24 +122,25 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         sock = transport.get_extra_info("sockname")
-        state = self.server.state
-        self.session = Session(state, _addr(peer), _addr(sock))
+        core = self.hub.core
+        self.session = Session(core, _addr(peer), _addr(sock))
         self.session.created_ms = self.session.last_ms = clock.now_ms()
-        if len(state.clients) >= state.config.maxclients:
-            state.rejected_connections += 1
+        if len(core.clients) >= core.config.maxclients:
+            core.stats.rejected_connections += 1
             transport.write(b"-" + errors.MAX_CLIENTS.message + b"\r\n")
             transport.close()
             self.closed = True
             return
-        state.clients[self.session.id] = self.session
-        state.total_connections += 1
-        self.server.connections[self.session.id] = self
+        core.clients[self.session.id] = self.session
+        core.stats.total_connections += 1
+        self.hub.connections[self.session.id] = self
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.state.clients.pop(self.session.id, None)
-        self.server.connections.pop(self.session.id, None)
-        self.server.state.pubsub.leave(self.session)
+        core = self.hub.core
+        core.clients.pop(self.session.id, None)
+        self.hub.connections.pop(self.session.id, None)
+        core.pubsub.leave(self.session)
         self._unpark()
         self.pending.clear()
         self.streaming = None
@@ -119,7 +156,7 @@ class Connection(asyncio.Protocol):
             self.run_pending()
 
     def data_received(self, data: bytes) -> None:
-        if self.server.stopping:
+        if self.hub.stopping:
             return  # shutdown began: what arrives now is never run (Server.request_shutdown)
         self.session.last_ms = clock.hold()  # the batch's commands run at this time
         try:
@@ -138,7 +175,7 @@ class Connection(asyncio.Protocol):
                         self.transport.pause_reading()  # type: ignore[union-attr]
                     return
                 self._run(requests)
-                self.server.wake_parked()
+                self.hub.wake_parked()
             if self.closed or not self.parser.backlog:
                 return
             requests = self.parser.feed(b"", self.session.authenticated)
@@ -174,16 +211,15 @@ class Connection(asyncio.Protocol):
             out.append(data)
             if session.close_after_reply:
                 self._write(out)
-                self.transport.close()  # type: ignore[union-attr]
-                self.closed = True
+                self._close_after_output()
                 return
             size += len(data)
             if size >= FLUSH_BYTES:
                 self._write(out)
                 out, size = [], 0
                 if self.paused or self.holding or self.closed:
-                    # the socket or the log holds replies back: the rest waits for
-                    # resume_writing or Server.flush_log (the ProtocolError too)
+                    # the socket or the sink holds replies back: the rest waits for
+                    # resume_writing or the commit path's release (the ProtocolError too)
                     self._defer(requests[i + 1 :])
                     return
         if broken is not None:
@@ -202,25 +238,75 @@ class Connection(asyncio.Protocol):
 
     def run_pending(self) -> None:
         """Go on with a big reply and run queued requests, after an unpark or when the
-        socket drained or the log released the replies it held."""
+        socket drained or the commit path released the replies it held."""
         if self.closed or self.paused or self.parked is not None:
             return
         if self.streaming is not None and not self._stream():
             return
-        if not self.pending or self.server.stopping:
+        if not self.pending or self.hub.stopping:
             return
         requests = list(self.pending)
         self.pending.clear()
         self._run(requests)
         if not self.pending and self.transport is not None and not self.closed:
             self.transport.resume_reading()
-        self.server.wake_parked()
+        self.hub.wake_parked()
         if not self.pending and self.parser.backlog:
             self._accept([])
 
-    def _write(self, out: list[bytes]) -> None:
+    # --- output, through the commit path --------------------------------------------
+    def _write(self, out: list[bytes], after: int = 0) -> None:
+        """Replies, once the sink holds this client's own writes and `after` (an offset
+        of others' writes they tell of) durably."""
         if out:
-            self.server.write(self, b"".join(out) if len(out) > 1 else out[0])
+            self.send(b"".join(out) if len(out) > 1 else out[0], after)
+
+    def send(self, data: bytes, after: int = 0, eager: bool = True) -> None:
+        """Through the commit path (emqd/commit.py `send`): the data waits for this
+        client's last write (`Session.log_mark`) and for `after`."""
+        needed = self.session.log_mark
+        if after > needed:
+            needed = after
+        commit = self.hub.commit
+        commit.send(self, data, needed, eager)
+        if self.holding and self.session.close_after_reply:
+            commit.flush()  # QUIT: the socket closes right after this write
+
+    def deliver(self, data: bytes) -> None:
+        """The commit path lets `data` go: onto the socket, then the normal clients'
+        output limit (a subscriber's is Pub/Sub delivery's: emqd/wire/delivery.py)."""
+        transport = self.transport
+        # (after QUIT, `closed` stops the requests; its held reply still goes out)
+        if (not self.closed or self.close_when_released) and transport is not None:
+            transport.write(data)
+            limit = self.hub.core.normal_limit
+            if limit is not None and self.session.pubsub is None:
+                unsent = transport.get_write_buffer_size()
+                close, self.over_soft_since_ms = check(limit, unsent, self.over_soft_since_ms)
+                if close:
+                    close_lagging(self, unsent, "normal")
+
+    def released(self) -> None:
+        """Every held output left: go on with what stopped for them (or close, after QUIT)."""
+        if self.close_when_released:
+            self._close()
+        elif self.pending or self.streaming is not None:
+            self.run_pending()
+
+    def _close_after_output(self) -> None:
+        """QUIT: close once the reply left (`send` flushed a held one at once); one that
+        still waits (a remote sink) closes the socket when released."""
+        if self.holding:
+            self.close_when_released = True
+            self.closed = True  # nothing more runs or is read
+            self.transport.pause_reading()  # type: ignore[union-attr]
+            return
+        self._close()
+
+    def _close(self) -> None:
+        self.close_when_released = False
+        self.transport.close()  # type: ignore[union-attr]
+        self.closed = True
 
     # --- big replies, a chunk at a time -----------------------------------------------
     def _start_stream(self, stream: Stream) -> bool:
@@ -228,7 +314,7 @@ class Connection(asyncio.Protocol):
         the rest. True when all of it is written; False when the socket or the log
         held a chunk back: the rest is made and written when they let it go."""
         chunks = stream_chunks(stream, self.session.resp)
-        self.server.write(self, next(chunks))
+        self.send(next(chunks))
         self.streaming = chunks
         if self.paused or self.holding or self.closed:
             return False
@@ -243,10 +329,10 @@ class Connection(asyncio.Protocol):
         if chunks is None:
             return True
         if self.holding:
-            return False  # flush_log calls run_pending once it let the held replies go
-        send = self.server.send
+            return False  # the commit path calls run_pending once it let the held replies go
+        deliver = self.deliver
         for turn, chunk in enumerate(chunks, 1):
-            send(self, chunk)
+            deliver(chunk)
             if self.paused or self.closed:
                 return False  # resume_writing goes on
             if turn == STREAM_TURN:
@@ -259,7 +345,7 @@ class Connection(asyncio.Protocol):
     def _park(self, argv: list[bytes], block: Block) -> None:
         self.parked = block
         self.pending.appendleft(argv)  # re-run at the head when woken
-        self.server.waiters.park(self, block.keys)
+        self.hub.waiters.park(self, block.keys)
         if block.timeout_ms > 0:
             loop = asyncio.get_running_loop()
             self.park_timer = loop.call_later(block.timeout_ms / 1000.0, self._park_timeout)
@@ -278,7 +364,7 @@ class Connection(asyncio.Protocol):
     def _park_wake(self) -> None:
         self.wake_timer = None
         self.retry_parked()
-        self.server.wake_parked()  # its plan may have written what others wait for
+        self.hub.wake_parked()  # its plan may have written what others wait for
 
     def _park_timeout(self) -> None:
         block = self.parked
@@ -290,7 +376,11 @@ class Connection(asyncio.Protocol):
         self.run_pending()
 
     def retry_parked(self) -> bool:
-        """Run the parked request again (a watched key was written). True when answered."""
+        """Run the parked request again (a watched key was written). True when answered.
+
+        Its answer tells of what another client wrote (an EMQ.WAIT woken by a
+        COMPLETE), so it waits for every record appended so far, not only for
+        this client's own."""
         if self.parked is None or self.closed:
             return True
         argv = self.pending[0]
@@ -300,7 +390,7 @@ class Connection(asyncio.Protocol):
             return False
         self._unpark()
         self.pending.popleft()
-        self._write([encode(reply, self.session.resp)])
+        self._write([encode(reply, self.session.resp)], self.hub.commit.sink.appended)
         self.run_pending()
         return True
 
@@ -314,7 +404,7 @@ class Connection(asyncio.Protocol):
 
     def _unpark(self) -> None:
         if self.parked is not None:
-            self.server.waiters.unpark(self)
+            self.hub.waiters.unpark(self)
             self.parked = None
         if self.park_timer is not None:
             self.park_timer.cancel()
@@ -329,3 +419,21 @@ def _addr(info: Any) -> str:
         host = info[0]
         return f"[{host}]:{info[1]}" if ":" in host else f"{host}:{info[1]}"
     return str(info or "")
+
+
+def close_lagging(conn: Connection, unsent: int, kind: str) -> None:
+    """Drop a client whose unsent output passed its class's limit (what is unsent is lost).
+
+    The one way a client is closed for its output limit, for any class of client:
+    logged as Redis logs it, counted for INFO's
+    `client_output_buffer_limit_disconnections`.
+    """
+    conn.hub.core.stats.output_limit_disconnections += 1
+    session = conn.session
+    log.warning(
+        "Client id=%d addr=%s name=%s closed for overcoming of output buffer limits "
+        "(%s, %d bytes unsent)",
+        session.id, session.addr, session.name.decode("latin-1"), kind, unsent,
+    )
+    conn.closed = True  # nothing more is written to it; connection_lost cleans up
+    conn.transport.abort()  # type: ignore[union-attr]

@@ -1,6 +1,6 @@
 """Hash command planners, directly: the plans they return and what they refuse.
 
-No sockets: a ServerState and a Session, the handler called as the dispatcher
+No sockets: a Core and a Session, the handler called as the dispatcher
 calls it. Replies over the wire are checked against Redis in tests/differential.
 """
 
@@ -12,16 +12,16 @@ import pytest
 
 from emqd import dispatch
 from emqd.config import Config
+from emqd.core import Core
 from emqd.errors import HASH_NOT_INTEGER, NOT_INTEGER, OVERFLOW, WRONGTYPE, ReplyError
 from emqd.plan import Plan
-from emqd.server_state import ServerState
 from emqd.session import Session
 from tests.support import plain_value
 
 
 @pytest.fixture
 def session() -> Session:
-    state = ServerState(Config(appendonly=False))
+    state = Core(Config(appendonly=False))
     session = Session(state)
     for argv in ([b"HSET", b"h", b"n", b"5", b"s", b"x"], [b"ZADD", b"z", b"1", b"a"]):
         dispatch.execute(session, argv)
@@ -72,15 +72,15 @@ def test_writes_plan_plain_resolved_ops(session: Session, argv: tuple, ops: list
     ],
 )
 def test_refusals_and_no_ops_write_nothing(session: Session, argv: tuple, answer: Any) -> None:
-    before = {k: plain_value(v) for k, v in session.server.keyspace.data.items()}
+    before = {k: plain_value(v) for k, v in session.core.keyspace.data.items()}
     assert dispatch.execute(session, list(argv)) == answer
-    after = {k: plain_value(v) for k, v in session.server.keyspace.data.items()}
+    after = {k: plain_value(v) for k, v in session.core.keyspace.data.items()}
     assert after == before
 
 
 def test_last_field_removed_removes_the_key(session: Session) -> None:
     dispatch.execute(session, [b"HDEL", b"h", b"n", b"s"])
-    assert b"h" not in session.server.keyspace
+    assert b"h" not in session.core.keyspace
 
 
 def test_hscan_lists_a_small_hash_whole_and_walks_a_big_one(session: Session) -> None:

@@ -123,12 +123,12 @@ def test_scan_returns_every_key_present_throughout_despite_writes(r: redis.Redis
 def test_writes_log_plain_ops() -> None:
     from emqd.commands.keys import del_, flush
     from emqd.config import Config
+    from emqd.core import Core
     from emqd.plan import Plan
-    from emqd.server_state import ServerState
     from emqd.session import Session
 
-    state = ServerState(Config())
-    state.commit(Plan([(b"HSET", b"a", b"f", b"v"), (b"HSET", b"b", b"f", b"v")]))
+    state = Core(Config())
+    state.commit.apply(Plan([(b"HSET", b"a", b"f", b"v"), (b"HSET", b"b", b"f", b"v")]))
     session = Session(state)
     plan = del_(session, [b"UNLINK", b"a", b"a", b"zz"])
     assert (plan.ops, plan.reply) == ([(b"DEL", b"a")], 1)

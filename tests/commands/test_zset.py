@@ -14,10 +14,10 @@ import pytest
 
 from emqd import dispatch
 from emqd.config import Config
+from emqd.core import Core
 from emqd.errors import NOT_FLOAT, SCORE_NAN, SYNTAX, WRONGTYPE, ZADD_INCR_PAIRS, ReplyError
 from emqd.numbers import score_arg
 from emqd.plan import Plan
-from emqd.server_state import ServerState
 from emqd.session import Session
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
@@ -27,7 +27,7 @@ from tests.support import RecordingLog, plain_value
 
 @pytest.fixture
 def session() -> Session:
-    session = Session(ServerState(Config(appendonly=False)))
+    session = Session(Core(Config(appendonly=False)))
     dispatch.execute(session, [b"ZADD", b"z", b"1", b"a", b"2", b"b", b"3", b"c"])
     dispatch.execute(session, [b"HSET", b"h", b"f", b"v"])
     return session
@@ -89,20 +89,20 @@ def test_writes_plan_plain_resolved_ops(session: Session, argv: tuple, ops: list
     ],
 )
 def test_refusals_write_nothing(session: Session, argv: tuple, error: ReplyError) -> None:
-    before = list(session.server.keyspace.data[b"z"])
+    before = list(session.core.keyspace.data[b"z"])
     assert dispatch.execute(session, list(argv)) == error
-    assert list(session.server.keyspace.data[b"z"]) == before
+    assert list(session.core.keyspace.data[b"z"]) == before
 
 
 def test_nan_from_incr_is_refused_before_any_write(session: Session) -> None:
     dispatch.execute(session, [b"ZADD", b"z", b"inf", b"a"])
     assert dispatch.execute(session, [b"ZINCRBY", b"z", b"-inf", b"a"]) == SCORE_NAN
-    assert session.server.keyspace.zset(b"z").score(b"a") == math.inf
+    assert session.core.keyspace.zset(b"z").score(b"a") == math.inf
 
 
 def test_popping_everything_removes_the_key(session: Session) -> None:
     dispatch.execute(session, [b"ZPOPMIN", b"z", b"10"])
-    assert b"z" not in session.server.keyspace
+    assert b"z" not in session.core.keyspace
 
 
 def test_negative_zero_travels_as_a_float(session: Session) -> None:
@@ -123,9 +123,8 @@ def snapshot(keyspace: Keyspace) -> dict:
 
 def test_logged_ops_replay_to_the_same_keyspace() -> None:
     """A long random session's logged ops, applied to an empty store, rebuild it exactly."""
-    state = ServerState(Config(appendonly=False))
     log = RecordingLog()
-    state.aof = log  # type: ignore[assignment]
+    state = Core(Config(appendonly=False), sink=log)
     session = Session(state)
     gen = Generator(4242)
     commands = [list(map(render, argv)) for argv in setup()]

@@ -13,7 +13,7 @@ import pytest
 
 from emqd import dispatch
 from emqd.config import Config
-from emqd.server_state import ServerState
+from emqd.core import Core
 from emqd.session import Session
 from emqd.wire.resp import encode
 from tests.differential.generate import ALL_KEYS, Generator, render, setup
@@ -25,9 +25,8 @@ pytestmark = pytest.mark.redis_reference
 
 @pytest.mark.parametrize("seed", [8, 9])
 def test_logged_ops_load_into_redis(redis_ref: int, seed: int) -> None:
-    state = ServerState(Config(appendonly=False))
     log = RecordingLog()
-    state.aof = log  # type: ignore[assignment]
+    state = Core(Config(appendonly=False), sink=log)
     session = Session(state)
     gen = Generator(seed)
     for argv in setup():

@@ -6,15 +6,15 @@ from typing import Any
 
 from emqd import dispatch
 from emqd.config import Config
-from emqd.server_state import ServerState
+from emqd.core import Core
 from emqd.session import Session
 
 
 class Local:
-    """A ServerState and one session on it: `run("EMQ.ADD", "q", "p")` is one command."""
+    """A Core and one session on it: `run("EMQ.ADD", "q", "p")` is one command."""
 
     def __init__(self, **settings: Any) -> None:
-        self.state = ServerState(Config(appendonly=False, **settings))
+        self.state = Core(Config(appendonly=False, **settings))
         self.session = Session(self.state)
 
     def run(self, *argv: str | bytes | int) -> Any:

@@ -137,14 +137,13 @@ def test_openmetrics_when_the_scraper_asks_for_it() -> None:
 async def test_every_fsync_of_the_log_is_timed(tmp_path: Path, policy: str) -> None:
     local = Local()
     metrics = metrics_of(local)
-    local.state.on_fsync = metrics.timings.fsynced
 
     def slow_fsync(fd: int) -> None:
         time.sleep(0.003)
         os.fsync(fd)
 
-    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 30, local.state,
-                         lambda: None, fsync=slow_fsync)
+    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 30, local.keyspace,
+                         local.state.stats.fsyncs.add, fsync=slow_fsync)
     try:
         aof.append(Plan([(b"HSET", b"h", b"f", b"v")]))
         aof.flush()
@@ -193,7 +192,7 @@ def test_counted_stalls_are_counted() -> None:
 
 def test_the_loop_lag_is_a_histogram_of_what_the_probe_saw() -> None:
     local = Local()
-    lag = local.state.loop_lag
+    lag = local.state.stats.loop_lag
     for ms in (0.4, 3.0, 700.0):  # two quick ticks and one stall
         lag.observe(ms, 1000.0)
     samples = scrape(metrics_of(local))

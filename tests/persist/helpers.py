@@ -7,8 +7,8 @@ import random
 import redis
 
 from emqd.persist.load import load
-from emqd.persist.records import encode_records
-from emqd.plan import Op
+from emqd.persist.records import joined, record
+from emqd.plan import Op, Plan
 from emqd.store.keyspace import Keyspace
 from tests.support import plain_value
 
@@ -40,6 +40,11 @@ def redis_dump(client: redis.Redis) -> Dump:
         else:
             raise AssertionError(f"unexpected {kind} at {key!r}")
     return out
+
+
+def encode_records(records: list[list[Op]]) -> bytes:
+    """Plans given as their ops, each as its record, in one string: a log's bytes."""
+    return b"".join(joined(record(Plan(ops))) for ops in records)
 
 
 def write_file(path: str, plans: list[list[Op]]) -> bytes:

@@ -19,6 +19,7 @@ from emqd.persist.records import BIG_ARG, batch_record, joined, record
 from emqd.plan import Plan
 from emqd.server import Server
 from emqd.session import Session
+from emqd.store.keyspace import Keyspace
 from tests.persist.helpers import RandomPlans, dump, dump_file
 from tests.transports import RecordingTransport, connection
 
@@ -66,16 +67,16 @@ class Disk:
 
 
 def server_with_log(tmp_path: Path, policy: str, disk: Disk) -> tuple[Server, AppendOnlyFile]:
-    server = Server(Config(dir=str(tmp_path), appendfsync=policy))
-    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, server.state,
-                         server.schedule_flush, fsync=disk.fsync, write=disk.write,
-                         exit=disk.exit, fsync_dir=disk.fsync_dir)
-    server.state.aof = aof
+    keyspace = Keyspace()
+    aof = AppendOnlyFile(str(tmp_path / "emqd.aof"), policy, 1 << 40, keyspace,
+                         fsync=disk.fsync, write=disk.write, exit=disk.exit,
+                         fsync_dir=disk.fsync_dir)
+    server = Server(Config(dir=str(tmp_path), appendfsync=policy), aof, keyspace)
     return server, aof
 
 
 def commit(server: Server, *ops: tuple) -> None:
-    server.state.commit(Plan(list(ops)))
+    server.commit.apply(Plan(list(ops)))
 
 
 async def test_always_holds_replies_until_one_fsync_covers_the_iteration(tmp_path: Path) -> None:
@@ -83,15 +84,15 @@ async def test_always_holds_replies_until_one_fsync_covers_the_iteration(tmp_pat
     server, aof = server_with_log(tmp_path, "always", Disk(events))
     a, b = connection(server, events, "a"), connection(server, events, "b")
     commit(server, (b"HSET", b"k1", b"f", b"v"))
-    server.write(a, b":1\r\n")
+    a.send(b":1\r\n")
     commit(server, (b"HSET", b"k2", b"f", b"v"), (b"DEL", b"k1"))
-    server.write(b, b":2\r\n")
-    server.write(a, b"+PONG\r\n")  # a read behind a write waits too
+    b.send(b":2\r\n")
+    a.send(b"+PONG\r\n")  # a read behind a write waits too
     assert events == []
     await asyncio.sleep(0)  # the end of the loop iteration
     size = os.path.getsize(tmp_path / "emqd.aof")
     assert events == [("fsync", size), ("a", b":1\r\n"), ("b", b":2\r\n"), ("a", b"+PONG\r\n")]
-    server.write(a, b"+PONG\r\n")  # nothing logged since: straight out
+    a.send(b"+PONG\r\n")  # nothing logged since: straight out
     assert events[-1] == ("a", b"+PONG\r\n") and a.holding == 0
     aof.close()
 
@@ -106,7 +107,7 @@ async def test_a_failed_fsync_under_always_stops_the_process_and_releases_nothin
     a = connection(server, events, "a")
     disk.fsync_fails = 1
     commit(server, (b"HINCRBY", b"c", b"n", 1))
-    server.write(a, b":1\r\n")
+    a.send(b":1\r\n")
     await asyncio.sleep(0)
     assert ("exit", 1) in events
     assert not any(event[0] == "a" for event in events)
@@ -150,12 +151,12 @@ async def test_a_compaction_whose_rename_is_not_durable_releases_nothing_until_i
     commit(server, (b"HSET", b"k", b"g", b"w"))
     a = connection(server, events, "a")
     a.session.log_mark = aof.appended  # as dispatch marks a write's client
-    server.write(a, b":1\r\n")
+    a.send(b":1\r\n")
     await asyncio.sleep(0)
     assert aof.synced < aof.written and aof.failing is not None
     assert any(event[0] == "a" for event in events) == (policy != "always")
     disk.dir_fails = 0
-    server.flush_log()  # the retry: the directory is fsynced now, the reply goes
+    server.commit.flush()  # the retry: the directory is fsynced now, the reply goes
     assert aof.failing is None and not aof.dir_unsynced and aof.synced == aof.written
     assert ("a", b":1\r\n") in events
     aof.close()
@@ -167,7 +168,7 @@ async def test_always_commits_at_once_for_a_connection_about_to_close(tmp_path: 
     conn = connection(server, events, "c")
     commit(server, (b"HSET", b"k", b"f", b"v"))
     conn.session.close_after_reply = True  # QUIT after the HSET in one pipeline
-    server.write(conn, b":1\r\n+OK\r\n")
+    conn.send(b":1\r\n+OK\r\n")
     assert [name for name, _ in events] == ["fsync", "c"]
     aof.close()
 
@@ -184,7 +185,7 @@ async def test_other_policies_write_the_record_before_the_reply_and_hold_nothing
     conn.session.log_mark = aof.appended  # what the dispatcher notes for the writing client
     # the file's size when the reply goes out
     conn.transport = RecordingTransport(events, "reply", lambda _: path.stat().st_size)
-    server.write(conn, b":1\r\n")
+    conn.send(b":1\r\n")
     assert events == [("reply", len(HSET_K))] and conn.holding == 0
     aof.close()
 
@@ -219,16 +220,16 @@ async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
     events: list = []
     disk = Disk()
     server, aof = server_with_log(tmp_path, policy, disk)
-    session = Session(server.state)
+    session = Session(server.core)
     writer, reader = connection(server, events, "w", session), connection(server, events, "r")
     assert dispatch.execute(session, [b"HSET", b"k", b"a", b"1"]) == 1
-    server.write(writer, b":1\r\n")
+    writer.send(b":1\r\n")
     await asyncio.sleep(0)
     assert events == [("w", b":1\r\n")]
     disk.full, disk.room = True, 10  # the next record goes in partly, then the disk is full
     assert dispatch.execute(session, [b"HSET", b"k", b"b", b"2"]) == 1
-    server.write(writer, b":1\r\n")  # not in the file: must wait
-    server.write(writer, b"$1\r\n1\r\n")  # behind it on its connection
+    writer.send(b":1\r\n")  # not in the file: must wait
+    writer.send(b"$1\r\n1\r\n")  # behind it on its connection
     await asyncio.sleep(0)
     assert events == [("w", b":1\r\n")] and writer.holding == 2
     refused = dispatch.execute(session, [b"HSET", b"k", b"c", b"3"])
@@ -236,7 +237,7 @@ async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
     assert refused.message == b"MISCONF Errors writing to the AOF file: No space left on device"
     assert dispatch.execute(session, [b"EMQ.ADD", b"q", b"p"]) == refused
     assert dispatch.execute(session, [b"HGET", b"k", b"b"]) == b"2"  # reads are served
-    server.write(reader, b"$1\r\n2\r\n")  # and sent: no write to wait for
+    reader.send(b"$1\r\n2\r\n")  # and sent: no write to wait for
     assert events[-1] == ("r", b"$1\r\n2\r\n")
     info: dict = aof.info()
     assert info["aof_last_write_status"] == "err"
@@ -247,7 +248,7 @@ async def test_a_full_disk_refuses_writes_and_recovers_by_itself(tmp_path: Path,
     assert events[-2:] == [("w", b":1\r\n"), ("w", b"$1\r\n1\r\n")]
     assert aof.info()["aof_last_write_status"] == "ok"
     assert dispatch.execute(session, [b"HSET", b"k", b"c", b"3"]) == 1
-    server.flush_log()
+    server.commit.flush()
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == {
         b"k": ("hash", {b"a": b"1", b"b": b"2", b"c": b"3"})}
@@ -275,7 +276,7 @@ async def test_a_big_value_is_written_from_itself_even_across_a_full_disk(
     assert isinstance(record(plan), list)  # the record is its parts, never joined
     if room >= 0:
         disk.full, disk.room = True, room
-    server.state.commit(plan)
+    server.core.commit.apply(plan)
     commit(server, (b"DEL", b"k"))
     assert aof.write() is (room < 0)
     disk.full = False
@@ -303,38 +304,39 @@ def test_a_record_with_a_big_value_reads_as_the_joined_one() -> None:
 @pytest.mark.parametrize("seed", range(3))
 async def test_what_was_committed_is_what_a_restart_loads(tmp_path: Path, seed: int) -> None:
     config = Config(dir=str(tmp_path), appendfsync="no")
-    server = Server(config)
-    state = server.state
-    aof = open_log(config, state, server.schedule_flush)
+    keyspace = Keyspace()
+    aof = open_log(config, keyspace)
+    state = Server(config, aof, keyspace).core
     plans = RandomPlans(seed)
     for i in range(300):
         if i % 10 == 0:  # an EXEC: several plans, one record
-            state.begin_batch()
+            state.commit.begin_batch()
             for _ in range(3):
-                state.commit(Plan(plans.plan()))
-            state.end_batch()
+                state.commit.apply(Plan(plans.plan()))
+            state.commit.end_batch()
         else:
-            state.commit(Plan(plans.plan()))
+            state.commit.apply(Plan(plans.plan()))
         if i % 7 == 0:
             await asyncio.sleep(0)
     expected = dump(state.keyspace)
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == expected
-    again = Server(config)
-    open_log(config, again.state, again.schedule_flush).close()
-    assert dump(again.state.keyspace) == expected
-    assert again.state.run_id != state.run_id  # a new epoch, whatever the file held
+    loaded = Keyspace()
+    again_log = open_log(config, loaded)
+    again = Server(config, again_log, loaded).core
+    again_log.close()
+    assert dump(again.keyspace) == expected
+    assert again.run_id != state.run_id  # a new epoch, whatever the file held
 
 
 async def test_persistence_info_reports_the_log(tmp_path: Path) -> None:
     config = Config(dir=str(tmp_path), appendfsync="no")
-    server = Server(config)
-    aof = open_log(config, server.state, server.schedule_flush)
+    keyspace = Keyspace()
+    aof = open_log(config, keyspace)
+    server = Server(config, aof, keyspace)
     commit(server, (b"HSET", b"k", b"f", b"v"))
     aof.write()
-    info: dict = {}
-    for fields in server.state.info_fields["persistence"]:
-        info.update(fields())
+    info: dict = server.core.sink.info()
     assert info["aof_enabled"] == 1
     assert info["aof_rewrite_in_progress"] == 0
     assert info["aof_current_size"] == os.path.getsize(tmp_path / "emqd.aof") > 0
@@ -351,22 +353,22 @@ async def test_a_new_fsync_policy_holds_the_next_reply_as_that_policy_says(tmp_p
     thread = aof._thread
     assert thread is not None and thread.is_alive()
     conn = connection(server, events, "c")
-    server.state.reconfigure({"appendfsync": "always"})
+    server.core.reconfigure({"appendfsync": "always"})
     assert aof.always and aof._thread is None
     thread.join(timeout=3)
     assert not thread.is_alive()  # the everysec thread stopped by itself
     commit(server, (b"HSET", b"k", b"f", b"v"))
-    server.write(conn, b":1\r\n")
+    conn.send(b":1\r\n")
     assert events == []  # held for the fsync
     await asyncio.sleep(0)
     assert events == [("fsync", len(HSET_K)), ("c", b":1\r\n")]
-    server.state.reconfigure({"appendfsync": "no"})
+    server.core.reconfigure({"appendfsync": "no"})
     commit(server, (b"HSET", b"k", b"f", b"w"))
     conn.session.log_mark = aof.appended
-    server.write(conn, b":0\r\n")
+    conn.send(b":0\r\n")
     await asyncio.sleep(0)
     assert events[2:] == [("c", b":0\r\n")] and aof.synced < aof.written  # written, no fsync
-    server.state.reconfigure({"appendfsync": "everysec", "aof_rewrite_min_size": 1024})
+    server.core.reconfigure({"appendfsync": "everysec", "aof_rewrite_min_size": 1024})
     assert aof._thread is not None and aof.rewrite_min_size == 1024
     deadline = time.monotonic() + 3
     while aof.synced != aof.written and time.monotonic() < deadline:

@@ -13,8 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from emqd.persist.aof import TEMP_SUFFIX
-from emqd.persist.records import encode_records
-from tests.persist.helpers import Dump, dump_file
+from tests.persist.helpers import Dump, dump_file, encode_records
 from tests.support import RawClient, ServerProcess, send_shutdown, start_emqd
 
 pytestmark = pytest.mark.slow

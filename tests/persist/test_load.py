@@ -9,9 +9,8 @@ import pytest
 
 from emqd.persist import load as load_module
 from emqd.persist.load import LoadError, load
-from emqd.persist.records import encode_records
 from emqd.store.keyspace import Keyspace
-from tests.persist.helpers import RandomPlans, dump, write_file
+from tests.persist.helpers import RandomPlans, dump, encode_records, write_file
 
 
 @pytest.fixture(params=[16 * 1024, 7], ids=["big-slices", "tiny-slices"])

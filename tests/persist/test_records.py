@@ -7,7 +7,8 @@ import math
 import hiredis
 import pytest
 
-from emqd.persist.records import encode_records, text
+from emqd.persist.records import text
+from tests.persist.helpers import encode_records
 
 
 def parse_all(data: bytes) -> list:

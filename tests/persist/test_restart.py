@@ -18,14 +18,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from emqd.persist.load import load
-from emqd.persist.records import encode_records
 from emqd.store.keyspace import Keyspace
-from tests.persist.helpers import dump_file
+from tests.persist.helpers import dump_file, encode_records
 from tests.support import (
     ROOT,
     ServerProcess,
-    free_port,
     encode_request,
+    free_port,
     send_shutdown,
     start_emqd,
 )

@@ -10,11 +10,12 @@ import hiredis
 import pytest
 
 from emqd.config import Config
+from emqd.core import Core
 from emqd.persist import rewrite as rewrite_module
 from emqd.persist.aof import TEMP_SUFFIX, AppendOnlyFile, open_log
 from emqd.plan import Plan
 from emqd.server import Server
-from emqd.server_state import ServerState
+from emqd.store.keyspace import Keyspace
 from tests.persist.helpers import RandomPlans, dump, dump_file
 
 
@@ -35,20 +36,30 @@ async def until_done(aof: AppendOnlyFile, steps: int = 100_000) -> None:
     raise AssertionError("the rewrite did not finish")
 
 
-def opened(tmp_path: Path, **settings: object) -> tuple[ServerState, AppendOnlyFile]:
+def apply(plan: Plan) -> None:
+    """Through the commit path of the core `opened` made last."""
+    _opened[-1].commit.apply(plan)
+
+
+_opened: list[Core] = []
+
+
+def opened(tmp_path: Path, **settings: object) -> tuple[Core, AppendOnlyFile]:
     config = Config(dir=str(tmp_path), appendfsync="no", **settings)  # type: ignore[arg-type]
-    server = Server(config)
-    return server.state, open_log(config, server.state, server.schedule_flush)
+    keyspace = Keyspace()
+    aof = open_log(config, keyspace)
+    return Server(config, aof, keyspace).core, aof
 
 
-def fill(state: ServerState) -> None:
+def fill(state: Core) -> None:
     """Small hashes, a hash and a sorted set bigger than a slice, history to compact away."""
     for i in range(300):
-        state.commit(Plan([(b"HSET", b"h:%d" % i, b"state", b"old", b"n", b"%d" % i)]))
-        state.commit(Plan([(b"HSET", b"h:%d" % i, b"state", b"pending")]))
-    state.commit(Plan([(b"ZADD", b"z:0", *[x for i in range(900) for x in (i / 3, b"m%d" % i)])]))
-    state.commit(Plan([(b"HSET", b"z:big-hash", *[x for i in range(700) for x in (b"f%d" % i, b"v")])]))
-    state.commit(Plan([(b"ZADD", b"z:inf", float("inf"), b"a", float("-inf"), b"b", -0.0, b"c")]))
+        state.commit.apply(Plan([(b"HSET", b"h:%d" % i, b"state", b"old", b"n", b"%d" % i)]))
+        state.commit.apply(Plan([(b"HSET", b"h:%d" % i, b"state", b"pending")]))
+    apply = state.commit.apply
+    apply(Plan([(b"ZADD", b"z:0", *[x for i in range(900) for x in (i / 3, b"m%d" % i)])]))
+    apply(Plan([(b"HSET", b"z:big-hash", *[x for i in range(700) for x in (b"f%d" % i, b"v")])]))
+    apply(Plan([(b"ZADD", b"z:inf", float("inf"), b"a", float("-inf"), b"b", -0.0, b"c")]))
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +88,7 @@ async def test_the_new_file_is_the_shortest_commands_for_the_keyspace(tmp_path: 
     assert not (tmp_path / ("emqd.aof" + TEMP_SUFFIX)).exists()
     assert aof.rewrites == 1 and aof.base_size == aof.size == os.path.getsize(path)
     # The log goes on in the new file.
-    state.commit(Plan([(b"DEL", b"h:1")]))
+    state.commit.apply(Plan([(b"DEL", b"h:1")]))
     aof.close()
     assert dump_file(str(path)) == dump(state.keyspace)
 
@@ -89,17 +100,18 @@ async def test_writes_during_the_rewrite_are_in_the_new_file(
     state, aof = opened(tmp_path)
     plans = RandomPlans(seed, keys=40)
     for ops in plans.plans(200):
-        state.commit(Plan(ops))
+        state.commit.apply(Plan(ops))
     fill(state)  # h:0.., z:0..: keys the random plans go on writing
     assert aof.start_rewrite()
     path = str(tmp_path / "emqd.aof")
     steps = 0
     while aof.rewrite is not None:
         for ops in plans.plans(3):
-            state.commit(Plan([op for op in ops if op[0] != b"FLUSHALL"] or [(b"DEL", b"h:0")]))
+            kept = [op for op in ops if op[0] != b"FLUSHALL"] or [(b"DEL", b"h:0")]
+            state.commit.apply(Plan(kept))
         if steps == flushall_at:
-            state.commit(Plan([(b"FLUSHALL",)]))
-            state.commit(Plan([(b"HSET", b"h:0", b"after", b"flush")]))
+            state.commit.apply(Plan([(b"FLUSHALL",)]))
+            state.commit.apply(Plan([(b"HSET", b"h:0", b"after", b"flush")]))
         aof.write()
         assert dump_file(path) == dump(state.keyspace), steps  # a crash now loses nothing
         await asyncio.sleep(0)
@@ -115,10 +127,10 @@ async def test_writes_during_the_rewrite_are_in_the_new_file(
 async def test_hincrby_during_the_rewrite_is_counted_once(tmp_path: Path) -> None:
     state, aof = opened(tmp_path)
     for i in range(500):
-        state.commit(Plan([(b"HINCRBY", b"c:%d" % i, b"count", 5)]))
+        state.commit.apply(Plan([(b"HINCRBY", b"c:%d" % i, b"count", 5)]))
     assert aof.start_rewrite()
     for i in range(500):
-        state.commit(Plan([(b"HINCRBY", b"c:%d" % (499 - i), b"count", 1)]))
+        state.commit.apply(Plan([(b"HINCRBY", b"c:%d" % (499 - i), b"count", 1)]))
         if i % 50 == 0:
             await asyncio.sleep(0)
     await until_done(aof)
@@ -130,7 +142,7 @@ async def test_hincrby_during_the_rewrite_is_counted_once(tmp_path: Path) -> Non
 async def test_the_file_is_compacted_when_it_doubles_past_the_minimum(tmp_path: Path) -> None:
     state, aof = opened(tmp_path, aof_rewrite_min_size=20_000)
     for i in range(2000):
-        state.commit(Plan([(b"HSET", b"counter", b"n", b"%d" % i)]))
+        state.commit.apply(Plan([(b"HSET", b"counter", b"n", b"%d" % i)]))
         if i % 20 == 0:
             await asyncio.sleep(0)
     await until_done(aof)
@@ -152,7 +164,7 @@ async def test_a_failed_rewrite_leaves_the_current_file_in_use(tmp_path: Path) -
     assert aof.last_rewrite_ok is False
     assert aof.info()["aof_last_bgrewrite_status"] == "err"
     assert not (tmp_path / ("emqd.aof" + TEMP_SUFFIX)).exists()
-    state.commit(Plan([(b"HSET", b"after", b"f", b"v")]))
+    state.commit.apply(Plan([(b"HSET", b"after", b"f", b"v")]))
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == dump(state.keyspace)
 
@@ -172,12 +184,12 @@ async def test_a_big_value_changed_while_it_is_written_is_written_as_it_was(
     tmp_path: Path, big: tuple, change: list
 ) -> None:
     state, aof = opened(tmp_path)
-    state.commit(Plan([big]))
+    state.commit.apply(Plan([big]))
     assert aof.start_rewrite()
     await asyncio.sleep(0)  # the first slice: the big value is being written from the live one
     rewrite = aof.rewrite
     assert rewrite is not None and rewrite._current_live is not None
-    state.commit(Plan(change))
+    state.commit.apply(Plan(change))
     await until_done(aof)
     aof.close()
     assert dump_file(str(tmp_path / "emqd.aof")) == dump(state.keyspace)
@@ -187,7 +199,7 @@ async def test_no_rewrite_starts_while_records_wait_for_the_disk(tmp_path: Path)
     # The snapshot would hold their effects, and the records, written once the disk
     # has room again, would follow it in the new file: an HINCRBY counted twice.
     state, aof = opened(tmp_path)
-    state.commit(Plan([(b"HINCRBY", b"c", b"n", 1)]))
+    state.commit.apply(Plan([(b"HINCRBY", b"c", b"n", 1)]))
     assert aof.flush()
     full = [True]
 
@@ -197,7 +209,7 @@ async def test_no_rewrite_starts_while_records_wait_for_the_disk(tmp_path: Path)
         return os.write(fd, data)
 
     aof._write = disk  # type: ignore[method-assign]
-    state.commit(Plan([(b"HINCRBY", b"c", b"n", 1)]))
+    state.commit.apply(Plan([(b"HINCRBY", b"c", b"n", 1)]))
     assert not aof.flush() and aof.failing is not None
     assert not aof.start_rewrite()
     assert aof.rewrite is None
@@ -224,7 +236,7 @@ async def test_a_partial_write_starts_no_rewrite_of_its_own(tmp_path: Path) -> N
         return written[0]
 
     aof._write = half  # type: ignore[method-assign]
-    state.commit(Plan([(b"HINCRBY", b"c", b"n", 1)]))
+    state.commit.apply(Plan([(b"HINCRBY", b"c", b"n", 1)]))
     assert not aof.flush()
     assert aof.rewrite is None and aof.unwritten
     aof.close()

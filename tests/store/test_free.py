@@ -79,10 +79,10 @@ def test_a_value_someone_else_holds_stays_whole() -> None:
 
 async def test_the_server_frees_a_slice_per_loop_turn() -> None:
     server = Server(Config(appendonly=False, http_port=0))
-    keyspace = server.state.keyspace
+    keyspace = server.core.keyspace
     keyspace.on_garbage = server.schedule_free  # as Server.start sets it
     keyspace.apply([(b"HSET", b"k%d" % i, b"f", b"v") for i in range(3 * FREE_PER_TURN)])
-    server.state.commit(Plan([(b"FLUSHALL",)]))
+    server.core.commit.apply(Plan([(b"FLUSHALL",)]))
     assert len(keyspace) == 0 and keyspace.dropped
     turns = 0
     while keyspace.dropped or keyspace.parts:

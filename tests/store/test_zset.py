@@ -100,7 +100,6 @@ def test_score_span(low: float, high: float, low_ex: bool, high_ex: bool,
     start, stop = z.score_span(low, high, low_ex, high_ex)
     assert start <= stop
     assert [m for _, m in z.walk(start, stop)] == members
-    assert [m for _, m in z.by_score(low, high, low_ex, high_ex)] == members
 
 
 def test_walk_forward_and_reverse() -> None:

@@ -10,7 +10,7 @@ one back as a plain dict, `set_field` changes one as a client's HSET would.
 
 from __future__ import annotations
 
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from emqd.config import Config
@@ -60,6 +60,14 @@ def _value(value: Any) -> Any:
 
 def _b(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+def sliced(planner: ModuleType, limit: int = 100) -> Any:
+    """A housekeeping planner (`slice_args`, `plan`) in a verb's shape, so that `drive` and
+    `run` take it: its argv is just `[QUEUE]`, and it plans a slice of `limit`."""
+    return SimpleNamespace(
+        parse=lambda argv, config: planner.slice_args(argv[0], limit, config),
+        plan=planner.plan)
 
 
 def drive(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,

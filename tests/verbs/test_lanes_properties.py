@@ -31,7 +31,7 @@ from emqd.verbs import (
     revive,
 )
 from tests.verbs.jobs import Interleaving, check_invariant, check_lanes, members, row
-from tests.verbs.planner import hash_of
+from tests.verbs.planner import hash_of, sliced
 
 GROUPS = (None, "a", "b", "c")
 KINDS = ("add", "add", "add", "claim", "claim", "claim", "complete", "complete", "fail",
@@ -102,7 +102,7 @@ class World(Interleaving):
             argv = ["OFF"] if b == 0 else [b, 10 + a * 10]
             self.call(lane_rate, ["emq.lane.rate", "q", GROUPS[1 + a % 3], *argv])
         elif kind == "release":  # what housekeeping runs when a lane's window frees
-            self.call(rate_release, ["emq.rate.release", "q"])
+            self.call(sliced(rate_release), ["q"])
 
     def _claim(self, a: int, b: int) -> None:
         fronts = {group: [m for m, _ in members(self.space, b"lane:" + group)]

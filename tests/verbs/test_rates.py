@@ -13,7 +13,7 @@ from emqd.config import Config
 from emqd.plan import RATED, Block, Plan
 from emqd.verbs import claim, config, lane_rate, rate, rate_release
 from tests.verbs.jobs import P, add_jobs, check_invariant, check_lanes, members, run, snapshot
-from tests.verbs.planner import NOW, KeysRead, drive, hash_of, keyspace, set_field
+from tests.verbs.planner import NOW, KeysRead, drive, hash_of, keyspace, set_field, sliced
 
 SECOND = 1000
 
@@ -118,8 +118,8 @@ def test_a_lane_at_its_rate_leaves_the_ring_until_its_window_frees() -> None:
     assert members(space, b"rated") == [(b"g", NOW + SECOND)]
     assert [m for m, _ in members(space, b"ring")] == []
     check_lanes(space, default_limit=0, now=NOW)
-    assert run(rate_release, ["emq.rate.release", "q"], space, now=NOW + SECOND - 1) == 0
-    assert run(rate_release, ["emq.rate.release", "q"], space, now=NOW + SECOND) == 1
+    assert run(sliced(rate_release), ["q"], space, now=NOW + SECOND - 1) == 0
+    assert run(sliced(rate_release), ["q"], space, now=NOW + SECOND) == 1
     assert [m for m, _ in members(space, b"ring")] == [b"g"]
     assert members(space, b"rated") == []
     assert claimed(space, 10, NOW + SECOND) == [b"3", b"4"]
@@ -148,7 +148,7 @@ def test_a_release_finds_a_window_still_full_and_waits_again() -> None:
     run(lane_rate, ["emq.lane.rate", "q", "g", 2, 5 * SECOND], space)
     assert members(space, b"rated") == [(b"g", NOW + 5 * SECOND)]
     space.apply([(b"ZADD", P + b"rated", NOW + SECOND, b"g")])  # a stale time
-    assert run(rate_release, ["emq.rate.release", "q"], space, now=NOW + SECOND) == 0
+    assert run(sliced(rate_release), ["q"], space, now=NOW + SECOND) == 0
     assert members(space, b"rated") == [(b"g", NOW + 5 * SECOND)]
 
 

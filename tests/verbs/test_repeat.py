@@ -15,13 +15,13 @@ from emqd.config import Config
 from emqd.plan import REPEATING, SCHEDULED, Plan
 from emqd.verbs import repeat, repeat_del, repeat_fire, repeats
 from tests.verbs.jobs import P, check_invariant, members, row, run, snapshot
-from tests.verbs.planner import NOW, drive, hash_of, keyspace, set_field
+from tests.verbs.planner import NOW, drive, hash_of, keyspace, set_field, sliced
 
 SECOND = 1000
 
 
 def fire(space: Any, now: int) -> Any:
-    return run(repeat_fire, ["emq.repeat.fire", "q", "LIMIT", 100], space, now=now)
+    return run(sliced(repeat_fire), ["q"], space, now=now)
 
 
 def test_a_schedule_is_a_hash_and_its_next_slot() -> None:
@@ -61,7 +61,7 @@ def test_each_slot_adds_one_job_named_by_it() -> None:
 def test_slots_missed_while_down_give_one_catch_up_job() -> None:
     space = keyspace()
     run(repeat, ["emq.repeat", "q", "tick", "EVERY", SECOND, "x"], space)
-    plan = drive(repeat_fire, ["emq.repeat.fire", "q"], space, now=NOW + 10 * SECOND + 250)
+    plan = drive(sliced(repeat_fire), ["q"], space, now=NOW + 10 * SECOND + 250)
     assert plan.reply == 1
     assert plan.due == ((REPEATING, b"q", NOW + 11 * SECOND),)
     space.apply(plan.ops)
@@ -150,7 +150,7 @@ def test_a_corrupt_schedule_refuses_the_slice_and_a_gone_one_leaves_the_index() 
     run(repeat, ["emq.repeat", "q", "b", "EVERY", SECOND, "x"], space)
     set_field(space, P + b"repeat:a", b"every", b"soon")
     before = snapshot(space)
-    assert drive(repeat_fire, ["emq.repeat.fire", "q"], space, now=NOW + SECOND) == \
+    assert drive(sliced(repeat_fire), ["q"], space, now=NOW + SECOND) == \
         errors.corrupt_schedule(b"a")
     assert snapshot(space) == before
     space.apply([(b"DEL", P + b"repeat:a")])
@@ -161,9 +161,9 @@ def test_a_corrupt_schedule_refuses_the_slice_and_a_gone_one_leaves_the_index() 
 def test_a_scheduled_jobs_due_time_reaches_housekeeping() -> None:
     space = keyspace()
     run(repeat, ["emq.repeat", "q", "a", "EVERY", SECOND, "x", "PRIORITY", "1"], space)
-    plan = drive(repeat_fire, ["emq.repeat.fire", "q"], space, now=NOW + SECOND)
+    plan = drive(sliced(repeat_fire), ["q"], space, now=NOW + SECOND)
     assert all(what != SCHEDULED for what, _, _ in plan.due)  # its job is due at once
-    assert repeat_fire.parse([b"x", b"q", b"LIMIT", b"3"], Config()).limit == 3
+    assert repeat_fire.slice_args(b"q", 3, Config()).limit == 3
 
 
 def test_over_the_wire(r: redis.Redis) -> None:

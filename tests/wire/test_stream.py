@@ -115,7 +115,7 @@ def server() -> Server:
 
 
 def connect(server: Server, keep: bool = True, slow: bool = False) -> Connection:
-    conn = Connection(server)
+    conn = Connection(server.hub)
     conn.connection_made(Transport(conn, keep, slow))  # type: ignore[arg-type]
     return conn
 
@@ -135,7 +135,7 @@ async def settled(conn: Connection) -> None:
 
 def expected(server: Server, command: tuple[Any, ...], resp: int) -> bytes:
     """The reply as `encode` makes it from plain values (what main answered)."""
-    data = server.state.keyspace.data
+    data = server.core.keyspace.data
     name = command[0]
     if name == "HGETALL":
         return encode(dict(data[b"h"]), resp)
@@ -203,7 +203,7 @@ async def test_a_client_that_does_not_read_gets_a_chunk_and_what_the_store_held(
         writer.data_received(encode_request("HSET", "h", b"f" * 80 + b"000007", "changed")
                              + encode_request("HSET", "h", "new", "field"))
         assert transport(writer).taken() == b":0\r\n:1\r\n"  # served meanwhile
-        before = dict(server.state.keyspace.data[b"h"])
+        before = dict(server.core.keyspace.data[b"h"])
         before[b"f" * 80 + b"000007"] = b"v" * 100
         del before[b"new"]
         for _ in range(10_000):

@@ -1,4 +1,4 @@
-"""BGREWRITEAOF, SAVE, LASTSAVE: the persistence commands, on the open log.
+"""BGREWRITEAOF, SAVE, LASTSAVE: the persistence commands, on the commit path's sink.
 
 With `--appendonly no` there is nothing to save to: BGREWRITEAOF and SAVE
 answer an error rather than pretend. Neither runs inside MULTI. SAVE does not rewrite: it writes and
@@ -11,12 +11,13 @@ from typing import Any
 
 from emqd import errors
 from emqd.command import command
+from emqd.persist.aof import AppendOnlyFile
 from emqd.session import Session
 
 
 def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
-    aof = session.server.aof
-    if aof is None:
+    aof = session.core.commit.sink
+    if not isinstance(aof, AppendOnlyFile):
         raise errors.AOF_DISABLED()
     if aof.rewrite is not None:
         raise errors.REWRITE_IN_PROGRESS()
@@ -26,16 +27,16 @@ def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
 
 
 def save(session: Session, argv: list[bytes]) -> Any:
-    aof = session.server.aof
-    if aof is None:
+    commit = session.core.commit
+    if not commit.sink.keeps:
         raise errors.AOF_DISABLED()
-    if not aof.save():
-        raise errors.save_failed(aof.failing)
+    if not commit.save():
+        raise errors.save_failed(commit.sink.failing)
     return "OK"
 
 
 def lastsave(session: Session, argv: list[bytes]) -> Any:
-    return session.server.last_save_s
+    return session.core.commit.sink.last_save_s
 
 
 COMMANDS = [

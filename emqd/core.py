@@ -1,0 +1,123 @@
+"""What every command reaches: the settings, the keyspace, the commit path, the epoch.
+
+One `Core` per server, built by `server.py` (and by tests, alone, with a store
+in memory and nothing kept) and reached through each `Session` as
+`session.core`; there is no module-level mutable server. It holds, each with
+one job:
+
+- `config`, the settings of the moment (CONFIG SET replaces it: `reconfigure`);
+- `keyspace`, the store, and `commit`, the one way a plan gets into it and into
+  the sink (emqd/commit.py), with `dues`, what housekeeping learns from it;
+- `run_id`, the epoch every lease this process grants carries;
+- `stats`, what the server counts about itself (emqd/stats.py);
+- `clients`, the sessions of the connected clients, and `pubsub`, who listens
+  to what (emqd/pubsub.py);
+- `info`, the sections INFO gathers from the parts that have fields of their
+  own (housekeeping, the listeners, the sink).
+
+The parts that keep a setting of their own are told of a CONFIG SET by
+`reconfigure`: the store's encoding limits, the logger and the sink directly,
+and whatever registered with `on_reconfigure` (housekeeping).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from emqd import clock
+from emqd.commit import Commit
+from emqd.config import LOG_LEVELS, Config
+from emqd.dues import Dues
+from emqd.output_limit import OutputLimit
+from emqd.pubsub import Deliver, PubSub, nowhere
+from emqd.sink import NullSink, Sink
+from emqd.stats import Stats
+from emqd.store.keyspace import Keyspace
+
+if TYPE_CHECKING:
+    from emqd.session import Session
+
+Reconfigured = Callable[[Config, Config], None]  # (old, new)
+InfoFields = Callable[[], dict[str, object]]
+
+
+def normal_limit(config: Config) -> OutputLimit | None:
+    if not (config.normal_hard_limit or config.normal_soft_limit):
+        return None
+    return OutputLimit(config.normal_hard_limit, config.normal_soft_limit,
+                       config.normal_soft_seconds)
+
+
+def new_run_id() -> str:
+    """40 hex characters, drawn at every start, like Redis's run_id."""
+    return secrets.token_hex(20)
+
+
+def _no_shutdown() -> None:
+    """SHUTDOWN on a core no server runs (tests): nothing to stop."""
+
+
+class Core:
+    def __init__(self, config: Config, keyspace: Keyspace | None = None,
+                 sink: Sink | None = None, stats: Stats | None = None,
+                 deliver: Deliver = nowhere, run_id: str | None = None,
+                 shutdown: Callable[[], None] = _no_shutdown) -> None:
+        self.config = config
+        self.keyspace = keyspace if keyspace is not None else Keyspace()
+        self._set_limits(config)
+        self.stats = stats if stats is not None else Stats()
+        self.dues = Dues(sweeping=bool(config.stalled_interval))
+        self.commit = Commit(self.keyspace, sink if sink is not None else NullSink(), self.dues)
+        self.run_id = run_id or new_run_id()
+        self.run_id_bytes = self.run_id.encode()
+        self.started_ms = clock.now_ms()
+        self.clients: dict[int, Session] = {}
+        self.pubsub = PubSub(deliver)  # channels and patterns -> sessions; publish() from anywhere
+        # `client-output-buffer-limit normal`, or None when both its limits are 0
+        # (the default): a connection checks it after every write when set.
+        self.normal_limit = normal_limit(config)
+        # INFO: section name -> callables adding fields to it (housekeeping adds
+        # its `housekeeping_*` counters to "stats", the server `blocked_clients`
+        # to "clients").
+        self.info: dict[str, list[InfoFields]] = {}
+        self.request_shutdown = shutdown  # SHUTDOWN: the server stops as on SIGTERM
+        self._reconfigured: list[Reconfigured] = []
+
+    @property
+    def sink(self) -> Sink:
+        return self.commit.sink
+
+    def add_info(self, section: str, fields: InfoFields) -> None:
+        """INFO's `section` also shows what `fields` returns, each time it is asked."""
+        self.info.setdefault(section, []).append(fields)
+
+    # --- CONFIG SET and CONFIG RESETSTAT ---------------------------------------------
+    def on_reconfigure(self, told: Reconfigured) -> None:
+        """`told(old, new)` after each CONFIG SET, after the core's own parts were told."""
+        self._reconfigured.append(told)
+
+    def reconfigure(self, changes: dict[str, Any]) -> None:
+        """Settings changed at run time (CONFIG SET, already validated): a new Config
+        replaces the old, and the parts that keep a setting of their own are told."""
+        old = self.config
+        new = self.config = dataclasses.replace(old, **changes)
+        self._set_limits(new)
+        self.normal_limit = normal_limit(new)
+        if new.loglevel != old.loglevel:
+            logging.getLogger("emqd").setLevel(LOG_LEVELS[new.loglevel])
+        self.commit.sink.reconfigure(new)
+        self.dues.set_sweeping(bool(new.stalled_interval))
+        for told in self._reconfigured:
+            told(old, new)
+
+    def _set_limits(self, config: Config) -> None:
+        """The store's copy of Redis's encoding thresholds, read at every write."""
+        limits = self.keyspace.limits
+        limits.hash_entries = config.hash_max_listpack_entries
+        limits.hash_value = config.hash_max_listpack_value
+        limits.zset_entries = config.zset_max_listpack_entries
+        limits.zset_value = config.zset_max_listpack_value
