@@ -12,7 +12,8 @@ from emqd import __version__, core_build
 from emqd.config import LOG_LEVELS, Config
 
 _YES_NO = {"yes": True, "no": False}
-_OPTIONAL_INTS = {"id_base"}  # integer flags whose default (None) is worked out at start
+# integer flags whose default (None) is worked out at start
+_OPTIONAL_INTS = {"id_base", "cluster_acks"}
 _CHOICES = {
     "appendonly": ["yes", "no"],
     "appendfsync": ["always", "everysec", "no"],

@@ -61,7 +61,9 @@ def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: s
 
     def handler(session: Session, argv: list[bytes]) -> Any:
         core = session.core
-        return plan(parse(argv, core.config), core.keyspace, clock.now_ms(), core.run_id_bytes)
+        epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
+                 else core.epoch_of(argv[1]))
+        return plan(parse(argv, core.config), core.keyspace, clock.now_ms(), epoch)
 
     handler.__name__ = name.replace(".", "_")
     return command(

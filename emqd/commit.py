@@ -25,7 +25,11 @@ connections that stopped for them go on with their requests.
 
 A sink that cannot keep records (`sink.failing`) makes the commit path try
 again every RETRY_S; meanwhile what depends on the unkept records waits, and
-so does everything after it on its connection.
+so does everything after it on its connection. A sink that loses single
+records for good (`sink.fallible`, a remote store that refused them) names
+them (`take_failed`): an output whose own record failed is replaced by what
+its sender gave for that case (a retryable error for a reply), or dropped (a
+Pub/Sub message telling of it); nothing tells of a write the sink lost.
 
 The commit path knows outlets (`Outlet`: what a connection is to it), never
 sessions or sockets, and the sink knows records and offsets, never outlets.
@@ -80,8 +84,10 @@ class Commit:
         self.listeners: list[Listener] = []
         self.dirty = 0  # ops applied since the last save (Redis's rdb_changes_since_last_save)
         self._batch: list[Plan] | None = None  # plans of an EXEC in progress
-        # Outputs waiting for the sink: (outlet, data, the offset they need).
-        self.held: deque[tuple[Outlet, bytes, int]] = deque()
+        # Outputs waiting for the sink: (outlet, data, the offset they need, the record
+        # they tell of or 0, what goes instead if that record fails or None: drop it).
+        self.held: deque[tuple[Outlet, bytes, int, int, bytes | None]] = deque()
+        self.fallible = sink.fallible
         self._waiting: list[tuple[int, asyncio.Future[bool]]] = []  # `durable_at`'s
         self._flush_scheduled = False
         self._retry: asyncio.TimerHandle | None = None
@@ -98,12 +104,17 @@ class Commit:
     # --- applying --------------------------------------------------------------------
     def apply(self, plan: Plan) -> int:
         """Apply a plan's ops and hand them to the sink as one record (or to the open
-        EXEC); the offset an answer telling of it must wait for."""
+        EXEC); the offset an answer telling of it must wait for. Raises the sink's
+        ReplyError, with nothing applied, for a plan it cannot keep as one unit."""
         ops = plan.ops
         if not ops:
             return 0
         sink = self.sink
         keeps = self.keeps
+        if keeps and sink.checks_plans:
+            refusal = sink.refusal(plan)
+            if refusal is not None:
+                raise refusal  # before anything changed
         if keeps and sink.watches_applies:
             sink.before_apply(ops)
         shape = plan.shape
@@ -146,7 +157,8 @@ class Commit:
         return self.sink.appended
 
     # --- answering ---------------------------------------------------------------------
-    def send(self, outlet: Outlet, data: bytes, needed: int, eager: bool = True) -> None:
+    def send(self, outlet: Outlet, data: bytes, needed: int, eager: bool = True, own: int = 0,
+             instead: bytes | None = None) -> None:
         """Send `data` once the sink holds everything up to `needed` durably.
 
         `needed` is the offset of the writes the data tells of: a reply's, its
@@ -157,6 +169,8 @@ class Commit:
         now (`write_now`, a write(2) under `everysec`) rather than at the end of the
         loop iteration; a queue event is not eager, so that a subscriber costs a
         pipeline of verbs no more system calls than it made without one.
+        `own`: the record the data tells of (a write's reply, an event), if any;
+        should a fallible sink lose it, `instead` goes out in its place (None: nothing).
         """
         if not self.keeps:
             outlet.deliver(data)  # nothing is kept, so nothing is held
@@ -165,7 +179,7 @@ class Commit:
         if sink.strict and sink.failing is None:
             needed = sink.appended
         if not outlet.holding:
-            if needed <= sink.durable:
+            if needed <= sink.durable or (self.fallible and sink.resolved(needed)):
                 outlet.deliver(data)
                 return
             if eager and not sink.strict and sink.failing is None and sink.write_now() \
@@ -173,12 +187,13 @@ class Commit:
                 outlet.deliver(data)
                 return
         outlet.holding += 1
-        self.held.append((outlet, data, needed))
+        self.held.append((outlet, data, needed, own, instead))
         self.schedule_flush()
 
     def durable_at(self, offset: int) -> asyncio.Future[bool] | None:
-        """None when the sink holds `offset` durably now; else a future that is set (True)
-        when it does: the dashboard's actions answer after it."""
+        """None when the sink holds `offset` durably now; else a future that is set when
+        it does (True), or lost it (False: a fallible sink): the dashboard's actions
+        answer after it."""
         if offset <= self.sink.durable:
             return None
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -208,34 +223,42 @@ class Commit:
         sink = self.sink
         sink.flush()
         durable = sink.durable
+        failed = set(sink.take_failed()) if self.fallible else None
         held = self.held
         stuck: set[Outlet] = set()
-        kept: deque[tuple[Outlet, bytes, int]] = deque()
+        kept: deque[tuple[Outlet, bytes, int, int, bytes | None]] = deque()
         released: list[Outlet] = []
         while held:
-            outlet, data, needed = held.popleft()
-            if needed > durable or outlet in stuck:
+            entry = held.popleft()
+            outlet, data, needed, own, instead = entry
+            if (needed > durable and not (failed is not None and sink.resolved(needed))) \
+                    or outlet in stuck:
                 stuck.add(outlet)
-                kept.append((outlet, data, needed))
+                kept.append(entry)
                 continue
             outlet.holding -= 1
-            outlet.deliver(data)
+            if failed and own in failed:
+                if instead is not None:
+                    outlet.deliver(instead)
+            else:
+                outlet.deliver(data)
             if not outlet.holding:
                 released.append(outlet)
         self.held = kept
         if self._waiting:
-            self._wake_waiting(durable)
+            self._wake_waiting(durable, failed)
         if sink.failing is not None and self._retry is None:
             self._retry = asyncio.get_running_loop().call_later(RETRY_S, self._retry_flush)
         for outlet in released:
             outlet.released()
 
-    def _wake_waiting(self, durable: int) -> None:
+    def _wake_waiting(self, durable: int, failed: set[int] | None) -> None:
+        """Settle `durable_at`'s futures whose record is now kept (True) or lost (False)."""
         waiting: list[tuple[int, asyncio.Future[bool]]] = []
         for offset, future in self._waiting:
-            if offset <= durable:
+            if offset <= durable or (failed is not None and self.sink.resolved(offset)):
                 if not future.done():
-                    future.set_result(True)
+                    future.set_result(not failed or offset not in failed)
             else:
                 waiting.append((offset, future))
         self._waiting = waiting
@@ -252,6 +275,17 @@ class Commit:
             return False
         self.dirty = 0
         return True
+
+    async def settle(self, timeout_s: float) -> None:
+        """Wait, at most `timeout_s`, until the sink holds (or failed) everything appended:
+        a sink that acknowledges later, at shutdown."""
+        self.flush()
+        waiting = self.durable_at(self.sink.appended)
+        if waiting is not None:
+            try:
+                await asyncio.wait_for(waiting, timeout_s)
+            except TimeoutError:
+                pass
 
     def close(self) -> bool:
         """Shutdown: keep everything (False if the sink could not), release what that

@@ -73,3 +73,12 @@ class Config:
     # 0 with a log to load, else the start time, so that no id of an earlier
     # process names a new job (PROTOCOL.md 6.1). Server resolves it at start.
     id_base: int | None = None
+    # Cluster mode (docs/CLUSTER.md): the seed nodes, "HOST:PORT[,HOST:PORT...]", of a
+    # Valkey or Redis Cluster that holds every queue; None: the embedded single process.
+    cluster: str | None = None
+    # Replicas that must acknowledge each write (WAIT) before its reply leaves; None:
+    # 1 where the queue's shard has a replica, 0 where it has none.
+    cluster_acks: int | None = None
+    cluster_lease_ms: int = 5000  # a front's lease on a queue it owns, renewed a third in
+    cluster_timeout_ms: int = 5000  # a write the cluster does not take this long: TRYAGAIN
+    cluster_announce: str | None = None  # HOST:PORT other fronts reach this one at

@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from emqd import clock
 from emqd.commit import Commit
@@ -42,6 +42,16 @@ if TYPE_CHECKING:
     from emqd.session import Session
 
 Reconfigured = Callable[[Config, Config], None]  # (old, new)
+
+
+class Router(Protocol):
+    """Cluster mode's answer to "where does this request run" (emqd/cluster/router.py)."""
+
+    def route(self, session: Session, row: Any, argv: list[bytes]) -> Any:
+        """None: here; else the reply (a refusal, or a `Later`)."""
+
+    def forget(self, session: Session) -> None:
+        """The client left."""
 InfoFields = Callable[[], dict[str, object]]
 
 
@@ -86,6 +96,18 @@ class Core:
         self.info: dict[str, list[InfoFields]] = {}
         self.request_shutdown = shutdown  # SHUTDOWN: the server stops as on SIGTERM
         self._reconfigured: list[Reconfigured] = []
+        # Cluster mode (emqd/cluster/front.py): where each request runs, and each owned
+        # queue's term, the epoch of the leases granted on its jobs; None in a single
+        # process, whose epoch is `run_id` for every queue.
+        self.router: Router | None = None
+        self.terms: dict[bytes, bytes] | None = None
+
+    def epoch_of(self, queue: bytes) -> bytes:
+        """The epoch of the leases granted on `queue`'s jobs now (protocol section 6.1)."""
+        terms = self.terms
+        if terms is None:
+            return self.run_id_bytes
+        return terms.get(queue, self.run_id_bytes)
 
     @property
     def sink(self) -> Sink:

@@ -21,7 +21,7 @@ from typing import Any, Final
 from emqd import errors
 from emqd.command import Command, command
 from emqd.commands import config as config_command
-from emqd.commands import connection, function, keys, persistence, pubsub, server, zset
+from emqd.commands import connection, fronts, function, keys, persistence, pubsub, server, zset
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.core import Core
@@ -65,7 +65,7 @@ from emqd.verbs import config as queue_config
 from emqd.wire.resp import encode
 
 COMMAND_MODULES: Final = (connection, keys, hash_commands, zset, pubsub, server, config_command,
-                          function, persistence)
+                          function, persistence, fronts)
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
@@ -219,6 +219,11 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         failing = core.commit.sink.failing
         if failing is not None:
             return _reject(session, errors.misconf(failing), argv)
+    router = core.router
+    if router is not None:  # cluster mode: here, at the queue's owner, or refused
+        routed = router.route(session, row, argv)
+        if routed is not None:
+            return routed
     return _run(session, row, argv)
 
 
@@ -257,6 +262,11 @@ def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
             return _reject(session, errors.NOT_IN_MULTI(), argv)
         session.multi.append(argv)
         return "QUEUED"
+    router = session.core.router
+    if router is not None and row.name == "exec":  # cluster mode: one queue, held here
+        refusal = router.route(session, row, argv)
+        if isinstance(refusal, ReplyError):
+            return _reject(session, refusal, argv)
     return _run(session, row, argv)
 
 
@@ -285,20 +295,20 @@ def _commit(session: Session, plan: Plan) -> None:
 def _run(session: Session, row: Command, argv: list[bytes]) -> Any:
     try:
         result = row.handler(session, argv)
+        kind = type(result)
+        if kind is Plan:
+            plan: Plan = result  # typed: compiled code reads its fields natively
+            _commit(session, plan)  # (a sink may refuse it, before anything is applied)
+            return plan.reply
+        if kind is Block:
+            block: Block = result
+            if block.plan is not None:
+                _commit(session, block.plan)
+            if session.in_exec:
+                return block.timeout_reply
+            return block
+        return result
     except ReplyError as error:
         # The reply needs only the text: dropping the traceback frees the frames
         # it holds (and their argv, a 100 MB payload) as soon as it is sent.
         return error.with_traceback(None)
-    kind = type(result)
-    if kind is Plan:
-        plan: Plan = result  # typed: compiled code reads its fields natively
-        _commit(session, plan)
-        return plan.reply
-    if kind is Block:
-        block: Block = result
-        if block.plan is not None:
-            _commit(session, block.plan)
-        if session.in_exec:
-            return block.timeout_reply
-        return block
-    return result

@@ -83,6 +83,11 @@ def proto_expected_dollar(got: int) -> str:
 
 
 # --- Redis's own texts -------------------------------------------------------
+# What a client gets instead of its reply when the cluster did not take a write of its
+# queue (the front lost the queue, or the cluster did not acknowledge in time): retry.
+UNACKNOWLEDGED: Final = Refusal(
+    "TRYAGAIN the cluster did not acknowledge this write (its queue moved, or a failover);"
+    " retry")
 WRONGTYPE: Final = Refusal("WRONGTYPE Operation against a key holding the wrong kind of value")
 SYNTAX: Final = Refusal("ERR syntax error")
 NOT_INTEGER: Final = Refusal("ERR value is not an integer or out of range")

@@ -99,20 +99,25 @@ class Housekeeping:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Look at every known queue once (after the store is loaded), then run each job
         when its Deadlines says so."""
-        now = clock.now_ms()
         for _, queue in self._zset(QUEUES) or ():
-            keys = queue_keys(queue)
-            self._note_next(self.promotion, keys.scheduled, queue, now)
-            if self.sweep_interval:
-                self._note_next(self.sweep, keys.active, queue, now)
-            self.retention.note(queue, now)
-            self._note_next(self.rated, keys.rated, queue, now)
-            self._note_next(self.repeats, keys.repeats, queue, now)
+            self.watch(queue)
         self.promotion.start(loop, self._promote)
         self.sweep.start(loop, self._sweep)
         self.retention.start(loop, self._trim)
         self.repeats.start(loop, self._repeat)
         self.rated.start(loop, self._release)
+
+    def watch(self, queue: bytes) -> None:
+        """Note when each job of `queue` is due, from the store (at start, and in cluster
+        mode when a front takes the queue)."""
+        now = clock.now_ms()
+        keys = queue_keys(queue)
+        self._note_next(self.promotion, keys.scheduled, queue, now)
+        if self.sweep_interval:
+            self._note_next(self.sweep, keys.active, queue, now)
+        self.retention.note(queue, now)
+        self._note_next(self.rated, keys.rated, queue, now)
+        self._note_next(self.repeats, keys.repeats, queue, now)
 
     def reconfigure(self, old: Config, new: Config) -> None:
         """CONFIG SET of a setting housekeeping acts on.
@@ -165,7 +170,7 @@ class Housekeeping:
         core = self.core
         try:
             result = retention.plan(retention.slice_args(queue, core.config), core.keyspace, now,
-                                    core.run_id_bytes)
+                                    core.epoch_of(queue))
         except ReplyError as error:
             self._refused("retention", queue, None, error)
             self.retention.hold(queue, now + RETRY_MS)
@@ -223,7 +228,7 @@ class Housekeeping:
     def _plan(self, verb: ModuleType, queue: bytes, limit: int, now: int) -> Any:
         core = self.core
         args = verb.slice_args(queue, limit, core.config)
-        return verb.plan(args, core.keyspace, now, core.run_id_bytes)
+        return verb.plan(args, core.keyspace, now, core.epoch_of(queue))
 
     def _refused_slice(self, name: str, verb: ModuleType, queue: bytes, zkey: bytes,
                        now: int, error: ReplyError, size: int = SLICE) -> Any:

@@ -108,6 +108,28 @@ class Block:
             == (other.keys, other.timeout_ms, other.timeout_reply, other.plan, other.wake_at_ms))
 
 
+class Again:
+    """`Later`'s answer that says: run the request again, here (the queue is here now)."""
+
+    __slots__ = ()
+
+
+AGAIN: Final = Again()
+
+
+class Later:
+    """A reply that another process gives (cluster mode: the queue's owner front, or the
+    cluster itself): `future` is an asyncio future whose result is the reply value
+    (bytes already encoded come as `reply.Raw`). The client's requests behind it wait,
+    as they do behind a parked one, so its replies stay in order. Sans-IO here: only
+    the connection (wire/protocol.py) waits on the future."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: Any) -> None:
+        self.future = future
+
+
 def removal(command: Op, present: Container[bytes], names: Iterable[bytes]) -> Plan:
     """DEL / HDEL / ZREM as Redis answers them: one op, `command` (name and key, if any)
     followed by the distinct `names` found in `present`; the reply is how many went.
@@ -130,7 +152,9 @@ class Shape:
 
     `shape.ops(*values)` builds the ops (values in the order the slots first
     appear), `shape.body(ops)` formats them as RESP in one `%` (the log's
-    record, without MULTI/EXEC) and `shape.applier.apply(keyspace, ops)` makes
+    record, without MULTI/EXEC), `shape.args(ops)` the same as one run of a
+    script's arguments (each op's count, then its arguments: the cluster sink's
+    form, emqd/cluster/), and `shape.applier.apply(keyspace, ops)` makes
     their writes with direct calls (store/keyspace.py `ShapeApplier`). They are
     generated from the declaration, as
     `collections.namedtuple` generates its class: written by hand they would
@@ -139,7 +163,7 @@ class Shape:
     three ops).
     """
 
-    __slots__ = ("name", "template", "ops", "body", "applier")
+    __slots__ = ("name", "template", "ops", "body", "args", "arg_count", "applier")
 
     def __init__(self, name: str, *template: tuple[Any, ...]) -> None:
         self.name = name
@@ -147,8 +171,11 @@ class Shape:
         slots: list[str] = []
         op_sources: list[str] = []
         fmt: list[bytes] = []
+        heads: list[tuple[int, bytes]] = []  # each op's place in `fmt` and its count as a bulk
         pulled: list[str] = []  # the body's arguments: where each slot's value is in `ops`
         for i, op in enumerate(template):
+            count = b"%d" % len(op)
+            heads.append((len(fmt), b"$%d\r\n%b\r\n" % (len(count), count)))
             fmt.append(b"*%d\r\n" % len(op))
             parts = []
             for j, arg in enumerate(op):
@@ -163,14 +190,20 @@ class Shape:
                     fmt.append((b"$%d\r\n" % len(arg) + arg + b"\r\n").replace(b"%", b"%%"))
             op_sources.append("(" + ", ".join(parts) + ",)")
         unpack = ", ".join(f"o{i}" for i in range(len(template)))
+        args_fmt = list(fmt)
+        for at, head in heads:
+            args_fmt[at] = head
         source = (
             f"def ops({', '.join(slots)}):\n    return [{', '.join(op_sources)}]\n"
             f"def body(ops):\n    {unpack}, = ops\n    return FMT % ({', '.join(pulled)},)\n"
+            f"def args(ops):\n    {unpack}, = ops\n    return ARGS % ({', '.join(pulled)},)\n"
         )
-        namespace: dict[str, Any] = {"FMT": b"".join(fmt)}
+        namespace: dict[str, Any] = {"FMT": b"".join(fmt), "ARGS": b"".join(args_fmt)}
         exec(compile(source, f"<shape {name}>", "exec"), namespace)  # noqa: S102
         self.ops = namespace["ops"]
         self.body = namespace["body"]
+        self.args = namespace["args"]
+        self.arg_count = sum(1 + len(op) for op in template)
         self.applier = ShapeApplier(template)  # the store's writes, with their primitives
 
     def __repr__(self) -> str:

@@ -17,8 +17,10 @@ from dataclasses import replace
 from typing import Final
 
 import uvloop
+from redis.exceptions import RedisError
 
 from emqd import clock, core_build, queue_events
+from emqd.cluster.front import Front
 from emqd.config import LOG_LEVELS, Config
 from emqd.core import Core
 from emqd.housekeeping import Housekeeping
@@ -139,6 +141,7 @@ class Server:
         await self.stopped.wait()
         if self.http is not None:
             await self.http.stop()  # no action may start once the sink closes
+        await self.commit.settle(SHUTDOWN_FLUSH_S)  # a remote sink's acknowledgements
         if not self.commit.close():
             log.error("the log could not be written at shutdown: unacknowledged writes lost")
         for conn in list(self.connections.values()):
@@ -153,18 +156,36 @@ class Server:
 
 
 async def serve(config: Config) -> None:
-    """Bind (a busy port is named before the log loads), load, build, serve."""
+    """Bind (a busy port is named before the log loads), load, build, serve.
+
+    In cluster mode (`--cluster`) the store starts empty and the sink is the
+    cluster's (emqd/cluster/): the front takes queues as they are asked for."""
     bound = bind_listeners(config)
     keyspace = Keyspace()
     stats = Stats()
+    front: Front | None = None
     try:
-        sink: Sink = open_log(config, keyspace, stats.fsyncs.add) if config.appendonly \
-            else NullSink()
+        if config.cluster:
+            front = Front(config, keyspace)
+            await front.connect()
+            sink: Sink = front.sink
+        elif config.appendonly:
+            sink = open_log(config, keyspace, stats.fsyncs.add)
+        else:
+            sink = NullSink()
         server = Server(config, sink, keyspace, stats)
+        if front is not None:
+            front.start(server.core, server.housekeeping, server.hub.wake_parked)
     except BaseException:
         close(bound)
+        if front is not None:
+            await front.close()
         raise
-    await server.run(bound)
+    try:
+        await server.run(bound)
+    finally:
+        if front is not None:
+            await front.close()
 
 
 def run(config: Config) -> int:
@@ -175,7 +196,7 @@ def run(config: Config) -> int:
     )
     try:
         uvloop.run(serve(config))
-    except (OSError, LoadError) as exc:
+    except (OSError, LoadError, RedisError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

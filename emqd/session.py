@@ -37,6 +37,7 @@ class Session:
         "close_after_reply",
         "log_mark",
         "pubsub",
+        "forwarded",
     )
 
     def __init__(self, core: Core, addr: str = "", laddr: str = "") -> None:
@@ -57,6 +58,9 @@ class Session:
         # Its channels and patterns while it listens to any (emqd/pubsub.py);
         # None for every other client, which is all the dispatcher tests.
         self.pubsub: Subscriptions | None = None
+        # Cluster mode: another front forwards its clients' requests on this connection
+        # (EMQ.FRONT); they are never forwarded on (emqd/cluster/router.py).
+        self.forwarded = False
         self.reset()
 
     def reset(self) -> None:

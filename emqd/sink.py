@@ -23,6 +23,13 @@ The commit path calls `flush` once per loop iteration with records appended
 (Redis's beforeSleep), and again on `notify`. While the sink cannot keep
 records (`failing`), the dispatcher refuses writes (MISCONF) and the commit
 path retries `flush` every second.
+
+A remote sink may also lose single records for good (`fallible`: the store
+refused them, or never acknowledged them in time): `take_failed` names them,
+and the commit path answers what waited for them with a retryable error
+instead of its reply. And it may refuse a plan before it is applied
+(`checks_plans`, `refusal`: a plan the store cannot take as one unit, such as
+one that spans the cluster's hash slots).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from collections.abc import Callable
 
 from emqd import clock
 from emqd.config import Config
+from emqd.errors import ReplyError
 from emqd.plan import Op, Plan
 
 
@@ -55,6 +63,8 @@ class Sink:
         self.appended = 0
         self.strict = False
         self.watches_applies = False
+        self.fallible = False  # single records may fail for good (take_failed)
+        self.checks_plans = False  # `refusal` may refuse a plan before it is applied
         self.failing: OSError | None = None  # why records cannot be kept now
         self.last_save_s = clock.now_ms() // 1000  # when all appended was last kept (LASTSAVE)
         self.notify: Callable[[], None] = _ignore
@@ -73,6 +83,22 @@ class Sink:
 
     def reconfigure(self, config: Config) -> None:
         """CONFIG SET: the sink's own settings (the file's fsync policy), from now on."""
+
+    def refusal(self, plan: Plan) -> ReplyError | None:
+        """Why this plan cannot be kept as one unit (asked if `checks_plans`): the commit
+        path then refuses it before anything is applied."""
+        return None
+
+    def resolved(self, offset: int) -> bool:
+        """Whether the record at `offset` is settled, kept or failed (asked if `fallible`,
+        for a record past `durable`: a remote sink settles its stores' records out of
+        order, and one store's outage must not hold the others' answers)."""
+        return offset <= self.durable
+
+    def take_failed(self) -> list[int]:
+        """The offsets of the records that failed for good since the last call (if
+        `fallible`): what waited for them is answered with a retryable error."""
+        return []
 
     def before_apply(self, ops: list[Op]) -> None:
         """Called with a plan's ops before they change the keyspace (if `watches_applies`)."""

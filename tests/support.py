@@ -68,6 +68,14 @@ class ServerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def send_signal(self, sig: int) -> None:
+        """Send `sig` without waiting for an exit (SIGSTOP, SIGCONT)."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
     def output(self) -> str:
         return Path(self.log.name).read_text(errors="replace")
 

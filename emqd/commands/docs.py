@@ -320,6 +320,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "emq.revive": [_QUEUE, _ID, pure("reset", optional=True)],
     "emq.remove": [_QUEUE, _ID],
     "emq.get": [_QUEUE, _ID],
+    "emq.owner": [_QUEUE],
     "emq.stats": [_QUEUE],
     "emq.pause": [_QUEUE],
     "emq.resume": [_QUEUE],

@@ -52,8 +52,10 @@ async def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]
                     text=f"the log cannot be written ({commit.sink.failing}); the action is "
                          "applied and waits for the disk")
             waiting = commit.durable_at(session.log_mark)
-            if waiting is not None:
-                await waiting  # a sink that acknowledges later
+            if waiting is not None and not await waiting:  # a sink that acknowledges later
+                raise web.HTTPServiceUnavailable(
+                    text="the cluster did not acknowledge the action (its queue moved, or a "
+                         "failover); look at the queue again and retry")
     return replies
 
 

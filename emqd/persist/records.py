@@ -45,12 +45,20 @@ _ARRAY_HEADS: Final = tuple(b"*%d\r\n" % n for n in range(64))
 _CRLF: Final = b"\r\n"
 
 
-def append_command(op: Iterable[bytes | int | float], out: list[bytes]) -> bool:
+def append_command(op: Iterable[bytes | int | float], out: list[bytes],
+                   counted: bool = False) -> bool:
     """Append one command's RESP multi-bulk encoding to `out`, in pieces; True when an
-    argument of BIG_ARG bytes or more went in as itself (not to be joined: see above)."""
+    argument of BIG_ARG bytes or more went in as itself (not to be joined: see above).
+
+    `counted`: the command as one run of a script's arguments instead, its count as
+    a bulk string before its arguments (the cluster sink's form: emqd/cluster/)."""
     args = [a if type(a) is bytes else text(a) for a in op]
     count = len(args)
-    out.append(_ARRAY_HEADS[count] if count < 64 else b"*%d\r\n" % count)
+    if counted:
+        digits = b"%d" % count
+        out.append(b"$%d\r\n%b\r\n" % (len(digits), digits))
+    else:
+        out.append(_ARRAY_HEADS[count] if count < 64 else b"*%d\r\n" % count)
     append = out.append
     big = False
     for arg in args:

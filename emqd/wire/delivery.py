@@ -34,7 +34,7 @@ class Delivery:
         conn = self.connections.get(session.id)
         if conn is None or conn.closed or conn.transport is None:
             return  # closing: it is still counted as a receiver, as in Redis
-        conn.send(frame, needed, eager=not needed)
+        conn.send(frame, needed, eager=not needed, own=needed)  # a lost record: no message
         subs = session.pubsub
         assert subs is not None  # the registry delivers to subscribers only
         unsent = conn.transport.get_write_buffer_size()

@@ -33,7 +33,7 @@ from emqd.core import Core
 from emqd.dispatch import execute
 from emqd.errors import ProtocolError
 from emqd.output_limit import check
-from emqd.plan import Block
+from emqd.plan import AGAIN, Block, Later
 from emqd.reply import Stream
 from emqd.session import Session
 from emqd.wire.resp import RequestParser, encode, stream_chunks
@@ -41,6 +41,7 @@ from emqd.wire.resp import RequestParser, encode, stream_chunks
 log: Final = logging.getLogger("emqd")
 
 MAX_WAKE_ROUNDS: Final = 1000  # a wake round that keeps writing watched keys is cut off
+_UNACKNOWLEDGED: Final = b"-" + errors.UNACKNOWLEDGED.message + b"\r\n"
 
 MAX_QUEUED_REQUESTS: Final = 10_000  # parsed but not yet run (behind a park or a full socket)
 # A batch's replies go out every this many bytes, and the batch stops there when
@@ -99,6 +100,7 @@ class Connection(asyncio.Protocol, Outlet):
         "over_soft_since_ms",
         "streaming",
         "close_when_released",
+        "awaiting",
     )
 
     def __init__(self, hub: Hub) -> None:
@@ -115,6 +117,7 @@ class Connection(asyncio.Protocol, Outlet):
         self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
         self.streaming: Iterator[bytes] | None = None  # the chunks left of a big reply
         self.close_when_released = False  # QUIT's reply is held: close once it left
+        self.awaiting: Later | None = None  # a reply another process gives (cluster mode)
 
     # --- asyncio callbacks -----------------------------------------------------
     def connection_made(self, base: asyncio.BaseTransport) -> None:
@@ -141,7 +144,10 @@ class Connection(asyncio.Protocol, Outlet):
         core.clients.pop(self.session.id, None)
         self.hub.connections.pop(self.session.id, None)
         core.pubsub.leave(self.session)
+        if core.router is not None:
+            core.router.forget(self.session)
         self._unpark()
+        self.awaiting = None
         self.pending.clear()
         self.streaming = None
 
@@ -169,7 +175,7 @@ class Connection(asyncio.Protocol, Outlet):
         while True:
             if requests:
                 if (self.pending or self.parked is not None or self.paused
-                        or self.streaming is not None):
+                        or self.streaming is not None or self.awaiting is not None):
                     self.pending.extend(requests)
                     if len(self.pending) > MAX_QUEUED_REQUESTS:
                         self.transport.pause_reading()  # type: ignore[union-attr]
@@ -192,12 +198,19 @@ class Connection(asyncio.Protocol, Outlet):
         out: list[bytes] = []
         size = 0
         broken = requests[-1] if type(requests[-1]) is ProtocolError else None
+        fallible = self.hub.commit.fallible
         for i, argv in enumerate(requests[:-1] if broken is not None else requests):
+            mark = session.log_mark
             reply = execute(session, argv)
             if type(reply) is Block:
                 self._defer(requests[i + 1 :])
                 self._write(out)
                 self._park(argv, reply)
+                return
+            if type(reply) is Later:
+                self._defer(requests[i:])  # the request stays at the head until answered
+                self._write(out)
+                self._await(reply)
                 return
             if type(reply) is Stream and session.pubsub is None:  # (a subscriber's: whole)
                 self._write(out)
@@ -208,6 +221,16 @@ class Connection(asyncio.Protocol, Outlet):
                 continue
             # session.resp read after the command: a HELLO's reply is in the new protocol
             data = encode(reply, session.resp)
+            if fallible and session.log_mark != mark:
+                # A write's reply, under a sink that may lose its record: on its own, so
+                # that a lost write is answered with a retryable error instead.
+                self._write(out)
+                out, size = [], 0
+                self.send(data, own=session.log_mark, instead=_UNACKNOWLEDGED)
+                if session.close_after_reply:
+                    self._close_after_output()
+                    return
+                continue
             out.append(data)
             if session.close_after_reply:
                 self._write(out)
@@ -239,7 +262,7 @@ class Connection(asyncio.Protocol, Outlet):
     def run_pending(self) -> None:
         """Go on with a big reply and run queued requests, after an unpark or when the
         socket drained or the commit path released the replies it held."""
-        if self.closed or self.paused or self.parked is not None:
+        if self.closed or self.paused or self.parked is not None or self.awaiting is not None:
             return
         if self.streaming is not None and not self._stream():
             return
@@ -261,14 +284,16 @@ class Connection(asyncio.Protocol, Outlet):
         if out:
             self.send(b"".join(out) if len(out) > 1 else out[0], after)
 
-    def send(self, data: bytes, after: int = 0, eager: bool = True) -> None:
+    def send(self, data: bytes, after: int = 0, eager: bool = True, own: int = 0,
+             instead: bytes | None = None) -> None:
         """Through the commit path (emqd/commit.py `send`): the data waits for this
-        client's last write (`Session.log_mark`) and for `after`."""
+        client's last write (`Session.log_mark`) and for `after`; `own` and `instead`
+        as there (what a fallible sink's lost record turns it into)."""
         needed = self.session.log_mark
         if after > needed:
             needed = after
         commit = self.hub.commit
-        commit.send(self, data, needed, eager)
+        commit.send(self, data, needed, eager, own, instead)
         if self.holding and self.session.close_after_reply:
             commit.flush()  # QUIT: the socket closes right after this write
 
@@ -341,6 +366,29 @@ class Connection(asyncio.Protocol, Outlet):
         self.streaming = None
         return True
 
+    # --- replies another process gives (cluster mode) -------------------------------
+    def _await(self, later: Later) -> None:
+        """Stop this client's requests until `later`'s reply comes, then write it and go on."""
+        self.awaiting = later
+        later.future.add_done_callback(self._later_done)
+
+    def _later_done(self, future: Any) -> None:
+        """The reply came: write it (the request leaves the head of `pending`), or, on
+        AGAIN, run the request again here; then go on with the ones behind it."""
+        if self.awaiting is None or self.awaiting.future is not future:
+            return
+        self.awaiting = None
+        if self.closed:
+            return
+        error = future.exception() if not future.cancelled() else errors.UNACKNOWLEDGED()
+        reply = future.result() if error is None else (
+            error if isinstance(error, errors.ReplyError) else errors.UNACKNOWLEDGED())
+        if reply is not AGAIN:
+            self.pending.popleft()
+            self._write([encode(reply, self.session.resp)])
+        self.run_pending()
+        self.hub.wake_parked()
+
     # --- parking (blocking commands) ---------------------------------------------
     def _park(self, argv: list[bytes], block: Block) -> None:
         self.parked = block
@@ -388,6 +436,10 @@ class Connection(asyncio.Protocol, Outlet):
         if type(reply) is Block:
             self._arm_wake(reply.wake_at_ms)
             return False
+        if type(reply) is Later:  # cluster mode: its queue is not here any more
+            self._unpark()
+            self._await(reply)
+            return True
         self._unpark()
         self.pending.popleft()
         self._write([encode(reply, self.session.resp)], self.hub.commit.sink.appended)

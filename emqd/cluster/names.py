@@ -1,0 +1,48 @@
+"""Which queue a key belongs to, and the cluster's own keys of a queue.
+
+A queue's keys share the hash tag `{QUEUE}` (emqd/keys.py), so they live in one
+hash slot of the cluster: the unit a front owns and writes atomically. Two keys
+beside the queue's data serve cluster mode only, and are never loaded into a
+front's store: `owner` (the lease: its term and the owner's address) and
+`written` (how many batches of writes the queue's owners have applied: a retry
+of a batch the cluster already took is recognised, not applied twice).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from emqd.config import Config
+from emqd.keys import QUEUES
+
+PREFIX: Final = b"emq:{"
+REGISTRY: Final = QUEUES  # the registry of queues: in its own slot, written apart (sink.py)
+FRONTS: Final = b"emq:fronts"  # zset: each front's address -> its last heartbeat (ms)
+
+
+def queue_of(key: bytes) -> bytes | None:
+    """The queue a key belongs to (`emq:{QUEUE}:...`), or None for any other key."""
+    if not key.startswith(PREFIX):
+        return None
+    end = key.find(b"}", len(PREFIX))
+    if end < 0 or end + 1 >= len(key) or key[end + 1] != 0x3A:  # b":"
+        return None
+    return key[len(PREFIX):end]
+
+
+def owner_key(queue: bytes) -> bytes:
+    return PREFIX + queue + b"}:owner"
+
+
+def written_key(queue: bytes) -> bytes:
+    return PREFIX + queue + b"}:written"
+
+
+def is_bookkeeping(key: bytes, queue: bytes) -> bool:
+    """One of the cluster's own keys of the queue (not data a front holds)."""
+    return key == owner_key(queue) or key == written_key(queue)
+
+
+def front_address(config: Config) -> bytes:
+    """Where other fronts reach this one: --cluster-announce, else --bind:--port."""
+    return (config.cluster_announce or f"{config.bind}:{config.port}").encode()

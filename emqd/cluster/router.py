@@ -1,0 +1,272 @@
+"""Where a request runs in cluster mode: here, at the queue's owner front, or nowhere.
+
+The dispatcher asks `route` before it runs a request (emqd/dispatch.py). A
+request names its queue by its first argument (an EMQ verb) or by its keys'
+hash tag (a plain command on `emq:{QUEUE}:...`); a request without keys
+(PING, INFO, CLIENT, ...) runs here. Then:
+
+- this front holds the queue's lease: it runs here (None);
+- nobody holds it: this front takes it (front.py `adopt`: the lease, then the
+  queue's keys into the store), and the request runs here once it is loaded;
+- another front holds it: the request is forwarded to that front, on a
+  connection of this client's own (`Link`: its requests stay in order, and a
+  blocking one blocks only it), and the owner's reply bytes come back as they
+  are;
+- it spans queues (`CROSSSLOT`), or names keys outside the queues: refused.
+
+The three middle cases answer `Later` (emqd/plan.py): the client's requests
+stop until the reply comes (`AGAIN`: run it here now). A forwarded request is
+marked (`EMQ.FRONT` on the link's connection), so that a front that lost the
+queue in between answers TRYAGAIN instead of forwarding it on; the
+forwarding front then looks the owner up again, within `cluster_timeout_ms`
+plus the lease's time (a dead owner's lease must run out first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Protocol
+
+from redis.exceptions import RedisError
+
+from emqd import errors
+from emqd.cluster.names import queue_of
+from emqd.cluster.ownership import Leases, address_of
+from emqd.cluster.sink import CROSSSLOT, NOT_SERVED
+from emqd.command import Command
+from emqd.dispatch import lookup
+from emqd.plan import AGAIN, Later
+from emqd.reply import Raw
+from emqd.session import Session
+
+log = logging.getLogger("emqd")
+
+RESOLVE_PAUSE_S = 0.05  # between two looks at a queue's owner, doubled up to a second
+NO_QUEUE = frozenset({"emq.queues", "emq.front"})  # EMQ commands that name no queue
+# Plain commands whose keys are counted by an argument (Redis's movable keys):
+# name -> (index of the count, index of the first key, keys before the count).
+_COUNTED_KEYS = {
+    "zunionstore": (2, 3, 1), "zinterstore": (2, 3, 1), "zdiffstore": (2, 3, 1),
+    "zunion": (1, 2, 0), "zinter": (1, 2, 0), "zdiff": (1, 2, 0), "zintercard": (1, 2, 0),
+    "zmpop": (1, 2, 0), "bzmpop": (2, 3, 0),
+}
+NOT_HERE = errors.Refusal(
+    "TRYAGAIN this front does not own the queue (a forwarded request is never forwarded "
+    "on); retry")
+
+
+class Link:
+    """One client's connection to one other front, for its forwarded requests."""
+
+    def __init__(self, address: bytes, resp: int) -> None:
+        self.address = address
+        self.resp = resp
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.buffer = bytearray()
+        self.lock = asyncio.Lock()
+
+    async def _connect(self, password: str | None) -> None:
+        host, _, port = self.address.decode().rpartition(":")
+        self.reader, self.writer = await asyncio.open_connection(host.strip("[]"), int(port))
+        hello: list[list[bytes]] = []
+        if password:
+            hello.append([b"AUTH", password.encode()])
+        if self.resp == 3:
+            hello.append([b"HELLO", b"3"])
+        hello.append([b"EMQ.FRONT"])
+        for argv in hello:
+            reply = await self._exchange(argv)
+            if reply.startswith(b"-"):
+                raise ConnectionError(f"front {self.address!r} refused {argv[0]!r}: {reply!r}")
+
+    async def request(self, argv: list[bytes], password: str | None) -> bytes:
+        """The owner front's reply to `argv`, as the bytes it sent."""
+        async with self.lock:
+            if self.writer is None:
+                await self._connect(password)
+            try:
+                return await self._exchange(argv)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _exchange(self, argv: list[bytes]) -> bytes:
+        assert self.writer is not None and self.reader is not None
+        self.writer.write(b"*%d\r\n" % len(argv)
+                          + b"".join(b"$%d\r\n%b\r\n" % (len(a), a) for a in argv))
+        while True:
+            end = reply_end(self.buffer, 0)
+            if end is not None:
+                reply = bytes(self.buffer[:end])
+                del self.buffer[:end]
+                return reply
+            data = await self.reader.read(65536)
+            if not data:
+                raise ConnectionError(f"front {self.address!r} closed the connection")
+            self.buffer += data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+        self.buffer.clear()
+
+
+def reply_end(buffer: bytes | bytearray, at: int) -> int | None:
+    """Where the RESP2/RESP3 reply starting at `at` ends (None: not all of it is here)."""
+    line_end = buffer.find(b"\r\n", at)
+    if line_end < 0:
+        return None
+    kind = buffer[at:at + 1]
+    after = line_end + 2
+    if kind in (b"$", b"=", b"!"):
+        size = int(buffer[at + 1:line_end])
+        if size < 0:
+            return after
+        return after + size + 2 if len(buffer) >= after + size + 2 else None
+    if kind in (b"*", b"~", b">", b"%", b"|"):
+        count = int(buffer[at + 1:line_end])
+        if count < 0:
+            return after
+        if kind in (b"%", b"|"):
+            count *= 2
+        for _ in range(count):
+            end = reply_end(buffer, after)
+            if end is None:
+                return None
+            after = end
+        return reply_end(buffer, after) if kind == b"|" else after  # an attribute's value
+    return after  # + - : _ , # ( : one line
+
+
+class Owners(Protocol):
+    """What the router asks of its front (front.py)."""
+
+    address: bytes
+    password: str | None
+    resolve_s: float
+    leases: Leases
+
+    def serves(self, queue: bytes) -> bool: ...
+
+    async def adopt(self, queue: bytes, seen: bytes | None) -> bool: ...
+
+    async def registered(self) -> Any: ...
+
+
+class ClusterRouter:
+    def __init__(self, front: Owners) -> None:
+        self.front = front
+        self.links: dict[int, dict[tuple[bytes, int], Link]] = {}  # session id -> its links
+
+    # --- the dispatcher's question -------------------------------------------------
+    def route(self, session: Session, row: Command, argv: list[bytes]) -> Any:
+        """None: run it here. Else the answer: a refusal, or `Later`."""
+        if row.name == "exec":
+            return self._exec(session)
+        queue = self.queue_of(row, argv)
+        if queue is None:
+            if row.name == "emq.queues":
+                return Later(asyncio.ensure_future(self.front.registered()))
+            return None
+        if isinstance(queue, errors.ReplyError):
+            return queue
+        if self.front.serves(queue):
+            return None
+        if session.forwarded:
+            return NOT_HERE()
+        return Later(asyncio.ensure_future(self._elsewhere(session, argv, queue)))
+
+    def queue_of(self, row: Command, argv: list[bytes]) -> bytes | errors.ReplyError | None:
+        """The one queue a request is about; None for none; a refusal for several, or for
+        keys outside the queues."""
+        if row.group == "emq":
+            if row.name in NO_QUEUE or len(argv) < 2:
+                return None
+            return argv[1]
+        keys = self._keys(row, argv)
+        if not keys:
+            return None
+        found = None
+        for key in keys:
+            queue = queue_of(key)
+            if queue is None:
+                return NOT_SERVED()
+            if found is None:
+                found = queue
+            elif queue != found:
+                return CROSSSLOT()
+        return found
+
+    @staticmethod
+    def _keys(row: Command, argv: list[bytes]) -> list[bytes]:
+        counted = _COUNTED_KEYS.get(row.name)
+        if counted is not None:
+            count_at, first, before = counted
+            try:
+                count = int(argv[count_at])
+            except (IndexError, ValueError):
+                return argv[1:1 + before]  # the command refuses it itself
+            return argv[1:1 + before] + argv[first:first + max(count, 0)]
+        first, last, step = row.keys
+        if not first:
+            return []
+        stop = len(argv) + last if last < 0 else last
+        return argv[first:stop + 1:step]
+
+    def _exec(self, session: Session) -> Any:
+        """EXEC runs here when all it queued is one queue this front holds."""
+        queues = set()
+        for request in session.multi or ():
+            row = lookup(request)
+            if isinstance(row, Command):
+                queue = self.queue_of(row, request)
+                if isinstance(queue, errors.ReplyError):
+                    return queue
+                if queue is not None:
+                    queues.add(queue)
+        if len(queues) > 1:
+            return CROSSSLOT()
+        if queues and not self.front.serves(queues.pop()):
+            return NOT_HERE()
+        return None
+
+    # --- elsewhere -------------------------------------------------------------------
+    async def _elsewhere(self, session: Session, argv: list[bytes], queue: bytes) -> Any:
+        """Take the queue and run here (AGAIN), or forward to its owner; bounded."""
+        front = self.front
+        deadline = time.monotonic() + front.resolve_s
+        pause = RESOLVE_PAUSE_S
+        while True:
+            try:
+                owner = await front.leases.owner(queue)
+                if owner is None or address_of(owner) == front.address:
+                    if await front.adopt(queue, owner):
+                        return AGAIN
+                else:
+                    reply = await self._link(session, address_of(owner)).request(
+                        argv, front.password)
+                    if not reply.startswith(b"-TRYAGAIN"):
+                        return Raw(reply)
+            except (RedisError, OSError) as exc:
+                log.debug("cluster: %r not reached yet: %s", queue, exc)
+            if time.monotonic() >= deadline:
+                return errors.UNACKNOWLEDGED()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def _link(self, session: Session, address: bytes) -> Link:
+        links = self.links.setdefault(session.id, {})
+        key = (address, session.resp)
+        link = links.get(key)
+        if link is None:
+            link = links[key] = Link(address, session.resp)
+        return link
+
+    def forget(self, session: Session) -> None:
+        """The client left: its links to other fronts close."""
+        for link in self.links.pop(session.id, {}).values():
+            link.close()

@@ -1,0 +1,100 @@
+"""The Lua the fronts run in the cluster, each in one queue's hash slot.
+
+They are sent with EVAL (the server caches them by digest): no EVALSHA, so a
+primary promoted by a failover, whose script cache is empty, needs nothing
+reloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# A batch of plans of one queue, applied atomically behind the term check.
+# KEYS[1] owner, KEYS[2] written; ARGV[1] the owner's value (its term), ARGV[2] the
+# batch's number (`written` once applied), then the ops, each as its count and its
+# arguments. A batch already applied (a retry after a lost answer) is not applied
+# again, but its number is written again, so that the WAIT after it waits for a write.
+APPLY: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('EMQFENCED the queue has another owner')
+end
+local written = tonumber(redis.call('GET', KEYS[2]) or '0')
+local seq = tonumber(ARGV[2])
+if written >= seq then
+  redis.call('SET', KEYS[2], written)
+  return 0
+end
+if written ~= seq - 1 then
+  return redis.error_reply('EMQGAP the cluster holds batch ' .. written .. ', not ' .. (seq - 1))
+end
+local i = 3
+local n = #ARGV
+while i <= n do
+  local count = tonumber(ARGV[i])
+  redis.call(unpack(ARGV, i + 1, i + count))
+  i = i + count + 1
+end
+redis.call('SET', KEYS[2], seq)
+return 1
+"""
+
+# Renew the lease if it is still this owner's: 1, else 0. KEYS[1] owner; ARGV: value, ms.
+RENEW: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# Let go of the lease if it is still this owner's (a clean shutdown). KEYS[1] owner.
+RELEASE: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# The values of a batch of a queue's keys: {type, contents} each (hash: HGETALL's
+# pairs; zset: ZRANGE WITHSCORES' pairs; anything else: nothing).
+DUMP: Final = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'hash' then
+    out[i] = {'hash', redis.call('HGETALL', key)}
+  elseif kind == 'zset' then
+    out[i] = {'zset', redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')}
+  else
+    out[i] = {kind, {}}
+  end
+end
+return out
+"""
+
+# The earliest due time of a queue's clock work (scheduled jobs, leases, schedules,
+# rate windows): the smallest first score of the four sets, or false when all are
+# empty. KEYS: the four sets.
+DUE: Final = """
+local best = false
+for _, key in ipairs(KEYS) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local score = tonumber(first[2])
+    if not best or score < best then best = score end
+  end
+end
+if best then return tostring(best) end
+return false
+"""
+
+# Take over a lease this front's address holds from an earlier life (a restart
+# before it ran out): only if the value is still the one seen. KEYS[1] owner;
+# ARGV: the value seen, the new value, ms.
+TAKE_BACK: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""

@@ -1,0 +1,35 @@
+"""EMQ.OWNER and EMQ.FRONT: which front serves a queue (cluster mode, docs/CLUSTER.md).
+
+`EMQ.OWNER QUEUE` answers the address (`HOST:PORT`) of the front that owns the
+queue: in cluster mode the request is routed like any of the queue's (run by
+the owner, which answers its own address, taking the queue first if nobody
+owns it), so a client can connect to the owner and skip the forwarding hop; a
+single process answers its own address. `EMQ.FRONT` is what a front sends
+first on a connection it forwards its clients' requests on: a request that
+comes that way is never forwarded again (emqd/cluster/router.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emqd.cluster.names import front_address
+from emqd.command import command
+from emqd.session import Session
+
+
+def owner(session: Session, argv: list[bytes]) -> Any:
+    return front_address(session.core.config)
+
+
+def front(session: Session, argv: list[bytes]) -> Any:
+    session.forwarded = True
+    return "OK"
+
+
+COMMANDS = [
+    command("emq.owner", 2, "readonly fast", owner, (1, 1, 1), group="emq",
+            summary="The address of the front that owns the queue"),
+    command("emq.front", 1, "admin fast", front, group="emq",
+            summary="Marks a connection a front forwards its clients' requests on"),
+]

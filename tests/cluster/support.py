@@ -1,0 +1,143 @@
+"""A real Redis Cluster (Debian's redis-server in cluster mode) and emqd fronts over it.
+
+`Cluster.start(primaries, replicas)` starts the nodes on free loopback ports
+below 55536 (a node's cluster bus listens on its port + 10000), joins them with
+`redis-cli --cluster create`, and waits for `cluster_state:ok`. Every process
+is stopped by its PID in `stop()`, also when a later one failed to start.
+`front(cluster)` starts an emqd front on it (tests/support.py's start_emqd).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from tests.support import ServerProcess, redis_server_path, start_emqd
+
+PORT_LOW, PORT_HIGH = 20_000, 45_000  # + 10000 for the bus: below 55536
+READY_S = 20.0
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports(count: int) -> list[int]:
+    """`count` ports whose cluster-bus twins (+10000) are free too."""
+    ports: list[int] = []
+    for _ in range(10_000):
+        port = random.randrange(PORT_LOW, PORT_HIGH)
+        if port not in ports and _free(port) and _free(port + 10_000):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise RuntimeError("no free ports for a cluster")
+
+
+def until(condition: Callable[[], Any], timeout: float, what: str, pause: float = 0.05) -> Any:
+    """Poll `condition` until it is truthy (its value), for at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = condition()
+        except (redis.RedisError, OSError):
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(pause)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.nodes: list[ServerProcess] = []
+        self.workdir = tempfile.mkdtemp(prefix="emqd-cluster-")
+
+    @classmethod
+    def start(cls, primaries: int = 3, replicas: int = 1) -> Cluster:
+        cluster = cls()
+        try:
+            cluster._start(primaries, replicas)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def _start(self, primaries: int, replicas: int) -> None:
+        server = redis_server_path() or "redis-server"
+        for port in cluster_ports(primaries * (1 + replicas)):
+            self.nodes.append(ServerProcess(
+                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                 "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000",
+                 "--save", "", "--appendonly", "no", "--dir", self.workdir], port,
+                cwd=self.workdir))
+        create = ["redis-cli", "--cluster", "create",
+                  *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                  "--cluster-replicas", str(replicas), "--cluster-yes"]
+        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        for node in self.nodes:
+            until(lambda node=node: self._ok(node.port), READY_S, f"node {node.port} ready")
+        until(self._replicas_synced, READY_S, "replicas in sync")
+
+    @staticmethod
+    def _ok(port: int) -> bool:
+        with redis.Redis(port=port) as client:
+            return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
+
+    def _replicas_synced(self) -> bool:
+        for node in self.nodes:
+            with redis.Redis(port=node.port) as client:
+                info = client.info("replication")
+                if info["role"] == "slave" and info.get("master_link_status") != "up":
+                    return False
+        return True
+
+    @property
+    def seeds(self) -> str:
+        return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes[:3] if node.running())
+
+    def client(self) -> RedisCluster:
+        alive = next(node for node in self.nodes if node.running())
+        return RedisCluster(host="127.0.0.1", port=alive.port)
+
+    def primary_of(self, key: bytes) -> ServerProcess:
+        with self.client() as client:
+            port = client.get_node_from_key(key).port
+        return next(node for node in self.nodes if node.port == port)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def front(cluster: Cluster, *flags: str) -> ServerProcess:
+    """An emqd front on the cluster, on a free port below 55536."""
+    port = cluster_ports(1)[0]
+    return start_emqd("--cluster", cluster.seeds, *flags, port=port)
+
+
+def start_fronts(cluster: Cluster, count: int, *flags: str) -> list[ServerProcess]:
+    """`count` fronts; those started are stopped if a later one fails to start."""
+    started: list[ServerProcess] = []
+    try:
+        for _ in range(count):
+            started.append(front(cluster, *flags))
+    except BaseException:
+        for server in started:
+            server.stop()
+        raise
+    return started
