@@ -53,16 +53,26 @@ class ServerProcess:
         self.port = port
         self.http_port = 0  # emqd's HTTP side, when start_emqd(http=True) asked for it
         self.argv = argv
+        self.env, self.cwd = env, cwd
         self.log = tempfile.NamedTemporaryFile(prefix="emqd-test-", suffix=".log", delete=False)
+        self._spawn()
+
+    def _spawn(self) -> None:
         self.proc = subprocess.Popen(
-            argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+            self.argv, stdout=self.log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
             start_new_session=True,
         )
         try:
-            wait_for_port(port, self.proc)
+            wait_for_port(self.port, self.proc)
         except Exception:
             self.stop()
-            raise RuntimeError(f"{argv!r} failed to start:\n{self.output()}") from None
+            raise RuntimeError(f"{self.argv!r} failed to start:\n{self.output()}") from None
+
+    def restart(self) -> None:
+        """Start the same command again (after a kill), and wait for its port."""
+        self.stop()
+        self.log = open(self.log.name, "ab")  # noqa: SIM115 (closed by stop)
+        self._spawn()
 
     @property
     def pid(self) -> int:

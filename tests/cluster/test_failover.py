@@ -1,0 +1,88 @@
+"""A primary killed under load: no acknowledged job is lost, nothing unacknowledged is OK.
+
+A cluster of its own (3 primaries, a replica each, node timeout 2 s), one front
+with `--cluster-acks 1`. Producers add jobs with ids of their own (an ADD
+retried with the same id is idempotent), then the primary of the queue's slot
+is killed with SIGKILL. Its replica takes over within seconds; meanwhile, and
+while the shard has no replica to acknowledge, writes are answered TRYAGAIN,
+never OK. Once the killed node comes back (as the new primary's replica),
+writes are acknowledged again. At the end every ADD that was answered with its
+id is in the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis
+import redis.asyncio as aioredis
+
+from tests.cluster.conftest import need_redis
+from tests.cluster.support import Cluster, front, until
+from tests.support import ServerProcess
+
+LOAD_S = 14.0  # producing, in all
+KILL_AT_S = 3.0
+PRODUCERS = 4
+
+
+async def produce(port: int, name: str, acked: set[bytes], refused: list[str],
+                  stop_at: float) -> None:
+    """Add jobs `name-0`, `name-1`, ... until `stop_at`; each retried until answered."""
+    client = aioredis.Redis(port=port, socket_timeout=15)
+    try:
+        n = 0
+        while time.monotonic() < stop_at:
+            job_id = f"{name}-{n}".encode()
+            try:
+                reply = await client.execute_command("EMQ.ADD", "load", b"payload", "ID", job_id)
+            except redis.RedisError as exc:  # TRYAGAIN, or the front's connection
+                refused.append(f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(0.05)
+                continue  # the same id again: idempotent
+            assert reply == job_id
+            acked.add(job_id)
+            n += 1
+    finally:
+        await client.aclose()
+
+
+def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
+    need_redis()
+    cluster = Cluster.start()
+    server: ServerProcess | None = None
+    try:
+        server = front(cluster, "--cluster-acks", "1", "--cluster-lease-ms", "2000",
+                       "--cluster-timeout-ms", "3000")
+        primary = cluster.primary_of(b"emq:{load}:pending")
+        acked: set[bytes] = set()
+        refused: list[str] = []
+
+        async def load() -> None:
+            stop_at = time.monotonic() + LOAD_S
+            producers = [asyncio.create_task(produce(server.port, f"p{i}", acked, refused,
+                                                     stop_at)) for i in range(PRODUCERS)]
+            await asyncio.sleep(KILL_AT_S)
+            before = len(acked)
+            primary.kill()  # SIGKILL
+            # its replica takes the slot over; the killed node rejoins as its replica
+            await asyncio.sleep(4.0)
+            await asyncio.to_thread(primary.restart)
+            await asyncio.gather(*producers)
+            assert before > 0
+
+        asyncio.run(load())
+        assert refused, "the outage refused nothing: the kill came too late or too early"
+        assert any(text.startswith("TryAgainError") for text in refused), set(refused)
+        with cluster.client() as store:
+            held = set(store.zrange("emq:{load}:pending", 0, -1))
+            assert acked <= held, sorted(acked - held)[:10]
+            assert store.zcard("emq:{load}:pending") == len(held)
+        # acknowledged again once the shard has a replica
+        until(lambda: redis.Redis(port=server.port).execute_command(
+            "EMQ.ADD", "load", "after", "ID", "after") == b"after", 20, "writes acked again")
+    finally:
+        if server is not None:
+            server.stop()
+        cluster.stop()
