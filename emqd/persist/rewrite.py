@@ -226,6 +226,8 @@ def _items(value: Any, copy: bool) -> tuple[bool, Mapping[Any, Any]]:
     snapshot. A BigHash or a ZSet is changed in place by later plans, so
     `copy` takes a copy of it before that happens.
     """
+    if type(value) is bytes:  # a listpack sorted set: bytes, never changed in place
+        return True, _Scores(ZSet(value))
     if type(value) is ZSet:
         scores = _Scores(value)
         return True, dict(scores) if copy else scores

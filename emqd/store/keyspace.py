@@ -22,10 +22,13 @@ from mypy_extensions import mypyc_attr
 from emqd import errors
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, Limits
+from emqd.store import listpack as lp
 from emqd.store.scan_index import ScanIndex
-from emqd.store.zset import ZSet
+from emqd.store.zset import ZSet, added_to, skiplist
 
-Value = Hash | ZSet
+# A hash (a Row tuple or a BigHash), a skiplist ZSet, or a listpack sorted set's bytes
+# (store/listpack.py: stored as the value itself, read through a ZSet made for the read).
+Value = Hash | ZSet | bytes
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -76,14 +79,21 @@ class Keyspace(View):
     def hash(self, key: bytes) -> Hash | None:
         """The hash at `key`, None when absent; WRONGTYPE when it is a sorted set."""
         value = self.data.get(key)
-        if value is None or type(value) is not ZSet:
-            return value  # type: ignore[return-value]
-        raise errors.WRONGTYPE()
+        if value is None or type(value) is tuple:
+            return value
+        if type(value) is ZSet or type(value) is bytes:
+            raise errors.WRONGTYPE()
+        return value  # type: ignore[return-value]
 
     def zset(self, key: bytes) -> ZSet | None:
-        """The sorted set at `key`, None when absent; WRONGTYPE when it is a hash."""
+        """The sorted set at `key`, None when absent; WRONGTYPE when it is a hash. A listpack
+        is handed out in a ZSet of its own: a snapshot, which later writes do not change."""
         value = self.data.get(key)
-        if value is None or type(value) is ZSet:
+        if value is None:
+            return None
+        if type(value) is bytes:
+            return ZSet(value)
+        if type(value) is ZSet:
             return value
         raise errors.WRONGTYPE()
 
@@ -91,7 +101,7 @@ class Keyspace(View):
         value = self.data.get(key)
         if value is None:
             return "none"
-        return "zset" if type(value) is ZSet else "hash"
+        return "zset" if is_zset(value) else "hash"
 
     def __len__(self) -> int:
         return len(self.data)
@@ -170,12 +180,17 @@ class Keyspace(View):
             cut = max(0, len(values) - budget)
             budget -= len(values) - cut
             for value in values[cut:]:
-                if type(value) is not tuple and len(value) > FREE_WHOLE:
+                if _is_big(value):
                     _list_parts(value, parts)  # type: ignore[arg-type]
             del values[cut:]
             if not values:
                 dropped.pop()
         return bool(parts or dropped)
+
+
+def is_zset(value: Value) -> bool:
+    """A stored value is a sorted set (either form), not a hash."""
+    return type(value) is ZSet or type(value) is bytes
 
 
 # --- the primitives each op is made of (and what a Shape's applier calls directly) -----
@@ -194,20 +209,34 @@ def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
     data = space.data
     zset = data.get(key)
     if zset is None:
-        zset = data[key] = _new_zset(space.limits, member)
+        zset = _new_zset(space.limits, member)
         if space.scan is not None:
             space.scan = space.scan.added(key)
-    zset.add(member, float(score), space.limits)  # type: ignore[union-attr]
+    if type(zset) is bytes:
+        data[key] = added_to(zset, member, float(score), space.limits)
+    else:
+        zset.add(member, float(score), space.limits)  # type: ignore[union-attr]
+        data[key] = zset
 
 
 def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
     """ZREM key member; the key goes with its last member."""
     data = space.data
     zset = data.get(key)
-    if zset is not None:
-        zset.remove(member)  # type: ignore[union-attr]
-        if not zset:
+    if zset is None:
+        return
+    if type(zset) is bytes:
+        left = lp.removed(zset, member)
+        if left is zset:
+            return
+        if left == lp.EMPTY:
             _delete(space, key)
+        else:
+            data[key] = left
+        return
+    zset.remove(member)  # type: ignore[union-attr]
+    if not zset:
+        _delete(space, key)
 
 
 def remove_field(space: Keyspace, key: bytes, name: bytes) -> None:
@@ -236,7 +265,7 @@ FREE_WHOLE: Final = 4096  # fields or members a value may have to be freed at on
 
 
 def _is_big(value: Value) -> bool:
-    return type(value) is not tuple and len(value) > FREE_WHOLE
+    return type(value) is not tuple and type(value) is not bytes and len(value) > FREE_WHOLE
 
 
 def _list_parts(value: BigHash | ZSet, parts: list[list[Any]]) -> None:
@@ -247,15 +276,14 @@ def _list_parts(value: BigHash | ZSet, parts: list[list[Any]]) -> None:
     parts.append(list(mapping.values()))
 
 
-def _new_zset(limits: Limits, first: bytes) -> ZSet:
+def _new_zset(limits: Limits, first: bytes) -> ZSet | bytes:
     """A set as Redis 7.0 makes it for a ZADD whose first member is `first`: born a
     skiplist when no listpack may hold a member or `first` is too long for one (and then
     it keeps -0 scores from its first member on); otherwise a listpack, which the members
     after the first convert as they come (storing -0 as 0 until then)."""
-    zset = ZSet()
     if limits.zset_entries == 0 or len(first) > limits.zset_value:
-        zset.listpack = False
-    return zset
+        return skiplist()
+    return lp.EMPTY
 
 
 def _hset(space: Keyspace, op: Sequence[Any]) -> None:
@@ -297,11 +325,15 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
     zset = data.get(key)
     limits = space.limits
     if zset is None:
-        zset = data[key] = _new_zset(limits, op[3])
+        zset = _new_zset(limits, op[3])
         if space.scan is not None:
             space.scan = space.scan.added(key)
     for i in range(2, len(op), 2):
-        zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
+        if type(zset) is bytes:
+            zset = added_to(zset, op[i + 1], float(op[i]), limits)
+        else:
+            zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
+    data[key] = zset
 
 
 def _zrem(space: Keyspace, op: Sequence[Any]) -> None:
@@ -309,6 +341,14 @@ def _zrem(space: Keyspace, op: Sequence[Any]) -> None:
     key = op[1]
     zset = data.get(key)
     if zset is None:
+        return
+    if type(zset) is bytes:
+        for member in op[2:]:
+            zset = lp.removed(zset, member)
+        if zset == lp.EMPTY:
+            _delete(space, key)
+        else:
+            data[key] = zset
         return
     for member in op[2:]:
         zset.remove(member)  # type: ignore[union-attr]

@@ -34,6 +34,17 @@ class SortedKeys:
         self.size = 0
         self.load = load
 
+    @staticmethod
+    def of(keys: list[bytes], load: int = LOAD) -> SortedKeys:
+        """`keys` (ascending, distinct) as sorted keys, in sublists of `load` keys."""
+        order = SortedKeys(load)
+        for i in range(0, len(keys), load):
+            sub = keys[i:i + load]
+            order.lists.append(sub)
+            order.maxes.append(sub[-1])
+        order.size = len(keys)
+        return order
+
     def __len__(self) -> int:
         return self.size
 

@@ -1,27 +1,21 @@
 """The sorted-set type: members with float scores, ordered by (score, member).
 
-Each member is kept as one *packed key*: 9 bytes that sort as its score sorts,
-then the member itself. Because bytes compare as memcmp, the packed keys of a
-set sort exactly in Redis's order (score, then member bytes, which is also
-ZPOPMIN's order), so one sorted list of packed keys (store/sorted.py) gives
-ranks and ranges, and a dict maps each member to its packed key for O(1)
-lookups. The
-score lives once, inside the key: no float object, no (score, member) tuple per
-member, which is what made a pending job cost more than it does in Redis.
+A set has two forms, as in Redis. While Redis would hold it as a listpack (at
+most `zset-max-listpack-entries` members of at most `zset-max-listpack-value`
+bytes), it is one bytes object (store/listpack.py), which the keyspace stores as
+the value itself; reading it through the keyspace wraps it in a ZSet whose
+`packed` holds it. Past either bound it becomes a skiplist for good (Redis never
+converts back): a dict maps each member to its *packed key* (store/packed.py:
+9 bytes that sort as the score, then the member) for O(1) lookups, and one
+sorted list of those keys (store/sorted.py) gives ranks and ranges. Both forms
+order the same packed keys, so every read answers the same in either.
 
-The 9-byte prefix: `\\x01` and the IEEE-754 double big-endian for a score >= 0
-(whose bit patterns already sort as the numbers do), `\\x00` and the same bytes
-inverted for a negative one (which then sort the other way round, as needed).
-0 and -0 are equal scores, so both pack as +0; a skiplist-encoded set
-remembers which members hold -0 (`negative_zeros`) to answer them as Redis
-does. This type knows nothing of keys, types or clients; `store/keyspace.py`
-does.
-
-`listpack` mirrors Redis's encoding of the set (OBJECT ENCODING; at most
-`zset-max-listpack-entries` members of at most `zset-max-listpack-value`
-bytes, and once outgrown never again). It changes two visible things, so emqd
-keeps the flag to answer as Redis does: a listpack stores a score as text and
-writes -0 as `0`, and ZSCAN returns a listpack's whole content in one call.
+0 and -0 are equal scores, so both pack as +0; a skiplist remembers which
+members hold -0 (`negative_zeros`) to answer them as Redis does, and a listpack
+writes -0 as `0`, as Redis's does (it stores a score as text). The encoding
+changes one more visible thing, so callers read `listpack`: ZSCAN returns a
+listpack's whole content in one call. This type knows nothing of keys, types or
+clients; `store/keyspace.py` does.
 
 Score ranges are spans of ranks, `[start, stop)`, so a command can page
 through them (LIMIT, REV) with one `islice`. Lexicographic ranges follow
@@ -33,47 +27,19 @@ defines; with mixed scores a scan that answers what Redis's listpack answers.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Final
 
+from emqd.store import listpack as lp
 from emqd.store.hash import Limits
+from emqd.store.packed import PREFIX, members_of, pack, score_of
 from emqd.store.scan_index import ScanIndex
 from emqd.store.sorted import SortedKeys
 
-PREFIX: Final = 9  # bytes of a packed key before the member
-_DOUBLE: Final = struct.Struct(">d")
-_POSITIVE: Final = b"\x01"
-_NEGATIVE: Final = b"\x00"
-_INVERT: Final = bytes(255 - i for i in range(256))
-_MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
+__all__ = ["PREFIX", "ZSet", "members_of", "pack", "score_of", "added_to", "skiplist"]
+
 _DEFAULT_LIMITS: Final = Limits()
-
-
-def pack(score: float, member: bytes) -> bytes:
-    """The key that sorts as (score, member) sorts; -0 packs as 0, NaN is never given."""
-    if score > 0:
-        return _POSITIVE + _DOUBLE.pack(score) + member
-    if score == 0:
-        return _POSITIVE + _DOUBLE.pack(0.0) + member
-    return _NEGATIVE + _DOUBLE.pack(score).translate(_INVERT) + member
-
-
-def score_of(key: bytes) -> float:
-    """The score a packed key holds (-0 comes back as 0)."""
-    score: float
-    if key[0]:
-        (score,) = _DOUBLE.unpack_from(key, 1)
-    else:
-        (score,) = _DOUBLE.unpack(key[1:PREFIX].translate(_INVERT))
-    return score
-
-
-def members_of(keys: list[bytes]) -> Iterator[bytes]:
-    """The members of packed keys, lazily, each sliced out in C (ZRANGE without scores)."""
-    return map(_MEMBER, keys)
 
 
 def _pairs(keys: Iterable[bytes],
@@ -91,23 +57,94 @@ def _bound(score: float) -> bytes:
     return pack(score, b"")
 
 
+def added_to(raw: bytes, member: bytes, score: float, limits: Limits) -> bytes | ZSet:
+    """A listpack set (its bytes) after ZADD of `member`: its new bytes, or the skiplist
+    it became (the keyspace stores either)."""
+    new = lp.added(raw, member, pack(score, member), limits.zset_entries, limits.zset_value)
+    if new:
+        return new
+    zset = ZSet(raw)
+    zset.add(member, score, limits)
+    return zset
+
+
+def skiplist() -> ZSet:
+    """An empty set in the skiplist form (a set born too big for a listpack)."""
+    zset = ZSet()
+    zset.convert()
+    return zset
+
+
 class ZSet:
-    """A sorted set. Contract: `keys` and `order` always hold the same packed keys."""
+    """A sorted set. Contract: while `packed` is None (a skiplist), `_keys` and `_order`
+    hold the same packed keys; while it is bytes (a listpack), both are None."""
 
-    __slots__ = ("keys", "order", "listpack", "negative_zeros", "scan")
+    __slots__ = ("packed", "_keys", "_order", "negative_zeros", "scan")
 
-    def __init__(self) -> None:
-        self.keys: dict[bytes, bytes] = {}  # member -> packed key
-        self.order = SortedKeys()  # the packed keys, sorted
-        self.listpack = True  # Redis would still hold this set as a listpack
+    def __init__(self, packed: bytes = lp.EMPTY) -> None:
+        self.packed: bytes | None = packed  # the listpack form, None once a skiplist
+        self._keys: dict[bytes, bytes] | None = None  # member -> packed key (skiplist)
+        self._order: SortedKeys | None = None  # the packed keys, sorted (skiplist)
         self.negative_zeros: set[bytes] | None = None  # members scored -0 (skiplist only)
         self.scan: ScanIndex | None = None  # while a ZSCAN runs on a big set (scan_index.py)
 
+    @property
+    def listpack(self) -> bool:
+        """Redis would hold this set as a listpack (OBJECT ENCODING, ZSCAN)."""
+        return self.packed is not None
+
+    @property
+    def keys(self) -> dict[bytes, bytes]:
+        """member -> packed key (a fresh dict of a listpack)."""
+        keys = self._keys
+        if keys is None:
+            return {key[PREFIX:]: key for key in lp.keys(self._raw())}
+        return keys
+
+    @property
+    def order(self) -> SortedKeys:
+        """The packed keys in order (a fresh copy of a listpack's)."""
+        order = self._order
+        if order is None:
+            return SortedKeys.of(lp.keys(self._raw()))
+        return order
+
+    def _raw(self) -> bytes:
+        raw = self.packed
+        assert raw is not None
+        return raw
+
+    def _big(self) -> dict[bytes, bytes]:
+        keys = self._keys
+        assert keys is not None
+        return keys
+
+    def _sorted(self) -> SortedKeys:
+        order = self._order
+        assert order is not None
+        return order
+
+    def convert(self) -> None:
+        """Become a skiplist (Redis's zsetConvert), for good."""
+        raw = self.packed
+        if raw is None:
+            return
+        keys = lp.keys(raw)
+        self._keys = {key[PREFIX:]: key for key in keys}
+        self._order = SortedKeys.of(keys)
+        self.packed = None
+
     def __len__(self) -> int:
-        return len(self.keys)
+        raw = self.packed
+        if raw is not None:
+            return lp.count(raw)
+        return len(self._big())
 
     def __contains__(self, member: bytes) -> bool:
-        return member in self.keys
+        raw = self.packed
+        if raw is not None:
+            return lp.find(raw, member) >= 0
+        return member in self._big()
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
         return self.pairs(self.order)
@@ -117,7 +154,11 @@ class ZSet:
         return _pairs(keys, self.negative_zeros)
 
     def score(self, member: bytes) -> float | None:
-        key = self.keys.get(member)
+        raw = self.packed
+        if raw is not None:
+            off = lp.find(raw, member)
+            return None if off < 0 else lp.score_of_entry(raw, off)
+        key = self._big().get(member)
         if key is None:
             return None
         if self.negative_zeros and member in self.negative_zeros:
@@ -128,21 +169,29 @@ class ZSet:
         """Set `member`'s score (not NaN). True when the member is new.
 
         An equal score (0 and -0 are equal) leaves the member as it is, as
-        Redis does. A listpack-encoded set stores -0 as 0.
+        Redis does. A listpack-encoded set stores -0 as 0; one that must
+        become a skiplist for the new member converts first, so that member
+        keeps its -0 as a skiplist does.
         """
-        keys = self.keys
-        new = pack(score, member)
+        raw = self.packed
+        if raw is not None:
+            new = lp.added(raw, member, pack(score, member), limits.zset_entries,
+                           limits.zset_value)
+            if new:
+                self.packed = new
+                return lp.count(new) > lp.count(raw)
+            self.convert()
+        keys = self._big()
+        order = self._sorted()
+        new_key = pack(score, member)
         old = keys.get(member)
         if old is not None:
-            if old == new:
+            if old == new_key:
                 return False
-            self.order.remove(old)
-        elif self.listpack and (len(keys) >= limits.zset_entries
-                                or len(member) > limits.zset_value):
-            self.listpack = False
-        keys[member] = new
-        self.order.add(new)
-        if score == 0 and not self.listpack:
+            order.remove(old)
+        keys[member] = new_key
+        order.add(new_key)
+        if score == 0:
             self._note_zero(member, math.copysign(1.0, score) < 0)
         elif self.negative_zeros:
             self.negative_zeros.discard(member)
@@ -160,10 +209,15 @@ class ZSet:
 
     def remove(self, member: bytes) -> bool:
         """Remove `member`. True when it was there."""
-        key = self.keys.pop(member, None)
+        raw = self.packed
+        if raw is not None:
+            new = lp.removed(raw, member)
+            self.packed = new
+            return new is not raw
+        key = self._big().pop(member, None)
         if key is None:
             return False
-        self.order.remove(key)
+        self._sorted().remove(key)
         if self.negative_zeros:
             self.negative_zeros.discard(member)
         if self.scan is not None:
@@ -172,9 +226,15 @@ class ZSet:
 
     def first(self) -> tuple[float, bytes] | None:
         """The (score, member) pair ZPOPMIN would take, without taking it."""
-        if not self.keys:
+        raw = self.packed
+        if raw is not None:
+            if raw == lp.EMPTY:
+                return None
+            off = lp.start(raw)
+            return lp.score_of_entry(raw, off), lp.member_at(raw, off)
+        if not self._big():
             return None
-        key = self.order.first()
+        key = self._sorted().first()
         member = key[PREFIX:]
         if self.negative_zeros and member in self.negative_zeros:
             return -0.0, member
@@ -182,15 +242,22 @@ class ZSet:
 
     def first_member(self) -> bytes | None:
         """The member ZPOPMIN would take (CLAIM's read: no score to decode)."""
-        return self.order.first()[PREFIX:] if self.keys else None
+        raw = self.packed
+        if raw is not None:
+            return None if raw == lp.EMPTY else lp.member_at(raw, lp.start(raw))
+        return self._sorted().first()[PREFIX:] if self._big() else None
 
     def members(self) -> Iterator[bytes]:
         """Every member in order, lazily (a walk that may stop early costs what it visits).
 
-        A `map`, not a generator expression: mypyc compiles a returned generator
-        expression as a list, which made every CLAIM copy its whole `pending`.
+        A `map` or a generator function, not a generator expression: mypyc compiles
+        a returned generator expression as a list, which made every CLAIM copy its
+        whole `pending`.
         """
-        return map(_MEMBER, self.order)
+        raw = self.packed
+        if raw is not None:
+            return lp.members(raw)
+        return members_of(self._sorted())
 
     def span(self, start: int, stop: int, reverse: bool = False) -> list[bytes]:
         """The packed keys of ranks `[start, stop)`, ascending or descending: a snapshot
@@ -205,40 +272,59 @@ class ZSet:
 
     def head(self, count: int) -> list[bytes]:
         """The `count` lowest members, in order."""
-        return [key[PREFIX:] for key in self.order.islice(0, count)]
+        raw = self.packed
+        if raw is not None:
+            return lp.head(raw, count)
+        return [key[PREFIX:] for key in self._sorted().islice(0, count)]
 
     def due(self, max_score: float, count: int) -> list[bytes]:
         """At most `count` members with score <= max_score, in order (due times, deadlines)."""
+        raw = self.packed
+        if raw is not None:
+            above = None if math.isinf(max_score) and max_score > 0 else \
+                _bound(math.nextafter(max_score, math.inf))
+            return lp.head(raw, count, above)
         stop = min(self.end_of(max_score), count)
-        return [key[PREFIX:] for key in self.order.islice(0, stop)]
+        return [key[PREFIX:] for key in self._sorted().islice(0, stop)]
 
     def rank(self, member: bytes) -> int | None:
         """`member`'s 0-based rank in ascending order, None when absent."""
-        key = self.keys.get(member)
+        raw = self.packed
+        if raw is not None:
+            off = lp.find(raw, member)
+            return None if off < 0 else lp.rank_at(raw, off)
+        key = self._big().get(member)
         if key is None:
             return None
-        return self.order.index(key)
+        return self._sorted().index(key)
 
     def walk(self, start: int, stop: int, reverse: bool = False) -> Iterator[tuple[float, bytes]]:
         """Pairs of ranks `[start, stop)`, ascending, or descending when `reverse`."""
         return self.pairs(self.order.islice(start, stop, reverse=reverse))
 
     # --- score ranges --------------------------------------------------------
+    def _below(self, bound: bytes) -> int:
+        """How many packed keys are below `bound`."""
+        raw = self.packed
+        if raw is not None:
+            return lp.rank_below(raw, bound)
+        return self._sorted().bisect_left(bound)
+
     def start_of(self, score: float, exclusive: bool = False) -> int:
         """The rank of the first pair whose score is >= score (> score when exclusive)."""
         if exclusive:
             if math.isinf(score) and score > 0:
-                return len(self.order)
-            return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))
-        return self.order.bisect_left(_bound(score))
+                return len(self)
+            return self._below(_bound(math.nextafter(score, math.inf)))
+        return self._below(_bound(score))
 
     def end_of(self, score: float, exclusive: bool = False) -> int:
         """One past the rank of the last pair whose score is <= score (< score when exclusive)."""
         if exclusive:
-            return self.order.bisect_left(_bound(score))
+            return self._below(_bound(score))
         if math.isinf(score) and score > 0:
-            return len(self.order)
-        return self.order.bisect_left(_bound(math.nextafter(score, math.inf)))
+            return len(self)
+        return self._below(_bound(math.nextafter(score, math.inf)))
 
     def score_span(
         self, low: float, high: float, low_exclusive: bool = False, high_exclusive: bool = False

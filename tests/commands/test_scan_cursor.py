@@ -96,7 +96,8 @@ class Collection:
     def owner(self) -> Any:
         if self.kind == "scan":
             return self.local.keyspace
-        return self.local.keyspace.data.get(b"h" if self.kind == "hscan" else b"z")
+        value = self.local.keyspace.data.get(b"h" if self.kind == "hscan" else b"z")
+        return None if isinstance(value, bytes) else value  # a listpack holds no index
 
 
 @settings(max_examples=200, deadline=None)

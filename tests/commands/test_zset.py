@@ -114,8 +114,9 @@ def test_negative_zero_travels_as_a_float(session: Session) -> None:
 def snapshot(keyspace: Keyspace) -> dict:
     out: dict = {}
     for key, value in keyspace.data.items():
-        if isinstance(value, ZSet):
-            out[key] = ([(repr(s), m) for s, m in value], value.listpack)
+        zset = keyspace.zset(key) if keyspace.type_name(key) == "zset" else None
+        if zset is not None:
+            out[key] = ([(repr(s), m) for s, m in zset], zset.listpack)
         else:
             out[key] = plain_value(value)
     return out

@@ -64,7 +64,7 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
     for key in space.data:
         if key.startswith(prefix + b"log:"):
             assert row(space, key[len(prefix) + 4:], prefix) is not None, key
-            assert len(space.data[key]) <= keep, key  # type: ignore[arg-type]
+            assert len(space.zset(key) or ()) <= keep, key
     lanes = [key for key in space.data if key.startswith(prefix + b"lane:")]
     for key in space.data:
         if key.startswith(prefix + b"job:"):
@@ -170,7 +170,8 @@ def check_claim_rate(before: tuple[int, int] | None, after: tuple[int, int] | No
 
 def snapshot(space: Keyspace) -> dict:
     """A deep copy of the keyspace as plain data, to compare before / after."""
-    return {k: (list(v) if isinstance(v, ZSet) else hashes.as_dict(v))
+    return {k: (list(space.zset(k) or ()) if space.type_name(k) == "zset"
+                else hashes.as_dict(v))  # type: ignore[arg-type]
             for k, v in space.data.items()}
 
 
@@ -224,7 +225,7 @@ def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P,
             if value[b"state"] == b"active":
                 active[value[b"group"]] = active.get(value[b"group"], 0) + 1
     assert (hash_of(space, prefix + b"gactive") or {}) == {g: b"%d" % n for g, n in active.items()}
-    lanes = {key[len(prefix) + 5:]: len(space.data[key]) for key in space.data
+    lanes = {key[len(prefix) + 5:]: len(space.zset(key) or ()) for key in space.data
              if key.startswith(prefix + b"lane:")}
     meta = hash_of(space, prefix + b"meta") or {}
     assert int(meta.get(b"lanes_pending", 0)) == sum(lanes.values())
