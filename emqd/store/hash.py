@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.numbers import COMPILED, INT64_MAX, INT64_MIN, parse_int
+from emqd.store import sizes
 from emqd.store.scan_index import ScanIndex
 
 COMPACT_MAX: Final = 32  # fields held in a Row; more make a BigHash
@@ -145,12 +146,14 @@ Row = tuple[Any, ...]  # (Schema, value, ...): see the module docstring
 
 
 class BigHash(dict[bytes, bytes]):
-    """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it, and
-    `scan` the index of an HSCAN in progress (store/scan_index.py), or None."""
+    """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it,
+    `scan` the index of an HSCAN in progress (store/scan_index.py), or None, and
+    `nbytes` what it costs (store/sizes.py), kept as it changes."""
 
-    __slots__ = ("listpack", "scan")
+    __slots__ = ("listpack", "scan", "nbytes")
     listpack: bool
     scan: ScanIndex | None
+    nbytes: int
 
 
 Hash = Row | BigHash
@@ -238,8 +241,12 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
     # lane CLAIM comes here).
     listpack = big.listpack
     longest = limits.hash_value
+    nbytes = big.nbytes
     for i in range(len(names)):
         name, value = names[i], values[i]
+        was = big.get(name)
+        nbytes += sizes.of_bytes(len(value)) + (
+            sizes.field(name, b"") if was is None else -sizes.of_bytes(len(was)))
         big[name] = value
         if listpack and (len(name) > longest or len(value) > longest):
             listpack = False
@@ -247,6 +254,7 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
         listpack = False
     if not listpack and big.listpack:
         big.listpack = False
+    big.nbytes = nbytes
     return big
 
 
@@ -266,7 +274,9 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
         names = list(names)
         _scan_note(row, [name for name in names if name in row], False)
     for name in names:
-        row.pop(name, None)
+        value = row.pop(name, None)
+        if value is not None:
+            row.nbytes -= sizes.field(name, value)
     return row if row else None
 
 
@@ -274,6 +284,10 @@ def _to_big(row: Row, listpack: bool) -> BigHash:
     big = BigHash(zip(row[0].fields, row[1:], strict=True))
     big.listpack = listpack
     big.scan = None
+    nbytes = sizes.BIG_HASH
+    for name, value in big.items():
+        nbytes += sizes.field(name, value)
+    big.nbytes = nbytes
     return big
 
 

@@ -23,6 +23,7 @@ from emqd import errors
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, Limits
 from emqd.store import listpack as lp
+from emqd.store import sizes
 from emqd.store.scan_index import ScanIndex
 from emqd.store.zset import ZSet, added_to, skiplist
 
@@ -55,7 +56,8 @@ class View:
 class Keyspace(View):
     """Every key's value, plus the set of watched keys written since last asked."""
 
-    __slots__ = ("data", "watched", "ready", "limits", "scan", "dropped", "parts", "on_garbage")
+    __slots__ = ("data", "watched", "ready", "limits", "scan", "dropped", "parts", "on_garbage",
+                 "used")
 
     def __init__(self) -> None:
         self.data: dict[bytes, Value] = {}
@@ -74,6 +76,9 @@ class Keyspace(View):
         self.dropped: list[list[Value]] = []
         self.parts: list[list[Any]] = []
         self.on_garbage: Callable[[], None] | None = None
+        # The bytes the keys and values cost as held (store/sizes.py), kept by every
+        # write below: MEMORY USAGE's figures summed, INFO's dataset, maxmemory's measure.
+        self.used = 0
 
     # --- reads ---------------------------------------------------------------
     def hash(self, key: bytes) -> Hash | None:
@@ -194,14 +199,40 @@ def is_zset(value: Value) -> bool:
 
 
 # --- the primitives each op is made of (and what a Shape's applier calls directly) -----
+# Each keeps `Keyspace.used`, the bytes the keyspace holds (store/sizes.py): a value's
+# cost before the write, against its cost after, a key's own when it comes or goes.
+def value_bytes(value: Value) -> int:
+    """What a stored value costs, without its key (store/sizes.py): a row from its
+    lengths, a listpack from its size, a skiplist or a BigHash as it keeps its own."""
+    if type(value) is tuple:
+        return sizes.row(value)
+    if type(value) is bytes:
+        return sizes.of_bytes(len(value))
+    if type(value) is ZSet:
+        return value.size()
+    return value.nbytes  # type: ignore[union-attr]
+
+
+def key_bytes(space: Keyspace, key: bytes) -> int | None:
+    """MEMORY USAGE: the key and its value, None when there is no such key."""
+    value = space.data.get(key)
+    return None if value is None else sizes.key(key) + value_bytes(value)
+
+
 def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
                values: tuple[bytes, ...]) -> None:
     """HSET key names[0] values[0] ..."""
     data = space.data
     row = data.get(key)
-    data[key] = hashes.written(row, names, values, space.limits)  # type: ignore[arg-type]
-    if row is None and space.scan is not None:
-        space.scan = space.scan.added(key)
+    if row is None:
+        before = -sizes.key(key)
+        if space.scan is not None:
+            space.scan = space.scan.added(key)
+    else:
+        before = value_bytes(row)
+    new = hashes.written(row, names, values, space.limits)  # type: ignore[arg-type]
+    data[key] = new
+    space.used += value_bytes(new) - before
 
 
 def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
@@ -209,52 +240,76 @@ def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
     data = space.data
     zset = data.get(key)
     if zset is None:
-        zset = _new_zset(space.limits, member)
-        if space.scan is not None:
-            space.scan = space.scan.added(key)
+        zset = _new_zset(space, key, member)
+        before = 0
+    else:
+        before = value_bytes(zset)
     if type(zset) is bytes:
-        data[key] = added_to(zset, member, float(score), space.limits)
+        zset = data[key] = added_to(zset, member, float(score), space.limits)
     else:
         zset.add(member, float(score), space.limits)  # type: ignore[union-attr]
         data[key] = zset
+    space.used += value_bytes(zset) - before
 
 
 def remove_member(space: Keyspace, key: bytes, member: bytes) -> None:
     """ZREM key member; the key goes with its last member."""
-    data = space.data
-    zset = data.get(key)
-    if zset is None:
-        return
-    if type(zset) is bytes:
-        left = lp.removed(zset, member)
-        if left is zset:
-            return
-        if left == lp.EMPTY:
-            _delete(space, key)
-        else:
-            data[key] = left
-        return
-    zset.remove(member)  # type: ignore[union-attr]
-    if not zset:
-        _delete(space, key)
+    _remove_members(space, key, (member,))
 
 
 def remove_field(space: Keyspace, key: bytes, name: bytes) -> None:
     """HDEL key name: one field."""
+    _remove_fields(space, key, (name,))
+
+
+def _remove_fields(space: Keyspace, key: bytes, names: Sequence[bytes]) -> None:
     data = space.data
     row = data.get(key)
     if row is None:
         return
-    left = hashes.removed(row, (name,))  # type: ignore[arg-type]
+    before = value_bytes(row)
+    left = hashes.removed(row, names)  # type: ignore[arg-type]
     if left is None:
-        _delete(space, key)
+        _gone(space, key, before)
     else:
         data[key] = left
+        space.used += value_bytes(left) - before
+
+
+def _remove_members(space: Keyspace, key: bytes, members: Sequence[bytes]) -> None:
+    data = space.data
+    zset = data.get(key)
+    if zset is None:
+        return
+    before = value_bytes(zset)
+    if type(zset) is bytes:
+        left = zset
+        for member in members:
+            left = lp.removed(left, member)
+        if left == lp.EMPTY:
+            _gone(space, key, before)
+        elif left is not zset:
+            data[key] = left
+            space.used += value_bytes(left) - before
+        return
+    for member in members:
+        zset.remove(member)  # type: ignore[union-attr]
+    if zset:
+        space.used += value_bytes(zset) - before
+    else:
+        _gone(space, key, before)
 
 
 def _delete(space: Keyspace, key: bytes) -> None:
-    """The key goes (it is there); a big value is left to `free`."""
+    """The key goes (it is there)."""
+    _gone(space, key, value_bytes(space.data[key]))
+
+
+def _gone(space: Keyspace, key: bytes, size: int) -> None:
+    """The key goes with its value, which cost `size` as last counted; a big value is
+    left to `free`."""
     value = space.data.pop(key)
+    space.used -= sizes.key(key) + size
     if space.scan is not None:
         space.scan = space.scan.removed(key)
     if _is_big(value):
@@ -276,11 +331,16 @@ def _list_parts(value: BigHash | ZSet, parts: list[list[Any]]) -> None:
     parts.append(list(mapping.values()))
 
 
-def _new_zset(limits: Limits, first: bytes) -> ZSet | bytes:
+def _new_zset(space: Keyspace, key: bytes, first: bytes) -> ZSet | bytes:
     """A set as Redis 7.0 makes it for a ZADD whose first member is `first`: born a
     skiplist when no listpack may hold a member or `first` is too long for one (and then
     it keeps -0 scores from its first member on); otherwise a listpack, which the members
-    after the first convert as they come (storing -0 as 0 until then)."""
+    after the first convert as they come (storing -0 as 0 until then). Not stored yet:
+    its key is counted here, its value by the caller."""
+    space.used += sizes.key(key)
+    if space.scan is not None:
+        space.scan = space.scan.added(key)
+    limits = space.limits
     if limits.zset_entries == 0 or len(first) > limits.zset_value:
         return skiplist()
     return lp.EMPTY
@@ -292,16 +352,7 @@ def _hset(space: Keyspace, op: Sequence[Any]) -> None:
 
 
 def _hdel(space: Keyspace, op: Sequence[Any]) -> None:
-    data = space.data
-    key = op[1]
-    row = data.get(key)
-    if row is None:
-        return
-    left = hashes.removed(row, op[2:])  # type: ignore[arg-type]
-    if left is None:
-        _delete(space, key)
-    else:
-        data[key] = left
+    _remove_fields(space, op[1], op[2:])
 
 
 def _hincrby(space: Keyspace, op: Sequence[Any]) -> None:
@@ -325,40 +376,27 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
     zset = data.get(key)
     limits = space.limits
     if zset is None:
-        zset = _new_zset(limits, op[3])
-        if space.scan is not None:
-            space.scan = space.scan.added(key)
+        zset = _new_zset(space, key, op[3])
+        before = 0
+    else:
+        before = value_bytes(zset)
     for i in range(2, len(op), 2):
         if type(zset) is bytes:
             zset = added_to(zset, op[i + 1], float(op[i]), limits)
         else:
             zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
     data[key] = zset
+    space.used += value_bytes(zset) - before
 
 
 def _zrem(space: Keyspace, op: Sequence[Any]) -> None:
-    data = space.data
-    key = op[1]
-    zset = data.get(key)
-    if zset is None:
-        return
-    if type(zset) is bytes:
-        for member in op[2:]:
-            zset = lp.removed(zset, member)
-        if zset == lp.EMPTY:
-            _delete(space, key)
-        else:
-            data[key] = zset
-        return
-    for member in op[2:]:
-        zset.remove(member)  # type: ignore[union-attr]
-    if not zset:
-        _delete(space, key)
+    _remove_members(space, op[1], op[2:])
 
 
 def _flushall(space: Keyspace, op: Sequence[Any]) -> None:
     old, space.data = space.data, {}
     space.scan = None
+    space.used = 0
     space.discard(old)
 
 

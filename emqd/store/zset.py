@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd.store import listpack as lp
+from emqd.store import sizes
 from emqd.store.hash import Limits
 from emqd.store.packed import PREFIX, members_of, pack, score_of
 from emqd.store.scan_index import ScanIndex
@@ -79,7 +80,7 @@ class ZSet:
     """A sorted set. Contract: while `packed` is None (a skiplist), `_keys` and `_order`
     hold the same packed keys; while it is bytes (a listpack), both are None."""
 
-    __slots__ = ("packed", "_keys", "_order", "negative_zeros", "scan")
+    __slots__ = ("packed", "_keys", "_order", "negative_zeros", "scan", "nbytes")
 
     def __init__(self, packed: bytes = lp.EMPTY) -> None:
         self.packed: bytes | None = packed  # the listpack form, None once a skiplist
@@ -87,6 +88,14 @@ class ZSet:
         self._order: SortedKeys | None = None  # the packed keys, sorted (skiplist)
         self.negative_zeros: set[bytes] | None = None  # members scored -0 (skiplist only)
         self.scan: ScanIndex | None = None  # while a ZSCAN runs on a big set (scan_index.py)
+        self.nbytes = 0  # what a skiplist costs (store/sizes.py), kept as it changes
+
+    def size(self) -> int:
+        """The bytes this set costs as the store holds it (store/sizes.py)."""
+        raw = self.packed
+        if raw is not None:  # a listpack in a ZSet of its own: the object and its bytes
+            return sizes.WRAPPER + sizes.of_bytes(len(raw))
+        return self.nbytes
 
     @property
     def listpack(self) -> bool:
@@ -133,6 +142,10 @@ class ZSet:
         self._keys = {key[PREFIX:]: key for key in keys}
         self._order = SortedKeys.of(keys)
         self.packed = None
+        nbytes = sizes.SKIPLIST
+        for key in keys:
+            nbytes += sizes.member(len(key) - PREFIX)
+        self.nbytes = nbytes
 
     def __len__(self) -> int:
         raw = self.packed
@@ -195,8 +208,10 @@ class ZSet:
             self._note_zero(member, math.copysign(1.0, score) < 0)
         elif self.negative_zeros:
             self.negative_zeros.discard(member)
-        if self.scan is not None and old is None:
-            self.scan = self.scan.added(member)
+        if old is None:
+            self.nbytes += sizes.member(len(member))
+            if self.scan is not None:
+                self.scan = self.scan.added(member)
         return old is None
 
     def _note_zero(self, member: bytes, negative: bool) -> None:
@@ -218,6 +233,7 @@ class ZSet:
         if key is None:
             return False
         self._sorted().remove(key)
+        self.nbytes -= sizes.member(len(member))
         if self.negative_zeros:
             self.negative_zeros.discard(member)
         if self.scan is not None:
