@@ -9,16 +9,19 @@ import sys
 from dataclasses import fields
 
 from emqd import __version__, core_build
+from emqd.commands.parameters import memtoull
 from emqd.config import LOG_LEVELS, Config
 
 _YES_NO = {"yes": True, "no": False}
 # integer flags whose default (None) is worked out at start
 _OPTIONAL_INTS = {"id_base", "cluster_acks"}
+_MEMORY = {"maxmemory"}  # sizes with Redis's units (`512mb`, `2gb`), as CONFIG SET reads them
 _CHOICES = {
     "appendonly": ["yes", "no"],
     "appendfsync": ["always", "everysec", "no"],
     "loglevel": list(LOG_LEVELS),
     "tls_auth_clients": ["yes", "no", "optional"],
+    "maxmemory_policy": ["noeviction"],  # emqd never evicts (CONFIG SET says why)
 }
 
 
@@ -71,6 +74,12 @@ def config_from(argv: list[str], environ: dict[str, str]) -> Config:
             parser.error(f"{_flag(f.name)} must be one of {', '.join(_CHOICES[f.name])}")
         if type(default) is bool:
             values[f.name] = _YES_NO[raw]
+        elif f.name in _MEMORY:
+            size = memtoull(raw.encode())
+            if size is None:
+                parser.error(f"{_flag(f.name)} must be a size in bytes (512mb, 2gb, ...), "
+                             f"not {raw!r}")
+            values[f.name] = size
         elif type(default) is int or f.name in _OPTIONAL_INTS:
             try:
                 number = int(raw)

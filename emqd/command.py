@@ -32,12 +32,14 @@ class Command:
     fewest: int = field(init=False)  # the arity as a range of argv lengths
     most: int = field(init=False)
     checks_disk: bool = field(init=False)  # refused while the log cannot be written
+    grows: bool = field(init=False)  # Redis's `denyoom`: refused past maxmemory
 
     def __post_init__(self) -> None:
         exact = self.arity > 0
         object.__setattr__(self, "fewest", self.arity if exact else -self.arity)
         object.__setattr__(self, "most", self.arity if exact else 1 << 62)
         object.__setattr__(self, "checks_disk", "write" in self.flags or self.name == "ping")
+        object.__setattr__(self, "grows", "denyoom" in self.flags)
 
 
 def command(

@@ -36,6 +36,10 @@ class Config:
     appendfsync: str = "everysec"  # always | everysec | no
     aof_rewrite_min_size: int = 64 * 1024 * 1024
     requirepass: str | None = None
+    # Redis's memory limit (bytes; 0 = none) on INFO's used_memory: past it, commands
+    # that add data are refused (-OOM); emqd never evicts (docs/SERVER.md, Memory).
+    maxmemory: int = 0
+    maxmemory_policy: str = "noeviction"
     stalled_interval: int = 1000  # ms; 0 = no stall sweep
     max_payload: int = 16 * 1024 * 1024
     maxclients: int = 10000

@@ -32,6 +32,7 @@ from emqd import clock
 from emqd.commit import Commit
 from emqd.config import LOG_LEVELS, Config
 from emqd.dues import Dues
+from emqd.memory import rss_bytes
 from emqd.output_limit import OutputLimit
 from emqd.pubsub import Deliver, PubSub, nowhere
 from emqd.sink import NullSink, Sink
@@ -96,6 +97,12 @@ class Core:
         self.info: dict[str, list[InfoFields]] = {}
         self.request_shutdown = shutdown  # SHUTDOWN: the server stops as on SIGTERM
         self._reconfigured: list[Reconfigured] = []
+        # INFO's used_memory is the process as it started (its resident size now, before
+        # the log loads) plus the keyspace's bytes (store/sizes.py); `maxmemory` bounds
+        # it (0: no limit), kept here from the Config for the dispatcher's check.
+        self.memory_startup = rss_bytes()
+        self.memory_peak = self.memory_startup
+        self.maxmemory = config.maxmemory
         # Cluster mode (emqd/cluster/front.py): where each request runs, and each owned
         # queue's term, the epoch of the leases granted on its jobs; None in a single
         # process, whose epoch is `run_id` for every queue.
@@ -117,6 +124,19 @@ class Core:
         """INFO's `section` also shows what `fields` returns, each time it is asked."""
         self.info.setdefault(section, []).append(fields)
 
+    # --- memory ------------------------------------------------------------------------
+    def used_memory(self) -> int:
+        """INFO's used_memory (docs/SERVER.md, Memory); its peak follows it."""
+        used = self.memory_startup + self.keyspace.used
+        if used > self.memory_peak:
+            self.memory_peak = used
+        return used
+
+    def out_of_memory(self) -> bool:
+        """Past `maxmemory`: commands that add data are refused (-OOM)."""
+        limit = self.maxmemory
+        return limit > 0 and self.used_memory() > limit
+
     # --- CONFIG SET and CONFIG RESETSTAT ---------------------------------------------
     def on_reconfigure(self, told: Reconfigured) -> None:
         """`told(old, new)` after each CONFIG SET, after the core's own parts were told."""
@@ -129,6 +149,7 @@ class Core:
         new = self.config = dataclasses.replace(old, **changes)
         self._set_limits(new)
         self.normal_limit = normal_limit(new)
+        self.maxmemory = new.maxmemory
         if new.loglevel != old.loglevel:
             logging.getLogger("emqd").setLevel(LOG_LEVELS[new.loglevel])
         self.commit.sink.reconfigure(new)

@@ -21,7 +21,8 @@ from typing import Any, Final
 from emqd import errors
 from emqd.command import Command, command
 from emqd.commands import config as config_command
-from emqd.commands import connection, fronts, function, keys, persistence, pubsub, server, zset
+from emqd.commands import (connection, fronts, function, keys, memory, persistence, pubsub,
+                           server, zset)
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.core import Core
@@ -65,7 +66,7 @@ from emqd.verbs import config as queue_config
 from emqd.wire.resp import encode
 
 COMMAND_MODULES: Final = (connection, keys, hash_commands, zset, pubsub, server, config_command,
-                          function, persistence, fronts)
+                          function, persistence, fronts, memory)
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
@@ -215,6 +216,8 @@ def execute(session: Session, argv: list[bytes]) -> Any:
     tally.n += 1
     if not session.authenticated or session.multi is not None or session.pubsub is not None:
         return _special(session, row, argv)
+    if row.grows and core.maxmemory and core.out_of_memory():
+        return _reject(session, errors.OOM(), argv)
     if row.checks_disk:
         failing = core.commit.sink.failing
         if failing is not None:
@@ -231,6 +234,22 @@ def _disk_refuses(core: Core) -> OSError | None:
     """Redis's rule: while the log cannot be written, refuse what would change the
     keyspace (and PING, so that a client notices): why it cannot, or None."""
     return core.commit.sink.failing
+
+
+def _memory_refuses(session: Session, row: Command) -> bool:
+    """Redis's rule past maxmemory: refuse what adds data, an EXEC whose queue does, and,
+    inside MULTI, any command to queue but EXEC, DISCARD, QUIT and RESET (a queue of
+    requests grows too)."""
+    if not session.core.out_of_memory():
+        return False
+    if row.grows:
+        return True
+    if session.multi is None:
+        return False
+    if row.name == "exec":
+        return any(isinstance(found, Command) and found.grows
+                   for found in map(lookup, session.multi))
+    return row.name not in _IN_MULTI_DIRECT or row.name == "multi"
 
 
 def _exec_writes(session: Session, row: Command) -> bool:
@@ -250,6 +269,8 @@ def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
     7.0's checks in processCommand's order (NOAUTH, MISCONF, Pub/Sub mode, MULTI)."""
     if not session.authenticated and "no_auth" not in row.flags:
         return _reject(session, errors.NOAUTH(), argv)
+    if session.core.maxmemory and _memory_refuses(session, row):
+        return _reject(session, errors.OOM(), argv)
     failing = _disk_refuses(session.core)
     if failing is not None and (row.checks_disk or _exec_writes(session, row)):
         return _reject(session, errors.misconf(failing), argv)

@@ -95,6 +95,7 @@ NOT_FLOAT: Final = Refusal("ERR value is not a valid float")
 HASH_NOT_INTEGER: Final = Refusal("ERR hash value is not an integer")
 OVERFLOW: Final = Refusal("ERR increment or decrement would overflow")
 NOAUTH: Final = Refusal("NOAUTH Authentication required.")
+OOM: Final = Refusal("OOM command not allowed when used memory > 'maxmemory'.")
 WRONGPASS: Final = Refusal("WRONGPASS invalid username-password pair or user is disabled.")
 DB_OUT_OF_RANGE: Final = Refusal("ERR DB index is out of range")
 NOT_INT32: Final = Refusal(

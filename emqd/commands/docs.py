@@ -118,6 +118,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "exists": [key(multiple=True)],
     "type": [key()],
     "object|encoding": [key()],
+    "memory|usage": [key(), integer("count", token="SAMPLES", optional=True)],
     "object|freq": [key()],
     "object|idletime": [key()],
     "object|refcount": [key()],

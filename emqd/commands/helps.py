@@ -67,6 +67,20 @@ NO-EVICT (ON|OFF)
     Protect current client connection from eviction.
 """
 
+MEMORY = """\
+DOCTOR
+    Return memory problems reports.
+MALLOC-STATS
+    Return internal statistics report from the memory allocator.
+PURGE
+    Attempt to purge dirty pages for reclamation by the allocator.
+STATS
+    Return information about the memory usage of the server.
+USAGE <key> [SAMPLES <count>]
+    Return memory in bytes used by <key> and its value. Nested values are
+    sampled up to <count> times (default: 5, 0 means sample all).
+"""
+
 OBJECT = """\
 ENCODING <key>
     Return the kind of internal representation used in order to store the value

@@ -9,7 +9,7 @@ change while the server runs: the sockets (`port`, `bind`, `tls-*`,
 `http-port`) are bound at start, the log is opened (`appendonly`), the ids
 start from `id-base`, the password guards the dashboard and the start's
 protected mode (`requirepass`), and the rest are Redis's settings that emqd
-only answers (`databases`, `save`, `maxmemory`, ...). Redis's old `*-ziplist-*`
+only answers (`databases`, `save`, ...). Redis's old `*-ziplist-*`
 names are parameters of their own that set the same field, as in Redis 7.0,
 which lists both.
 
@@ -111,6 +111,20 @@ def choice(*names: str) -> Callable[[bytes], str]:
         return name
 
     return read
+
+
+# Redis 7.0's maxmemory policies; emqd takes only the one that never evicts.
+EVICTION_POLICIES = ("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl",
+                     "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction")
+
+
+def eviction_policy(raw: bytes) -> str:
+    """`noeviction`: a job queue must never drop a job to make room; Redis's other
+    policies are refused as unsupported, anything else with Redis's words."""
+    name = choice(*EVICTION_POLICIES)(raw)
+    if name != "noeviction":
+        raise BadValue(f"emqd never evicts: {name} is not supported, only noeviction")
+    return name
 
 
 def backoff(raw: bytes) -> str:
@@ -239,6 +253,8 @@ PARAMETERS: list[Parameter] = [
     field("appendfsync", "appendfsync", choice("everysec", "always", "no")),
     field("auto-aof-rewrite-min-size", "aof_rewrite_min_size", _BYTES),
     field("maxclients", "maxclients", integer(1, UINT32_MAX)),
+    field("maxmemory", "maxmemory", _BYTES),
+    field("maxmemory-policy", "maxmemory_policy", eviction_policy),
     field("loglevel", "loglevel", choice(*LOG_LEVELS)),
     Parameter("client-output-buffer-limit", _show_output_limits, output_limits),
     *_encoding("hash", "entries"),
@@ -259,8 +275,6 @@ PARAMETERS: list[Parameter] = [
     # Redis's, answered as the reference Redis has them
     fixed("databases", "1"),
     fixed("save", ""),
-    fixed("maxmemory", "0"),
-    fixed("maxmemory-policy", "noeviction"),
     fixed("timeout", "0"),
     fixed("tcp-keepalive", "300"),
     fixed("protected-mode", "yes"),

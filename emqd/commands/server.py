@@ -22,6 +22,7 @@ from typing import Any
 
 from emqd import __version__, clock, core_build, errors
 from emqd.command import Command, command
+from emqd.commands import memory
 from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
 from emqd.core import Core
@@ -188,21 +189,6 @@ DEFAULT_SECTIONS = (
 _TITLES = {"cpu": "CPU"}  # the others are capitalized
 
 
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _human(size: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.2f}{unit}"
-    return f"{size}B"
-
-
 def info_section(core: Core, name: str, now_ms: int) -> dict[str, object]:
     """The fields of one section, emqd's own then those added through `Core.add_info`."""
     stats = core.stats
@@ -245,17 +231,7 @@ def info_section(core: Core, name: str, now_ms: int) -> dict[str, object]:
             "clients_in_timeout_table": 0,
         }
     elif name == "memory":
-        rss = _rss_bytes()
-        fields = {
-            "used_memory": rss,
-            "used_memory_human": _human(rss),
-            "used_memory_rss": rss,
-            "used_memory_rss_human": _human(rss),
-            "maxmemory": 0,
-            "maxmemory_human": "0B",
-            "maxmemory_policy": "noeviction",
-            "mem_allocator": "pymalloc",
-        }
+        fields = memory.info_fields(core)
     elif name == "persistence":
         fields = {
             "loading": 0,

@@ -35,8 +35,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from emqd import __version__
-from emqd.commands.server import _rss_bytes
 from emqd.core import Core
+from emqd.memory import rss_bytes
 from emqd.events import CLAIMED, COMPLETED, Event
 from emqd.histogram import Histogram as Durations
 from emqd.http import reading
@@ -161,7 +161,7 @@ class StoreCollector:
             yield GaugeMetricFamily("emqd_aof_size_bytes", "Size of the append-only file",
                                     value=sink.size)
         yield GaugeMetricFamily("emqd_memory_rss_bytes", "Resident memory of the process",
-                                value=_rss_bytes())
+                                value=rss_bytes())
         yield _histogram("emqd_loop_lag_seconds",
                          "How late the event loop ran its timers (a stall: one sample)",
                          state.stats.loop_lag)

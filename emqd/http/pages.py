@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock
-from emqd.commands.server import _rss_bytes
+from emqd.memory import rss_bytes
 from emqd.http import present, reading
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
@@ -77,7 +77,7 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
     server = {
         "clients": len(state.clients),
         "blocked": dashboard.blocked(),
-        "memory": _rss_bytes(),
+        "memory": rss_bytes(),
         "aof": sink.size if isinstance(sink, AppendOnlyFile) else None,
         "uptime": present.span(now - state.started_ms),
         "run_id": state.run_id,
