@@ -203,22 +203,22 @@ def memory_help(session: Session, argv: list[bytes]) -> Any:
 _SRV = "server"
 COMMANDS = [
     command("memory", -2, "", None, group=_SRV,  # type: ignore[arg-type]
-            summary="A container for memory diagnostics commands."),
+            summary="A container for memory diagnostics commands"),
 ]
 
-SUBCOMMANDS = {
+SUBCOMMANDS = {  # in Redis 7.0's order (COMMAND INFO lists them so)
     "memory": [
         command("memory|doctor", 2, "", memory_doctor, group=_SRV,
-                summary="Outputs a memory problems report."),
+                summary="Outputs memory problems report"),
         command("memory|help", 2, "loading stale", memory_help, group=_SRV,
-                summary="Returns helpful text about the different subcommands."),
-        command("memory|malloc-stats", 2, "", memory_malloc_stats, group=_SRV,
-                summary="Returns the allocator statistics."),
-        command("memory|purge", 2, "", memory_purge, group=_SRV,
-                summary="Asks the allocator to release memory."),
+                summary="Show helpful text about the different subcommands"),
         command("memory|stats", 2, "", memory_stats, group=_SRV,
-                summary="Returns details about memory usage."),
+                summary="Show memory usage details"),
+        command("memory|malloc-stats", 2, "", memory_malloc_stats, group=_SRV,
+                summary="Show allocator internal stats"),
         command("memory|usage", -3, "readonly", memory_usage, (2, 2, 1), group=_SRV,
-                summary="Estimates the memory usage of a key."),
+                summary="Estimate the memory usage of a key"),
+        command("memory|purge", 2, "", memory_purge, group=_SRV,
+                summary="Ask the allocator to release memory"),
     ],
 }
