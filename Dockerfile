@@ -24,5 +24,7 @@ USER emqd
 WORKDIR /data
 VOLUME /data
 EXPOSE 6390 6391
+# past 1 GB of data, ADD and other writes that add data answer -OOM (docs/SERVER.md, Memory)
+ENV EMQD_MAXMEMORY=1gb
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["emqd", "--bind", "0.0.0.0", "--dir", "/data"]

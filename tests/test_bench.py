@@ -22,7 +22,7 @@ from tests.support import ROOT, redis_server_path
 
 TINY = ["--repeat", "1", "--jobs", "300", "--conns", "2", "--pipeline", "10",
         "--latency-cycles", "20", "--fail-jobs", "40", "--sweep-jobs", "300",
-        "--memory-jobs", "2000", "--ping-requests", "2000", "--load-jobs", "500",
+        "--memory-jobs", "2000", "--memory-sets", "20", "--ping-requests", "2000", "--load-jobs", "500",
         "--durable-jobs", "200", "--scan-sizes", "300,3000", "--big-value-mib", "4"]
 
 

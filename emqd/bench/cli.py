@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("fail_jobs", "fail: jobs, each failed until dead"),
         ("sweep_jobs", "sweep: expired leases to recover"),
         ("memory_jobs", "memory: jobs added"),
+        ("memory_sets", "memory: small sorted sets of each size (1, 4, 16, 128 members)"),
         ("ping_requests", "ping: requests per redis-benchmark run"),
         ("load_jobs", "load: jobs in the append-only file"),
         ("durable_jobs", "durable: cycle jobs per fsync policy"),

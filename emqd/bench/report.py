@@ -47,7 +47,10 @@ FIGURES = [
     Figure("latency", "complete.p99", "COMPLETE p99 us", ("<=", 1.2)),
     Figure("fail", "fail", "FAILs/s (CLAIM+FAIL until dead)", (">=", 1.5)),
     Figure("sweep", "sweep", "leases recovered/s", (">=", 1.5)),
-    Figure("memory", "memory", "RSS bytes per pending job", ("<=", 0.9)),
+    Figure("memory", "memory", "RSS bytes per pending job", ("<=", 0.8)),
+    *[Figure("memory", f"zset{n}.{kind}", f"zset of {n}: {what}", ("<=", 2.0))
+      for n in (1, 4, 16, 128)
+      for kind, what in (("usage", "MEMORY USAGE bytes"), ("rss", "RSS bytes a set"))],
     Figure("ping", "ping_inline", "PING inline req/s (-P 16)", (">=", 0.9)),
     Figure("ping", "ping_mbulk", "PING req/s (-P 16)", (">=", 0.9)),
     Figure("load", "load", "start-up s on an AOF of load_jobs", ("<=", 10.0), "emqd",

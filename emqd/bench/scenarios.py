@@ -13,6 +13,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from emqd.bench.client import Client, ReplyError, encode
 from emqd.bench.targets import Target
@@ -33,6 +34,7 @@ class Sizes:
     fail_jobs: int = 5_000  # each fails max_attempts (3) times
     sweep_jobs: int = 20_000
     memory_jobs: int = 100_000
+    memory_sets: int = 10_000  # memory: sorted sets of each size in SET_SIZES, for RSS
     ping_requests: int = 200_000
     load_jobs: int = 100_000  # the issue's figure is 1,000,000 (--big)
     durable_jobs: int = 5_000
@@ -282,15 +284,43 @@ async def sweep(target: Target, sizes: Sizes) -> dict[str, float]:
     return {"sweep": total / elapsed}
 
 
-async def memory(target: Target, sizes: Sizes) -> dict[str, float]:
-    """Resident memory per pending job: RSS after `memory_jobs` ADDs, less RSS before.
+SET_SIZES: Final = (1, 4, 16, 128)  # members of the small sorted sets measured (issue 26)
 
-    Run on a freshly started server, so the figure holds no earlier run's heap.
+
+async def memory(target: Target, sizes: Sizes) -> dict[str, float]:
+    """Resident memory per pending job: RSS after `memory_jobs` ADDs, less RSS before;
+    then small sorted sets (11-byte members) of each size in SET_SIZES: MEMORY USAGE of
+    one, and RSS per set over `memory_sets` of them (plain ZADDs, the same on both).
+
+    Run on a freshly started server, so the figures hold no earlier run's heap (the sets
+    come after the jobs, and nothing is freed between, so no figure reuses freed room).
     """
     before = target.server.rss_bytes()
     await fill(target, sizes.memory_jobs)
     await asyncio.sleep(0.1)
-    return {"memory": (target.server.rss_bytes() - before) / sizes.memory_jobs}
+    figures = {"memory": (target.server.rss_bytes() - before) / sizes.memory_jobs}
+    client = await Client.connect(target.port)
+    try:
+        for members in SET_SIZES:
+            pairs: list[bytes | int] = []
+            for i in range(members):
+                pairs += [i, b"member%05d" % i]
+            before = target.server.rss_bytes()
+            for start in range(0, sizes.memory_sets, SETUP_PIPELINE):
+                stop = min(start + SETUP_PIPELINE, sizes.memory_sets)
+                replies = await client.pipeline(
+                    [encode("ZADD", b"set%d:%07d" % (members, n), *pairs)
+                     for n in range(start, stop)])
+                _check(replies[-1], "ZADD")
+            await asyncio.sleep(0.1)
+            figures[f"zset{members}.rss"] = \
+                (target.server.rss_bytes() - before) / sizes.memory_sets
+            usage = (await client.pipeline([encode("MEMORY", "USAGE", b"set%d:0000000" % members)]))[0]
+            _check(usage, "MEMORY USAGE")
+            figures[f"zset{members}.usage"] = float(usage)
+    finally:
+        client.close()
+    return figures
 
 
 async def ping(target: Target, sizes: Sizes, client_cpus: set[int] | None) -> dict[str, float]:
