@@ -74,7 +74,7 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
             state = value[b"state"]
             group = value.get(b"group")
             held = sets_holding(space, job_id, prefix)
-            held += [lane[len(prefix):] for lane in lanes if job_id in space.data[lane]]
+            held += [lane[len(prefix):] for lane in lanes if job_id in (space.zset(lane) or ())]
             if group and state == b"pending":
                 state = b"lane:" + group
             assert held == [state], (job_id, value, held)
