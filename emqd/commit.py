@@ -228,6 +228,8 @@ class Commit:
         stuck: set[Outlet] = set()
         kept: deque[tuple[Outlet, bytes, int, int, bytes | None]] = deque()
         released: list[Outlet] = []
+        # What leaves, gathered per outlet in order: one write each, not one a reply.
+        leaving: dict[Outlet, list[bytes]] = {}
         while held:
             entry = held.popleft()
             outlet, data, needed, own, instead = entry
@@ -238,13 +240,21 @@ class Commit:
                 continue
             outlet.holding -= 1
             if failed and own in failed:
-                if instead is not None:
-                    outlet.deliver(instead)
+                if instead is None:
+                    if not outlet.holding:
+                        released.append(outlet)
+                    continue
+                data = instead
+            out = leaving.get(outlet)
+            if out is None:
+                leaving[outlet] = [data]
             else:
-                outlet.deliver(data)
+                out.append(data)
             if not outlet.holding:
                 released.append(outlet)
         self.held = kept
+        for outlet, out in leaving.items():
+            outlet.deliver(out[0] if len(out) == 1 else b"".join(out))
         if self._waiting:
             self._wake_waiting(durable, failed)
         if sink.failing is not None and self._retry is None:

@@ -27,6 +27,7 @@ from typing import Any
 import uvloop
 
 from emqd import core_build
+from emqd.bench import cluster as bench_cluster
 from emqd.bench import profile, report, scenarios
 from emqd.bench.client import Client
 from emqd.bench.scenarios import VERBS, Sizes
@@ -34,7 +35,9 @@ from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emq
 from emqd.bench.targets import EmqdTarget, LuaTarget, Target
 
 ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable", "scan",
-       "bigvalue")
+       "bigvalue", "cluster")
+# What runs unless --scenarios says otherwise: cluster starts clusters of its own (minutes).
+DEFAULT = tuple(name for name in ALL if name != "cluster")
 # Scenarios run on servers started for them alone, with these extra flags:
 # memory and bigvalue must not see an earlier run's heap (bigvalue with the log
 # on, on both: the record is part of what a value costs); sweep drives
@@ -49,7 +52,7 @@ BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=10
             memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
             durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200)
 # Scenarios that start and stop their own servers (Bench.load, Bench.durable).
-LIFECYCLE = ("load", "durable")
+LIFECYCLE = ("load", "durable", "cluster")
 FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all
 
 
@@ -60,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the same job cycle against emqd and redis-server + Lua; print "
         "both figures and the ratio emqd / redis. See docs/PERFORMANCE.md.",
     )
-    parser.add_argument("--scenarios", default=",".join(ALL),
-                        help=f"comma-separated, from {','.join(ALL)} (default: all)")
+    parser.add_argument("--scenarios", default=",".join(DEFAULT),
+                        help=f"comma-separated, from {','.join(ALL)} (default: all but cluster)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per figure; the median is shown")
     parser.add_argument("--big", action="store_true",
@@ -80,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("load_jobs", "load: jobs in the append-only file"),
         ("durable_jobs", "durable: cycle jobs per fsync policy"),
         ("big_value_mib", "bigvalue: MiB of the one value"),
+        ("takeover_jobs", "cluster: jobs in the queue a front takes over"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help=f"{help_text} (default {getattr(small, name):,})")
@@ -256,6 +260,37 @@ class Bench:
             "always.cps": rates["always"], "everysec.cps": rates["everysec"],
             "always": rates["always"] / rates["no"], "everysec": rates["everysec"] / rates["no"],
         })
+
+    async def cluster(self, name: str) -> None:
+        """emqd fronts over a cluster started for them (emqd/bench/cluster.py), beside
+        Redis + Lua on one node doing the same cycle."""
+        if name == "emqd":
+            if redis_server_path() is None:
+                self.results.skip("cluster", name, "redis-server is not on PATH")
+                return
+            workdir = Path(self.workdir) / f"cluster-{len(self.started)}"
+            front_cpus, node_cpus = self.server_cpus, self.client_cpus
+            started = time.monotonic()
+            figures = await bench_cluster.run(workdir, self.sizes, front_cpus, node_cpus,
+                                              self.live)
+            print(f"  {'cluster':8} {name:6} {time.monotonic() - started:6.1f}s  "
+                  + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
+            self.results.add("cluster", name, figures)
+            return
+        target = self.start(name)
+        try:
+            if not await self.ready("cycle", target):
+                return
+            cycle = await self.measure("cluster", target,
+                                       lambda: scenarios.cycle(target, self.sizes))
+            latency = await self.measure("cluster", target,
+                                         lambda: scenarios.latency(target, self.sizes))
+        finally:
+            self.stop(target)
+        figures = {"acks0.cycle": cycle["cycle"], "acks1.cycle": cycle["cycle"]}
+        for prefix in ("owner", "other"):
+            figures.update({f"{prefix}.{key}": value for key, value in latency.items()})
+        self.results.add("cluster", name, figures)
 
     async def measure(self, scenario: str, target: Target,
                       run: Callable[[], Awaitable[dict[str, float]]]) -> dict[str, float]:

@@ -62,6 +62,17 @@ FIGURES = [
     Figure("bigvalue", "bigvalue.peak", "peak RSS / value, one big HSET, log on",
            ("<=", 2.2), "emqd"),
     Figure("bigvalue", "bigvalue.after", "RSS after / value, one big HSET, log on"),
+    # Cluster mode (emqd/bench/cluster.py): the "redis" column is Redis + Lua on one node.
+    Figure("cluster", "acks0.cycle", "cluster: cycles/s, 3 primaries, no replica", (">=", 0.8)),
+    Figure("cluster", "acks1.cycle", "cluster: cycles/s, a replica each, acks 1", (">=", 0.5)),
+    Figure("cluster", "acks0.front.us", "cluster: front CPU us a job (no replica)"),
+    Figure("cluster", "acks0.nodes.us", "cluster: nodes' CPU us a job (no replica)"),
+    Figure("cluster", "acks0.total.us", "cluster: all CPU us a job (no replica)"),
+    Figure("cluster", "acks1.total.us", "cluster: all CPU us a job (acks 1)"),
+    *[Figure("cluster", f"{where}.{verb}.{q}", f"cluster: {verb.upper()} {q} us, {label}")
+      for where, label in (("owner", "owner front"), ("other", "another front"))
+      for verb in ("add", "claim", "complete") for q in ("p50", "p99")],
+    Figure("cluster", "takeover.s", "cluster: takeover s per 100,000 jobs", ("<=", 2.0), "emqd"),
 ]
 SCAN_COMMANDS = ("hscan", "zscan")
 

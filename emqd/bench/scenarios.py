@@ -40,6 +40,7 @@ class Sizes:
     durable_jobs: int = 5_000
     scan_sizes: tuple[int, ...] = (10_000, 100_000)  # scan: collections paged COUNT 10
     big_value_mib: int = 64  # bigvalue: the one HSET's value (the issue's: 200 MiB, --big)
+    takeover_jobs: int = 100_000  # cluster: jobs in the queue a front takes over
 
 
 class BenchError(RuntimeError):
@@ -57,6 +58,7 @@ VERBS: dict[str, tuple[str, ...]] = {
     "durable": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE"),
     "scan": (),
     "bigvalue": (),
+    "cluster": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE"),
 }
 
 

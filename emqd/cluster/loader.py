@@ -39,7 +39,9 @@ async def load(client: RedisCluster, queue: bytes, keyspace: Keyspace) -> int:
     ops: list[Op] = []
     for start in range(0, len(mine), SLICE):
         part = mine[start:start + SLICE]
-        dumped: list[Any] = await client.eval(scripts.DUMP, len(part), *part)
+        # (target_nodes: the client would hash every key to check they share the slot)
+        dumped: Any = await client.execute_command("EVAL", scripts.DUMP, len(part), *part,
+                                                   target_nodes=node)
         for name, (kind, flat) in zip(part, dumped, strict=True):
             ops += _rebuild(name, kind, flat)
     registered = await client.zscore(REGISTRY, queue)

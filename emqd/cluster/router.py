@@ -12,7 +12,11 @@ hash tag (a plain command on `emq:{QUEUE}:...`); a request without keys
   connection of this client's own (`Link`: its requests stay in order, and a
   blocking one blocks only it), and the owner's reply bytes come back as they
   are;
-- it spans queues (`CROSSSLOT`), or names keys outside the queues: refused.
+- it names keys outside the queues (`HSET app:settings ...`), all in one slot:
+  it goes to the cluster itself, to the primary of that slot, on a
+  connection of this client's own, and the cluster's reply comes back as it is;
+- it spans queues or slots (`CROSSSLOT`), or mixes a queue's keys with others:
+  refused.
 
 The three middle cases answer `Later` (emqd/plan.py): the client's requests
 stop until the reply comes (`AGAIN`: run it here now). A forwarded request is
@@ -29,12 +33,14 @@ import logging
 import time
 from typing import Any, Protocol
 
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from emqd import errors
 from emqd.cluster.names import queue_of
 from emqd.cluster.ownership import Leases, address_of
-from emqd.cluster.sink import CROSSSLOT, NOT_SERVED
+from emqd.cluster.sink import CROSSSLOT
 from emqd.command import Command
 from emqd.dispatch import lookup
 from emqd.plan import AGAIN, Later
@@ -52,17 +58,20 @@ _COUNTED_KEYS = {
     "zunion": (1, 2, 0), "zinter": (1, 2, 0), "zdiff": (1, 2, 0), "zintercard": (1, 2, 0),
     "zmpop": (1, 2, 0), "bzmpop": (2, 3, 0),
 }
+OUTSIDE = errors.ReplyError("OUTSIDE")  # queue_of's answer for keys outside the queues
 NOT_HERE = errors.Refusal(
     "TRYAGAIN this front does not own the queue (a forwarded request is never forwarded "
     "on); retry")
 
 
 class Link:
-    """One client's connection to one other front, for its forwarded requests."""
+    """One client's connection to another front (or to a node of the cluster), for the
+    requests it sends there; `front` says which: a front is told it is forwarded to."""
 
-    def __init__(self, address: bytes, resp: int) -> None:
+    def __init__(self, address: bytes, resp: int, front: bool = True) -> None:
         self.address = address
         self.resp = resp
+        self.front = front
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.buffer = bytearray()
@@ -76,7 +85,8 @@ class Link:
             hello.append([b"AUTH", password.encode()])
         if self.resp == 3:
             hello.append([b"HELLO", b"3"])
-        hello.append([b"EMQ.FRONT"])
+        if self.front:
+            hello.append([b"EMQ.FRONT"])
         for argv in hello:
             reply = await self._exchange(argv)
             if reply.startswith(b"-"):
@@ -146,6 +156,7 @@ class Owners(Protocol):
     """What the router asks of its front (front.py)."""
 
     address: bytes
+    client: RedisCluster
     password: str | None
     resolve_s: float
     leases: Leases
@@ -172,6 +183,8 @@ class ClusterRouter:
             if row.name == "emq.queues":
                 return Later(asyncio.ensure_future(self.front.registered()))
             return None
+        if queue is OUTSIDE:
+            return Later(asyncio.ensure_future(self._to_cluster(session, row, argv)))
         if isinstance(queue, errors.ReplyError):
             return queue
         if self.front.serves(queue):
@@ -181,8 +194,8 @@ class ClusterRouter:
         return Later(asyncio.ensure_future(self._elsewhere(session, argv, queue)))
 
     def queue_of(self, row: Command, argv: list[bytes]) -> bytes | errors.ReplyError | None:
-        """The one queue a request is about; None for none; a refusal for several, or for
-        keys outside the queues."""
+        """The one queue a request is about; None for none; OUTSIDE for keys of one slot
+        outside the queues; a refusal for keys of several queues or slots."""
         if row.group == "emq":
             if row.name in NO_QUEUE or len(argv) < 2:
                 return None
@@ -190,16 +203,14 @@ class ClusterRouter:
         keys = self._keys(row, argv)
         if not keys:
             return None
-        found = None
-        for key in keys:
-            queue = queue_of(key)
-            if queue is None:
-                return NOT_SERVED()
-            if found is None:
-                found = queue
-            elif queue != found:
+        queues = {queue_of(key) for key in keys}
+        if None in queues:
+            if len(queues) > 1 or len({key_slot(key) for key in keys}) > 1:
                 return CROSSSLOT()
-        return found
+            return OUTSIDE
+        if len(queues) > 1:
+            return CROSSSLOT()
+        return queues.pop()
 
     @staticmethod
     def _keys(row: Command, argv: list[bytes]) -> list[bytes]:
@@ -258,12 +269,34 @@ class ClusterRouter:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 1.0)
 
-    def _link(self, session: Session, address: bytes) -> Link:
+    async def _to_cluster(self, session: Session, row: Command, argv: list[bytes]) -> Any:
+        """A request on keys outside the queues, to the primary of their slot; the slot's
+        primary is the client library's to know (asked again after a MOVED or an error)."""
+        front = self.front
+        key = self._keys(row, argv)[0]
+        deadline = time.monotonic() + front.resolve_s
+        pause = RESOLVE_PAUSE_S
+        while True:
+            try:
+                node = front.client.nodes_manager.get_node_from_slot(key_slot(key))
+                address = f"{node.host}:{node.port}".encode()
+                reply = await self._link(session, address, front=False).request(argv, None)
+                if not reply.startswith((b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN")):
+                    return Raw(reply)
+            except (RedisError, OSError) as exc:
+                log.debug("cluster: %r not reached yet: %s", key, exc)
+            if time.monotonic() >= deadline:
+                return errors.UNACKNOWLEDGED()
+            await front.client.nodes_manager.initialize()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def _link(self, session: Session, address: bytes, front: bool = True) -> Link:
         links = self.links.setdefault(session.id, {})
         key = (address, session.resp)
         link = links.get(key)
         if link is None:
-            link = links[key] = Link(address, session.resp)
+            link = links[key] = Link(address, session.resp, front)
         return link
 
     def forget(self, session: Session) -> None:

@@ -59,6 +59,9 @@ CROSSSLOT = errors.Refusal("CROSSSLOT Keys in request don't hash to the same slo
 NOT_SERVED = errors.Refusal(
     "ERR cluster mode serves the queues' keys (emq:{QUEUE}:...) only; use the cluster "
     "directly for other keys")
+NOT_FLUSHED = errors.Refusal(
+    "ERR FLUSHALL and FLUSHDB are not served in cluster mode: flush the cluster itself, then "
+    "restart the fronts")
 NOT_OWNED = errors.Refusal("TRYAGAIN this front does not own the queue any more; retry")
 _FATAL = (b"EMQFENCED", b"EMQGAP")
 
@@ -158,7 +161,7 @@ class ClusterSink(Sink):
         queue = None
         for op in plan.ops:
             if len(op) < 2:
-                return NOT_SERVED()  # FLUSHALL and its kind: see docs/CLUSTER.md
+                return NOT_FLUSHED()  # FLUSHALL: the only op without a key
             keys = op[1:] if op[0] == b"DEL" else (op[1],)
             for key in keys:
                 if key == REGISTRY:

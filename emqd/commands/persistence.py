@@ -28,7 +28,7 @@ def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
 
 def save(session: Session, argv: list[bytes]) -> Any:
     commit = session.core.commit
-    if not commit.sink.keeps:
+    if not isinstance(commit.sink, AppendOnlyFile):  # (a cluster's nodes keep their own)
         raise errors.AOF_DISABLED()
     if not commit.save():
         raise errors.save_failed(commit.sink.failing)

@@ -80,13 +80,23 @@ def test_what_spans_queues_or_leaves_them_is_refused_and_writes_nothing(
             client.execute_command("EMQ.FLOW", "flow-a", "parent", "CHILD", "flow-b", "kid")
         with pytest.raises(ClusterCrossSlotError):
             client.execute_command("DEL", "emq:{flow-a}:x", "emq:{flow-b}:y")
-        with pytest.raises(redis.ResponseError, match="queues' keys"):
-            client.execute_command("HSET", "plain", "f", "v")
         with pytest.raises(redis.ResponseError, match="FLUSHALL|queues' keys"):
             client.execute_command("FLUSHALL")
     with cluster.client() as store:
         assert store.zcard("emq:{flow-a}:pending") == 1
-        assert not store.exists("emq:{flow-b}:pending", "plain")
+        assert not store.exists("emq:{flow-b}:pending")
+
+
+def test_keys_outside_the_queues_are_the_cluster_s_own(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    _, other = fronts
+    with redis.Redis(port=other.port) as client:
+        assert client.execute_command("HSET", "app:settings", "colour", "blue") == 1
+        assert client.execute_command("HGETALL", "app:settings") == {b"colour": b"blue"}
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.execute_command("ZADD", "app:settings", 1, "m")  # the cluster's own reply
+    with cluster.client() as store:
+        assert store.hgetall("app:settings") == {b"colour": b"blue"}
 
 
 def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
@@ -97,7 +107,7 @@ def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
         owner.kill(signal.SIGKILL)
         started = time.monotonic()
         assert cmd(other.port, "EMQ.ADD", "takeover", "b") == b"2"
-        assert time.monotonic() - started < LEASE_MS / 1000 + 3
+        assert time.monotonic() - started < LEASE_MS / 1000 + 6  # a few seconds, on a busy box
         assert cmd(other.port, "EMQ.OWNER", "takeover") == f"127.0.0.1:{other.port}".encode()
         # The lease granted under the dead owner's term runs out: it comes back uncounted,
         # as after a restart, not as a stall.

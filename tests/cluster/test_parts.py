@@ -1,0 +1,187 @@
+"""Cluster mode's parts without a cluster: the reply scanner, routing, the sink's records.
+
+The sink's records must be the plan's ops exactly: what the APPLY script runs
+(each op's count, then its arguments) is decoded here and compared with the
+ops, for Shape plans and generic ones, against the same ops' log record.
+"""
+
+from __future__ import annotations
+
+import hiredis
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from emqd.cluster.names import owner_key, queue_of, written_key
+from emqd.cluster.router import OUTSIDE, ClusterRouter, reply_end
+from emqd.cluster.sink import Batch, ClusterSink, QueueLog
+from emqd.command import command
+from emqd.dispatch import TABLE
+from emqd.errors import ReplyError
+from emqd.persist.records import text
+from emqd.plan import Plan, Shape, Slot
+
+
+# --- the reply scanner ---------------------------------------------------------------------
+REPLIES = [b"+OK\r\n", b"-ERR no\r\n", b":12\r\n", b"$3\r\nabc\r\n", b"$-1\r\n", b"*-1\r\n",
+           b"*2\r\n$1\r\na\r\n:1\r\n", b"%1\r\n+k\r\n*1\r\n_\r\n", b"~2\r\n,1.5\r\n#t\r\n",
+           b"=7\r\ntxt:abc\r\n", b"|1\r\n+a\r\n:1\r\n$2\r\nhi\r\n", b"$4\r\na\r\nb\r\n",
+           b"*3\r\n*0\r\n$0\r\n\r\n(123\r\n"]
+
+
+@pytest.mark.parametrize("reply", REPLIES)
+def test_the_scanner_finds_each_reply_s_end_and_waits_for_a_cut_one(reply: bytes) -> None:
+    two = reply + b":7\r\n"
+    assert reply_end(two, 0) == len(reply)
+    assert reply_end(two, len(reply)) == len(two)
+    for cut in range(len(reply)):
+        assert reply_end(reply[:cut], 0) is None, cut
+
+
+@given(st.recursive(
+    st.one_of(st.binary(max_size=20), st.integers(-10**12, 10**12), st.none()),
+    lambda inner: st.lists(inner, max_size=4), max_leaves=12))
+def test_the_scanner_agrees_with_hiredis_on_any_nesting(value: object) -> None:
+    from emqd.wire.resp import encode
+
+    data = encode(value, 2)
+    reader = hiredis.Reader()
+    reader.feed(data)
+    assert reader.gets() is not False
+    assert reply_end(data, 0) == len(data)
+
+
+# --- which queue a request is about -----------------------------------------------------------
+def queue(*argv: bytes) -> object:
+    router = ClusterRouter.__new__(ClusterRouter)
+    name = argv[0].lower()
+    # (a command of Redis's with movable keys, whether or not this build serves it)
+    row = TABLE.get(name) or command(name.decode(), -4, "write", lambda s, a: None, (1, 1, 1))
+    return router.queue_of(row, list(argv))
+
+
+def test_a_request_names_its_queue_by_its_verb_or_its_keys_hash_tag() -> None:
+    assert queue(b"EMQ.ADD", b"mail", b"x") == b"mail"
+    assert queue(b"HGETALL", b"emq:{mail}:job:1") == b"mail"
+    assert queue(b"DEL", b"emq:{mail}:a", b"emq:{mail}:b") == b"mail"
+    assert queue(b"ZUNIONSTORE", b"emq:{m}:d", b"2", b"emq:{m}:a", b"emq:{m}:b") == b"m"
+    assert queue(b"PING") is None and queue(b"EMQ.QUEUES") is None
+    assert queue(b"INFO", b"server") is None
+
+
+def test_a_request_across_queues_or_outside_them_is_refused() -> None:
+    crossed = queue(b"DEL", b"emq:{a}:x", b"emq:{b}:x")
+    assert isinstance(crossed, ReplyError) and crossed.message.startswith(b"CROSSSLOT")
+    counted = queue(b"ZUNIONSTORE", b"emq:{a}:d", b"2", b"emq:{a}:x", b"emq:{b}:y")
+    assert isinstance(counted, ReplyError) and counted.message.startswith(b"CROSSSLOT")
+    mixed = queue(b"DEL", b"emq:{a}:x", b"plain")
+    assert isinstance(mixed, ReplyError) and mixed.message.startswith(b"CROSSSLOT")
+    slots = queue(b"DEL", b"plain", b"other")  # two slots outside the queues
+    assert isinstance(slots, ReplyError) and slots.message.startswith(b"CROSSSLOT")
+    assert queue(b"HSET", b"plain", b"f", b"v") is OUTSIDE  # to the cluster itself
+
+
+def test_the_queue_of_a_key_is_its_hash_tag_only_in_the_emq_layout() -> None:
+    assert queue_of(b"emq:{a}:pending") == b"a"
+    assert queue_of(b"emq:{a:b}:job:1") == b"a:b"
+    assert queue_of(b"emq:queues") is None and queue_of(b"x:{a}:y") is None
+    assert queue_of(b"emq:{a}") is None and queue_of(b"emq:{a}x") is None
+    assert owner_key(b"a") == b"emq:{a}:owner" and written_key(b"a") == b"emq:{a}:written"
+
+
+# --- the sink's records -------------------------------------------------------------------------
+def decode_ops(batch: Batch) -> list[tuple[bytes, ...]]:
+    """The ops the APPLY script would run: ARGV from position 3 on (count, arguments)."""
+    reader = hiredis.Reader()
+    args = b"".join(batch.parts)
+    reader.feed(b"*%d\r\n" % batch.count + args)
+    flat = reader.gets()
+    ops, at = [], 0
+    while at < len(flat):
+        count = int(flat[at])
+        ops.append(tuple(flat[at + 1:at + 1 + count]))
+        at += count + 1
+    return ops
+
+
+def sink_with(*queues: bytes) -> ClusterSink:
+    sink = ClusterSink.__new__(ClusterSink)
+    ClusterSink.__init__(sink, None, None, 1000, lambda queue: None)  # type: ignore[arg-type]
+    for name in queues:
+        sink.logs[name] = QueueLog(name, b"term 127.0.0.1:1", 0)
+    return sink
+
+
+SHAPE = Shape("test", (b"HSET", Slot("row"), b"state", Slot("state")),
+              (b"ZADD", Slot("set"), Slot("score"), Slot("id")))
+
+
+def test_a_shape_s_arguments_and_a_generic_op_s_are_the_plan_s_ops() -> None:
+    sink = sink_with(b"q")
+    shaped = Plan(SHAPE.ops(b"emq:{q}:job:1", b"pending", b"emq:{q}:pending", b"7", b"1"),
+                  shape=SHAPE)
+    generic = Plan([(b"HINCRBY", b"emq:{q}:meta", b"n", 5), (b"DEL", b"emq:{q}:x"),
+                    (b"ZADD", b"emq:{q}:z", 1.5, b"m")])
+    sink.append(shaped)
+    sink.append(generic)
+    batch = sink.logs[b"q"].filling
+    assert batch is not None and batch.records == [1, 2]
+    expected = [tuple(text(v) for v in op) for op in shaped.ops + generic.ops]
+    assert decode_ops(batch) == expected
+
+
+def test_the_registry_is_written_apart_and_a_plan_of_other_keys_is_refused() -> None:
+    sink = sink_with(b"q")
+    plan = Plan([(b"HSET", b"emq:{q}:job:1", b"state", b"pending"),
+                 (b"ZADD", b"emq:queues", 12, b"q")])
+    assert sink.refusal(plan) is None
+    sink.append(plan)
+    batch = sink.logs[b"q"].filling
+    assert batch is not None and decode_ops(batch) == [(b"HSET", b"emq:{q}:job:1", b"state",
+                                                       b"pending")]
+    assert sink.registry == {b"q": b"12"}
+    crossed = sink.refusal(Plan([(b"HSET", b"emq:{q}:a", b"f", b"v"),
+                                 (b"HSET", b"emq:{r}:a", b"f", b"v")]))
+    assert crossed is not None and crossed.message.startswith(b"CROSSSLOT")
+    assert sink.refusal(Plan([(b"FLUSHALL",)])) is not None
+    not_ours = sink.refusal(Plan([(b"HSET", b"emq:{r}:a", b"f", b"v")]))
+    assert not_ours is not None and not_ours.message.startswith(b"TRYAGAIN")
+
+
+def test_records_settle_out_of_order_and_the_watermark_follows() -> None:
+    sink = sink_with(b"q")
+    sink.appended = 5
+    sink._settle([2, 3], failed=False)
+    assert sink.durable == 0 and sink.resolved(3) and not sink.resolved(1)
+    sink._settle([1], failed=True)
+    assert sink.durable == 3 and sink.take_failed() == [1] and sink.take_failed() == []
+    sink._settle([5, 4], failed=False)
+    assert sink.durable == 5
+
+
+def shapes() -> list[Shape]:
+    """Every Shape the verbs declare (module constants, alone or in tables)."""
+    import sys
+
+    import emqd.dispatch  # noqa: F401  (imports every verb)
+
+    found: dict[int, Shape] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("emqd.verbs"):
+            continue
+        for value in vars(module).values():
+            for item in value.values() if isinstance(value, dict) else [value]:
+                if isinstance(item, Shape):
+                    found[id(item)] = item
+    return list(found.values())
+
+
+def test_every_verb_shape_s_arguments_are_the_ops_its_log_record_holds() -> None:
+    assert len(shapes()) > 20
+    for shape in shapes():
+        values = [b"v%d" % i for i in range(shape.ops.__code__.co_argcount)]
+        ops = shape.ops(*values)
+        batch = Batch()
+        batch.parts.append(shape.args(ops))
+        batch.count = shape.arg_count
+        assert decode_ops(batch) == [tuple(text(v) for v in op) for op in ops], shape
