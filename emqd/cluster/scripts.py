@@ -55,23 +55,6 @@ end
 return 0
 """
 
-# The values of a batch of a queue's keys: {type, contents} each (hash: HGETALL's
-# pairs; zset: ZRANGE WITHSCORES' pairs; anything else: nothing).
-DUMP: Final = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'hash' then
-    out[i] = {'hash', redis.call('HGETALL', key)}
-  elseif kind == 'zset' then
-    out[i] = {'zset', redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')}
-  else
-    out[i] = {kind, {}}
-  end
-end
-return out
-"""
-
 # The earliest due time of a queue's clock work (scheduled jobs, leases, schedules,
 # rate windows): the smallest first score of the four sets, or false when all are
 # empty. KEYS: the four sets.

@@ -128,6 +128,7 @@ class ClusterSink(Sink):
         self.links: dict[str, NodeLink] = {}
         self._registering: asyncio.Task[None] | None = None
         self._topology: asyncio.Task[None] | None = None
+        self._admitted: tuple[Plan, bytes] | None = None  # `refusal`'s last: the plan's queue
 
     # --- the queues this front owns --------------------------------------------------
     def own(self, queue: bytes, owner: bytes, written: int) -> None:
@@ -157,9 +158,17 @@ class ClusterSink(Sink):
 
     def refusal(self, plan: Plan) -> ReplyError | None:
         """A plan is kept as one script call in one slot: its keys must all be one owned
-        queue's (or the registry's, written apart)."""
+        queue's (or the registry's, written apart). A verb's Shape is one queue's by
+        construction: its first key names it. The queue found is kept for `append`."""
+        ops = plan.ops
+        if plan.shape is not None:
+            queue = queue_of(ops[0][1])
+            if queue is None or queue not in self.logs:
+                return NOT_OWNED() if queue is not None else NOT_SERVED()
+            self._admitted = (plan, queue)
+            return None
         queue = None
-        for op in plan.ops:
+        for op in ops:
             if len(op) < 2:
                 return NOT_FLUSHED()  # FLUSHALL: the only op without a key
             keys = op[1:] if op[0] == b"DEL" else (op[1],)
@@ -175,6 +184,8 @@ class ClusterSink(Sink):
                     return CROSSSLOT()
         if queue is not None and queue not in self.logs:
             return NOT_OWNED()
+        if queue is not None:
+            self._admitted = (plan, queue)
         return None
 
     def append(self, plan: Plan) -> None:
@@ -190,6 +201,18 @@ class ClusterSink(Sink):
     def _add(self, ops: list[Op], plan: Plan, record: int) -> None:
         """Encode a plan's ops into its queue's batch; `record` (0: an EXEC's, noted by
         its caller) is the offset its batch settles."""
+        shape = plan.shape
+        admitted = self._admitted
+        if shape is not None and admitted is not None and admitted[0] is plan:
+            queue_log = self.logs[admitted[1]]  # a verb's Shape: one queue, no registry op
+            batch = queue_log.filling
+            if batch is None:
+                batch = queue_log.filling = Batch()
+            batch.parts.append(shape.args(ops))
+            batch.count += shape.arg_count
+            if record:
+                batch.records.append(record)
+            return
         queue = None
         for op in ops:
             if op[1] == REGISTRY:
@@ -204,7 +227,6 @@ class ClusterSink(Sink):
         batch = queue_log.filling
         if batch is None:
             batch = queue_log.filling = Batch()
-        shape = plan.shape
         if shape is not None and all(op[1] != REGISTRY for op in ops):
             batch.parts.append(shape.args(ops))
             batch.count += shape.arg_count
