@@ -17,10 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import hiredis
-
 from emqd.plan import Plan
 from emqd.sink import Sink
+from emqd.wire.resp import reply_end
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 10.0
@@ -224,20 +223,9 @@ def encode_request(*args: bytes | str | int) -> bytes:
 
 
 def reply_length(buffer: bytes) -> int | None:
-    """The length of the first complete reply in `buffer`, or None if incomplete.
-
-    Uses hiredis to find the end: feed growing prefixes is too slow, so feed the
-    whole buffer to a fresh reader and, when it yields one reply, find how many
-    bytes that took by walking the RESP structure.
-    """
-    reader = hiredis.Reader()
-    reader.feed(buffer)
-    try:
-        if reader.gets() is False:
-            return None
-    except hiredis.ProtocolError:
-        pass
-    return _walk(buffer, 0)
+    """The length of the first complete reply in `buffer`, or None if incomplete (the
+    scanner the cluster's fronts relay replies with)."""
+    return reply_end(buffer, 0)
 
 
 def map_elements(reply: bytes, pos: int = 0) -> dict[bytes, bytes]:
@@ -249,43 +237,14 @@ def map_elements(reply: bytes, pos: int = 0) -> dict[bytes, bytes]:
     entries: dict[bytes, bytes] = {}
     nxt = head_end + 2
     for _ in range(pairs):
-        key_end = _walk(reply, nxt)
-        value_end = _walk(reply, key_end)  # type: ignore[arg-type]
+        key_end = reply_end(reply, nxt)
+        value_end = reply_end(reply, key_end)  # type: ignore[arg-type]
         if key_end is None or value_end is None:
             raise ValueError("incomplete map reply")
         key = reply[reply.index(b"\r\n", nxt) + 2 : key_end - 2]
         entries[key] = reply[key_end:value_end]
         nxt = value_end
     return entries
-
-
-def _walk(buf: bytes, pos: int) -> int | None:
-    line_end = buf.find(b"\r\n", pos)
-    if line_end < 0:
-        return None
-    kind = buf[pos : pos + 1]
-    head = buf[pos + 1 : line_end]
-    nxt = line_end + 2
-    if kind in (b"+", b"-", b":", b",", b"_", b"#", b"("):
-        return nxt
-    if kind in (b"$", b"=", b"!"):
-        size = int(head)
-        if size < 0:
-            return nxt
-        end = nxt + size + 2
-        return end if len(buf) >= end else None
-    if kind in (b"*", b"~", b">", b"%", b"|"):
-        count = int(head)
-        if count < 0:
-            return nxt
-        if kind in (b"%", b"|"):
-            count *= 2
-        for _ in range(count):
-            nxt = _walk(buf, nxt)
-            if nxt is None:
-                return None
-        return nxt
-    raise ValueError(f"not RESP at {pos}: {buf[pos:pos + 20]!r}")
 
 
 def plain_value(value: object) -> tuple[str, dict]:

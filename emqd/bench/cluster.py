@@ -23,6 +23,8 @@ different machines.
 from __future__ import annotations
 
 import asyncio
+import random
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -33,11 +35,9 @@ from emqd.bench.scenarios import QUEUE, Sizes
 from emqd.bench.servers import Server, redis_server_path, start_emqd
 from emqd.bench.targets import EmqdTarget
 
+
 def _bus_free_port() -> int:
     """A port whose cluster-bus twin (+10000) is free too, below 55536."""
-    import random
-    import socket
-
     for _ in range(1000):
         port = random.randrange(20_000, 45_000)
         ok = True

@@ -46,6 +46,7 @@ from emqd.dispatch import lookup
 from emqd.plan import AGAIN, Later
 from emqd.reply import Raw
 from emqd.session import Session
+from emqd.wire.resp import reply_end
 
 log = logging.getLogger("emqd")
 
@@ -123,33 +124,6 @@ class Link:
             self.writer.close()
         self.reader = self.writer = None
         self.buffer.clear()
-
-
-def reply_end(buffer: bytes | bytearray, at: int) -> int | None:
-    """Where the RESP2/RESP3 reply starting at `at` ends (None: not all of it is here)."""
-    line_end = buffer.find(b"\r\n", at)
-    if line_end < 0:
-        return None
-    kind = buffer[at:at + 1]
-    after = line_end + 2
-    if kind in (b"$", b"=", b"!"):
-        size = int(buffer[at + 1:line_end])
-        if size < 0:
-            return after
-        return after + size + 2 if len(buffer) >= after + size + 2 else None
-    if kind in (b"*", b"~", b">", b"%", b"|"):
-        count = int(buffer[at + 1:line_end])
-        if count < 0:
-            return after
-        if kind in (b"%", b"|"):
-            count *= 2
-        for _ in range(count):
-            end = reply_end(buffer, after)
-            if end is None:
-                return None
-            after = end
-        return reply_end(buffer, after) if kind == b"|" else after  # an attribute's value
-    return after  # + - : _ , # ( : one line
 
 
 class Owners(Protocol):

@@ -13,14 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emqd.cluster.names import owner_key, queue_of, written_key
-from emqd.cluster.router import OUTSIDE, ClusterRouter, reply_end
+from emqd.cluster.router import OUTSIDE, ClusterRouter
 from emqd.cluster.sink import Batch, ClusterSink, QueueLog
 from emqd.command import command
 from emqd.dispatch import TABLE
 from emqd.errors import ReplyError
 from emqd.persist.records import text
 from emqd.plan import Plan, Shape, Slot
-
+from emqd.wire.resp import reply_end
 
 # --- the reply scanner ---------------------------------------------------------------------
 REPLIES = [b"+OK\r\n", b"-ERR no\r\n", b":12\r\n", b"$3\r\nabc\r\n", b"$-1\r\n", b"*-1\r\n",
