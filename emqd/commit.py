@@ -228,8 +228,9 @@ class Commit:
         stuck: set[Outlet] = set()
         kept: deque[tuple[Outlet, bytes, int, int, bytes | None]] = deque()
         released: list[Outlet] = []
-        # What leaves, gathered per outlet in order: one write each, not one a reply.
-        leaving: dict[Outlet, list[bytes]] = {}
+        # Under a fallible sink each write's reply was held on its own: what leaves is
+        # gathered per outlet, in order, into one write each, not one write a reply.
+        leaving: dict[Outlet, list[bytes]] | None = {} if failed is not None else None
         while held:
             entry = held.popleft()
             outlet, data, needed, own, instead = entry
@@ -245,16 +246,20 @@ class Commit:
                         released.append(outlet)
                     continue
                 data = instead
-            out = leaving.get(outlet)
-            if out is None:
-                leaving[outlet] = [data]
+            if leaving is None:
+                outlet.deliver(data)
             else:
-                out.append(data)
+                out = leaving.get(outlet)
+                if out is None:
+                    leaving[outlet] = [data]
+                else:
+                    out.append(data)
             if not outlet.holding:
                 released.append(outlet)
         self.held = kept
-        for outlet, out in leaving.items():
-            outlet.deliver(out[0] if len(out) == 1 else b"".join(out))
+        if leaving:
+            for outlet, out in leaving.items():
+                outlet.deliver(out[0] if len(out) == 1 else b"".join(out))
         if self._waiting:
             self._wake_waiting(durable, failed)
         if sink.failing is not None and self._retry is None:
