@@ -120,6 +120,29 @@ ZRANGE_LIMIT_RANK: Final = Refusal(
 ZRANGE_WITHSCORES_LEX: Final = Refusal(
     "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
 )
+WEIGHT_NOT_FLOAT: Final = Refusal("ERR weight value is not a float")
+LIMIT_NEGATIVE: Final = Refusal("ERR LIMIT can't be negative")
+NUMKEYS_NOT_POSITIVE: Final = Refusal("ERR numkeys should be greater than 0")
+COUNT_NOT_POSITIVE: Final = Refusal("ERR count should be greater than 0")
+TIMEOUT_NOT_FLOAT: Final = Refusal("ERR timeout is not a float or out of range")
+TIMEOUT_NEGATIVE: Final = Refusal("ERR timeout is negative")
+OUT_OF_RANGE: Final = Refusal("ERR value is out of range")
+COUNT_RANGE: Final = Refusal(
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
+)
+INCR_NAN_OR_INF: Final = Refusal("ERR value is NaN or Infinity")
+INCR_WOULD_BE_NAN_OR_INF: Final = Refusal("ERR increment would produce NaN or Infinity")
+HASH_NOT_FLOAT: Final = Refusal("ERR hash value is not a float")
+
+
+def no_input_key(name: str) -> ReplyError:
+    """ZUNION and its family given numkeys 0 (Redis names the command in lower case)."""
+    return ReplyError(f"ERR at least 1 input key is needed for '{name}' command")
+
+
+def no_expiry(name: str) -> ReplyError:
+    """EXPIRE and its family: keys in emqd never expire (docs/SERVER.md says why)."""
+    return ReplyError(f"ERR keys do not expire in emqd: {name.upper()} is not supported")
 
 
 def exec_abort(error: ReplyError) -> ReplyError:

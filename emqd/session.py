@@ -29,6 +29,7 @@ class Session:
         "multi",
         "multi_error",
         "in_exec",
+        "waking",
         "addr",
         "laddr",
         "created_ms",
@@ -46,6 +47,7 @@ class Session:
         self.lib_name = b""
         self.lib_ver = b""
         self.in_exec = False  # blocking commands do not block inside EXEC
+        self.waking = False  # its parked request runs again (a watched key was written)
         self.addr = addr
         self.laddr = laddr
         self.created_ms = 0

@@ -59,6 +59,10 @@ def double(name: str, **options: Any) -> dict[bytes, Any]:
     return _arg(name, "double", **options)
 
 
+def unix_time(name: str, **options: Any) -> dict[bytes, Any]:
+    return _arg(name, "unix-time", **options)
+
+
 def pattern(name: str, **options: Any) -> dict[bytes, Any]:
     return _arg(name, "pattern", **options)
 
@@ -90,6 +94,12 @@ _JOB_OPTIONS = [  # EMQ.ADD's, and each job's of EMQ.FLOW
 _ON_CHILD_FAIL = oneof("on-child-fail", pure("fail"), pure("ignore"), pure("remove"),
                        token="ONCHILDFAIL", optional=True)
 _TOKEN = string("token")
+_AGGREGATE = oneof("aggregate", pure("sum"), pure("min"), pure("max"), token="AGGREGATE",
+                   optional=True)
+_WEIGHTS = integer("weight", token="WEIGHTS", optional=True, multiple=True)
+_WHERE = oneof("where", pure("min"), pure("max"))
+_EXPIRY_CONDITION = oneof("condition", pure("nx"), pure("xx"), pure("gt"), pure("lt"),
+                          since="7.0.0", optional=True)
 
 # Full command name (`client|list` for a subcommand) -> its arguments. A
 # command that takes none has no entry, and its DOCS no `arguments`, as in Redis.
@@ -117,6 +127,16 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "unlink": [key(multiple=True)],
     "exists": [key(multiple=True)],
     "type": [key()],
+    "touch": [key(multiple=True)],
+    "ttl": [key()],
+    "pttl": [key()],
+    "expiretime": [key()],
+    "pexpiretime": [key()],
+    "persist": [key()],
+    "expire": [key(), integer("seconds"), _EXPIRY_CONDITION],
+    "pexpire": [key(), integer("milliseconds"), _EXPIRY_CONDITION],
+    "expireat": [key(), unix_time("unix-time-seconds"), _EXPIRY_CONDITION],
+    "pexpireat": [key(), unix_time("unix-time-milliseconds"), _EXPIRY_CONDITION],
     "object|encoding": [key()],
     "memory|usage": [key(), integer("count", token="SAMPLES", optional=True)],
     "object|freq": [key()],
@@ -147,6 +167,11 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "hkeys": [key()],
     "hvals": [key()],
     "hincrby": [key(), string("field"), integer("increment")],
+    "hincrbyfloat": [key(), string("field"), double("increment")],
+    "hrandfield": [
+        key(),
+        block("options", integer("count"), pure("withvalues", optional=True), optional=True),
+    ],
     "hstrlen": [key(), string("field")],
     "hscan": [
         key(),
@@ -217,6 +242,39 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
         integer("cursor"),
         pattern("pattern", token="MATCH", optional=True),
         integer("count", token="COUNT", optional=True),
+    ],
+    "zremrangebylex": [key(), string("min"), string("max")],
+    "zrangestore": [
+        key("dst"),
+        key("src", spec=1),
+        string("min"),
+        string("max"),
+        oneof("sortby", pure("byscore"), pure("bylex"), optional=True),
+        pure("rev", optional=True),
+        block("offset_count", integer("offset"), integer("count"), token="LIMIT",
+              optional=True),
+    ],
+    "zunion": [integer("numkeys"), key(multiple=True), _WEIGHTS, _AGGREGATE,
+               pure("withscores", optional=True)],
+    "zinter": [integer("numkeys"), key(multiple=True), _WEIGHTS, _AGGREGATE,
+               pure("withscores", optional=True)],
+    "zdiff": [integer("numkeys"), key(multiple=True), pure("withscores", optional=True)],
+    "zunionstore": [key("destination"), integer("numkeys"), key(spec=1, multiple=True),
+                    _WEIGHTS, _AGGREGATE],
+    "zinterstore": [key("destination"), integer("numkeys"), key(spec=1, multiple=True),
+                    _WEIGHTS, _AGGREGATE],
+    "zdiffstore": [key("destination"), integer("numkeys"), key(spec=1, multiple=True)],
+    "zintercard": [integer("numkeys"), key(multiple=True),
+                   integer("limit", token="LIMIT", optional=True)],
+    "zmpop": [integer("numkeys"), key(multiple=True), _WHERE,
+              integer("count", token="COUNT", optional=True)],
+    "bzmpop": [double("timeout"), integer("numkeys"), key(multiple=True), _WHERE,
+               integer("count", token="COUNT", optional=True)],
+    "bzpopmin": [key(multiple=True), double("timeout")],
+    "bzpopmax": [key(multiple=True), double("timeout")],
+    "zrandmember": [
+        key(),
+        block("options", integer("count"), pure("withscores", optional=True), optional=True),
     ],
     "subscribe": [string("channel", multiple=True)],
     "unsubscribe": [string("channel", optional=True, multiple=True)],

@@ -1,9 +1,9 @@
 """Hash commands (protocol section 7), answering as Redis 7.0 does, byte for byte.
 
 HSET HSETNX HMSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY
-HSTRLEN HSCAN. Reads answer from the store; writes return a `Plan` whose ops
-are plain HSET / HDEL with every value resolved (HINCRBY logs the HSET of its
-result), after every check has passed, so a refused command writes nothing.
+HINCRBYFLOAT HSTRLEN HSCAN (HRANDFIELD is in random_members.py). Reads answer from the store; writes return a `Plan` whose ops
+are plain HSET / HDEL with every value resolved (HINCRBY and HINCRBYFLOAT log
+the HSET of their result), after every check has passed, so a refused command writes nothing.
 Arguments are checked in Redis's order, because with several faults the first
 one found is the error a client sees (HINCRBY reads its increment before the
 key's type).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emqd import errors, scan
+from emqd import errors, longdouble, scan
 from emqd.command import command
 from emqd.numbers import parse_int
 from emqd.plan import Plan, removal
@@ -118,6 +118,30 @@ def hincrby(session: Session, argv: list[bytes]) -> Any:
     return Plan([(b"HSET", argv[1], argv[2], b"%d" % value)], value)
 
 
+def hincrbyfloat(session: Session, argv: list[bytes]) -> Any:
+    """HINCRBYFLOAT key field increment -> the new value's text, logged as its HSET.
+
+    Redis adds in long double and writes `%.17Lf` trimmed (emqd/longdouble.py):
+    `0.1` stays `0.1`. Errors, in Redis's order: an increment that is no float,
+    or is infinite; WRONGTYPE; a stored value that is no float; a sum that is.
+    """
+    by = longdouble.parse(argv[3])
+    if by is None:
+        raise errors.NOT_FLOAT()
+    if isinstance(by, float):
+        raise errors.INCR_NAN_OR_INF()
+    row = _row(session, argv[1])
+    current = None if row is None else hashes.get(row, argv[2])
+    value = longdouble.ZERO if current is None else longdouble.parse(current)
+    if value is None:
+        raise errors.HASH_NOT_FLOAT()
+    total = longdouble.add(value, by)
+    if isinstance(total, float):
+        raise errors.INCR_WOULD_BE_NAN_OR_INF()
+    text = longdouble.format_human(total)
+    return Plan([(b"HSET", argv[1], argv[2], text)], text)
+
+
 def hscan(session: Session, argv: list[bytes]) -> Any:
     """HSCAN key cursor [MATCH pattern] [COUNT count] -> [cursor, [field, value, ...]].
 
@@ -154,6 +178,9 @@ COMMANDS = [
     command("hkeys", 2, "readonly", hkeys, (1, 1, 1), group="hash"),
     command("hvals", 2, "readonly", hvals, (1, 1, 1), group="hash"),
     command("hincrby", 4, "write denyoom fast", hincrby, (1, 1, 1), group="hash"),
+    command("hincrbyfloat", 4, "write denyoom fast", hincrbyfloat, (1, 1, 1), group="hash",
+            summary="Increments the floating point value of a field by a number. Uses 0 as "
+                    "initial value if the field doesn't exist."),
     command("hstrlen", 3, "readonly fast", hstrlen, (1, 1, 1), group="hash"),
     command("hscan", -3, "readonly", hscan, (1, 1, 1), group="hash"),
 ]

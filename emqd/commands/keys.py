@@ -1,4 +1,5 @@
-"""Key commands: DEL, UNLINK, EXISTS, TYPE, KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL, OBJECT.
+"""Key commands: DEL, UNLINK, EXISTS, TOUCH, RANDOMKEY, TYPE, KEYS, SCAN, DBSIZE, FLUSHDB,
+FLUSHALL, OBJECT (TTL and the EXPIRE family: expiry.py).
 
 Writes return plans of the plain ops the keyspace applies: DEL (UNLINK is
 logged as DEL) and FLUSHALL (emqd has one database, so FLUSHDB is FLUSHALL).
@@ -13,6 +14,8 @@ docs/SERVER.md.
 
 from __future__ import annotations
 
+import random
+from itertools import islice
 from typing import Any
 
 from emqd import errors
@@ -35,6 +38,21 @@ def del_(session: Session, argv: list[bytes]) -> Any:
 def exists(session: Session, argv: list[bytes]) -> Any:
     data = session.core.keyspace.data
     return sum(1 for key in argv[1:] if key in data)
+
+
+def touch(session: Session, argv: list[bytes]) -> Any:
+    """TOUCH key [key ...] -> how many of the keys exist (each time it is named), as EXISTS:
+    emqd keeps no access times to update (see OBJECT IDLETIME)."""
+    return exists(session, argv)
+
+
+def randomkey(session: Session, argv: list[bytes]) -> Any:
+    """RANDOMKEY -> a key chosen at random, nil when there is none. O(n) in the keys: a
+    dict has no random access, and a walk in C costs ~10 ms a million keys."""
+    data = session.server.keyspace.data
+    if not data:
+        return None
+    return next(islice(iter(data), random.randrange(len(data)), None))
 
 
 def type_(session: Session, argv: list[bytes]) -> Any:
@@ -131,6 +149,11 @@ COMMANDS = [
             summary="Asynchronously deletes one or more keys."),
     command("exists", -2, "readonly fast", exists, (1, -1, 1), group=_KEYS,
             summary="Determines whether one or more keys exist."),
+    command("touch", -2, "readonly fast", touch, (1, -1, 1), group=_KEYS,
+            summary="Returns the number of existing keys out of those specified after updating "
+                    "the time they were last accessed."),
+    command("randomkey", 1, "readonly", randomkey, group=_KEYS,
+            summary="Returns a random key name from the database."),
     command("type", 2, "readonly fast", type_, (1, 1, 1), group=_KEYS,
             summary="Determines the type of value stored at a key."),
     command("keys", 2, "readonly", keys, group=_KEYS,

@@ -18,7 +18,7 @@ import platform
 import resource
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from emqd import __version__, clock, core_build, errors
 from emqd.command import Command, command
@@ -49,6 +49,8 @@ def _categories(row: Command) -> list[str]:
         cats |= {"@admin", "@dangerous"}
     if "pubsub" in flags:  # from the flag: PUBSUB HELP is in the group but not in @pubsub
         cats.add("@pubsub")
+    if "blocking" in flags:
+        cats.add("@blocking")
     group = _GROUP_CATEGORY.get(row.group)
     if group:
         cats.add(group)
@@ -78,20 +80,36 @@ _GROUP_CATEGORY = {
 }
 
 
+# Where numkeys stands in a command whose keys it counts (`movablekeys`): after the
+# fixed keys, or after BZMPOP's timeout.
+_NUMKEYS_AT: Final = {"bzmpop": 2}
+
+
 def _key_specs(row: Command) -> list[Any]:
     first, last, step = row.keys
-    if not first:
-        return []
+    specs: list[Any] = []
     flags = ["RW" if "write" in row.flags else "RO", "access"]
-    return [{
-        b"flags": Set(flags),
-        b"begin_search": {b"type": b"index", b"spec": {b"index": first}},
-        b"find_keys": {
-            b"type": b"range",
-            b"spec": {b"lastkey": last - first if last >= 0 else last, b"keystep": step,
-                      b"limit": 0},
-        },
-    }]
+    if first:
+        specs.append({
+            b"flags": Set(flags),
+            b"begin_search": {b"type": b"index", b"spec": {b"index": first}},
+            b"find_keys": {
+                b"type": b"range",
+                b"spec": {b"lastkey": last - first if last >= 0 else last, b"keystep": step,
+                          b"limit": 0},
+            },
+        })
+    if "movablekeys" in row.flags:  # numkeys, then that many keys
+        at = _NUMKEYS_AT.get(row.name, last + 1)
+        specs.append({
+            b"flags": Set(["RO", "access"] if first else flags),
+            b"begin_search": {b"type": b"index", b"spec": {b"index": at}},
+            b"find_keys": {
+                b"type": b"keynum",
+                b"spec": {b"keynumidx": 0, b"firstkey": 1, b"keystep": 1},
+            },
+        })
+    return specs
 
 
 def _listed_flags(row: Command) -> list[str]:

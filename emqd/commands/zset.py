@@ -2,12 +2,16 @@
 
 ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT ZLEXCOUNT ZRANK ZREVRANK, the
 range family (ZRANGE with BYSCORE / BYLEX / REV / LIMIT / WITHSCORES, and
-ZRANGEBYSCORE ZREVRANGE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX), ZPOPMIN
-ZPOPMAX ZREMRANGEBYSCORE ZREMRANGEBYRANK ZSCAN.
+ZRANGEBYSCORE ZREVRANGE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX), ZRANGESTORE,
+ZPOPMIN ZPOPMAX ZREMRANGEBYSCORE ZREMRANGEBYRANK ZREMRANGEBYLEX ZSCAN. The set
+algebra (ZUNION, ZINTER, ZDIFF and their STOREs, ZINTERCARD) is in
+zset_algebra.py, the multi-key and blocking pops in zset_pops.py, ZRANDMEMBER
+in random_members.py.
 
 Every write returns a `Plan` of plain ops with resolved values: `ZADD key
 score member ...` (no flags; ZINCRBY and ZADD INCR log the new score) and
-`ZREM key member ...` (the pops and ZREMRANGEBY* log the members they took).
+`ZREM key member ...` (the pops and ZREMRANGEBY* log the members they took);
+a *STORE command logs `DEL dst` and one ZADD of the result (`stored`).
 A score travels as `numbers.score_arg` makes it: an int when exact, else a
 float that the append-only file writes as its `repr`, which round-trips.
 Everything is checked, in Redis's order, before a plan is returned.
@@ -89,7 +93,7 @@ def _lex_range(low: bytes, high: bytes) -> LexRange:
     return LexRange(lo[0], hi[0], lo[1], hi[1])
 
 
-def _with_scores(session: Session, pairs: Iterable[tuple[float, bytes]]) -> list[Any]:
+def with_scores(session: Session, pairs: Iterable[tuple[float, bytes]]) -> list[Any]:
     """[member, score] pairs nested under RESP3, flattened under RESP2."""
     if session.resp == 3:
         return [[member, score] for score, member in pairs]
@@ -247,18 +251,52 @@ def zlexcount(session: Session, argv: list[bytes]) -> Any:
 RANK, SCORE, LEX = "rank", "score", "lex"
 
 
-def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool | None) -> Any:
-    """Redis's zrangeGenericCommand: options, their conflicts, the range, then the key.
+class _Range:
+    """A parsed ZRANGE request: what to walk (`kind`, `reverse`, `offset`, `limit`,
+    `bounds`: ranks, scores or a LexRange) and how to answer (`withscores`)."""
+
+    __slots__ = ("kind", "reverse", "withscores", "offset", "limit", "bounds")
+
+    def __init__(self, kind: str, reverse: bool, withscores: bool, offset: int, limit: int,
+                 bounds: Any) -> None:
+        self.kind = kind
+        self.reverse = reverse
+        self.withscores = withscores
+        self.offset = offset
+        self.limit = limit
+        self.bounds = bounds
+
+    def span(self, zset: ZSet) -> tuple[int, int] | None:
+        """The ranks a rank or score range covers, paged by LIMIT; None when empty."""
+        if self.kind == RANK:
+            start, end = self.bounds
+            return _by_rank(zset, start, end, self.reverse)
+        first, stop = zset.score_span(*self.bounds)
+        return _page(first, stop, self.reverse, self.offset, self.limit)
+
+    def pairs(self, zset: ZSet) -> Iterable[tuple[float, bytes]]:
+        """The (score, member) pairs of the range, in the reply's order."""
+        if self.kind == LEX:
+            return _lex_page(zset, self.bounds, self.reverse, self.offset, self.limit)
+        span = self.span(zset)
+        return [] if span is None else zset.walk(*span, self.reverse)
+
+
+def _parse_range(argv: list[bytes], at: int, kind: str | None, reverse: bool | None,
+                 store: bool = False) -> _Range:
+    """Redis's zrangeGenericCommand up to the key's lookup: the options after the key
+    (at `at`) and its two bounds, their conflicts, then the bounds themselves.
 
     `kind` / `reverse` are None where ZRANGE lets an option choose them
     (BYSCORE / BYLEX, REV); a command that fixes them refuses the option.
+    ZRANGESTORE (`store`) refuses WITHSCORES.
     """
     withscores = False
     offset, limit = 0, -1
-    j = 4
+    j = at + 3
     while j < len(argv):
         option = argv[j].lower()
-        if option == b"withscores":
+        if not store and option == b"withscores":
             withscores = True
         elif option == b"limit" and len(argv) - j - 1 >= 2:
             offset = _int(argv[j + 1])
@@ -279,39 +317,67 @@ def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool 
         raise errors.ZRANGE_LIMIT_RANK()
     if withscores and kind == LEX:
         raise errors.ZRANGE_WITHSCORES_LEX()
-    low, high = (argv[3], argv[2]) if reverse and kind != RANK else (argv[2], argv[3])
+    low, high = argv[at + 1], argv[at + 2]
+    if reverse and kind != RANK:
+        low, high = high, low
+    bounds: Any
     if kind == RANK:
-        start, end = _int(low), _int(high)
+        bounds = (_int(low), _int(high))
     elif kind == SCORE:
         bounds = _score_range(low, high)
     else:
-        lex = _lex_range(low, high)
+        bounds = _lex_range(low, high)
+    return _Range(kind, reverse, withscores, offset, limit, bounds)
+
+
+def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool | None) -> Any:
+    """Z[REV]RANGE[BYSCORE|BYLEX]: the parsed range, then the key."""
+    query = _parse_range(argv, 1, kind, reverse)
     zset = _zset(session, argv[1])
     if zset is None:
         return []
-    pairs: Iterable[tuple[float, bytes]]
-    if kind == LEX:
-        pairs = _lex_page(zset, lex, reverse, offset, limit)
-    else:
-        if kind == RANK:
-            span = _by_rank(zset, start, end, reverse)
-        else:
-            first, stop = zset.score_span(*bounds)
-            span = _page(first, stop, reverse, offset, limit)
+    withscores = query.withscores
+    if query.kind != LEX:
+        span = query.span(zset)
         if span is None:
             return []
         size = span[1] - span[0]
         if size >= STREAM_MIN:  # a big range: a snapshot of its packed keys, encoded lazily
-            keys = zset.span(*span, reverse)
+            keys = zset.span(*span, query.reverse)
             if withscores:
                 return Stream(zset.pairs_of(keys), size, SCORED)
             return Stream(members_of(keys), size)
         if not withscores:
-            return list(members_of(zset.span(*span, reverse)))
-        pairs = zset.walk(*span, reverse)
+            return list(members_of(zset.span(*span, query.reverse)))
+    pairs = query.pairs(zset)
     if withscores:
-        return _with_scores(session, pairs)
+        return with_scores(session, pairs)
     return array([member for _, member in pairs])  # BYLEX: its list, streamed when big
+
+
+def zrangestore(session: Session, argv: list[bytes]) -> Any:
+    """ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count].
+
+    Returns how many members dst now holds. dst is replaced whatever it held
+    (deleted when the range is empty), logged as DEL dst and one ZADD.
+    """
+    query = _parse_range(argv, 2, None, None, store=True)
+    zset = _zset(session, argv[2])
+    pairs = [] if zset is None else list(query.pairs(zset))
+    return stored(session, argv[1], pairs)
+
+
+def stored(session: Session, key: bytes, pairs: list[tuple[float, bytes]]) -> Plan:
+    """The plan that makes `key` the sorted set of `pairs` (distinct members), whatever it
+    held: DEL and one ZADD, or only the DEL (of a key that exists) when `pairs` is
+    empty. The reply is the number of members, as every *STORE command answers."""
+    ops: list[Any] = []
+    if key in session.server.keyspace:
+        ops.append((b"DEL", key))
+    if pairs:
+        ops.append((b"ZADD", key, *[x for score, member in pairs
+                                    for x in (score_arg(score), member)]))
+    return Plan(ops, len(pairs))
 
 
 def _clamp_ranks(length: int, start: int, end: int) -> tuple[int, int] | None:
@@ -427,14 +493,20 @@ def _pop(session: Session, argv: list[bytes], highest: bool) -> Any:
     zset = _zset(session, argv[1])
     if zset is None or count == 0:
         return []
-    n = min(len(zset), 1 if count is None else count)
-    pairs = list(zset.walk(len(zset) - n, len(zset), True) if highest else zset.walk(0, n))
+    pairs = popped(zset, 1 if count is None else count, highest)
     plan = Plan([(b"ZREM", argv[1], *[member for _, member in pairs])])
     if session.resp == 3 and count is not None:
         plan.reply = [[member, score] for score, member in pairs]
     else:
         plan.reply = [item for score, member in pairs for item in (member, score)]
     return plan
+
+
+def popped(zset: ZSet, count: int, highest: bool) -> list[tuple[float, bytes]]:
+    """The (score, member) pairs a pop of `count` takes, in the order it answers them:
+    lowest first, or highest first when `highest`."""
+    n = min(len(zset), count)
+    return list(zset.walk(len(zset) - n, len(zset), True) if highest else zset.walk(0, n))
 
 
 def zpopmin(session: Session, argv: list[bytes]) -> Any:
@@ -469,6 +541,17 @@ def zremrangebyrank(session: Session, argv: list[bytes]) -> Any:
     if ranks is None:
         return 0
     return _remove_span(argv[1], zset, ranks[0], ranks[1] + 1)
+
+
+def zremrangebylex(session: Session, argv: list[bytes]) -> Any:
+    """ZREMRANGEBYLEX key min max -> the number removed, logged as one ZREM: the members
+    ZRANGEBYLEX key min max lists (Redis's walk, see `_lex_page`)."""
+    lex = _lex_range(argv[2], argv[3])
+    zset = _zset(session, argv[1])
+    if zset is None:
+        return 0
+    members = [member for _, member in _lex_page(zset, lex, False, 0, -1)]
+    return Plan([(b"ZREM", argv[1], *members)] if members else [], len(members))
 
 
 # --- ZSCAN ---------------------------------------------------------------------------
@@ -518,4 +601,9 @@ COMMANDS = [
     command("zremrangebyscore", 4, "write", zremrangebyscore, (1, 1, 1), group="sorted-set"),
     command("zremrangebyrank", 4, "write", zremrangebyrank, (1, 1, 1), group="sorted-set"),
     command("zscan", -3, "readonly", zscan, (1, 1, 1), group="sorted-set"),
+    command("zremrangebylex", 4, "write", zremrangebylex, (1, 1, 1), group="sorted-set",
+            summary="Removes members in a sorted set within a lexicographical range. Deletes "
+                    "the sorted set if all members were removed."),
+    command("zrangestore", -5, "write denyoom", zrangestore, (1, 2, 1), group="sorted-set",
+            summary="Stores a range of members from sorted set in a key."),
 ]

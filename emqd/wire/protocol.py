@@ -432,7 +432,11 @@ class Connection(asyncio.Protocol, Outlet):
         if self.parked is None or self.closed:
             return True
         argv = self.pending[0]
-        reply = execute(self.session, argv)
+        self.session.waking = True
+        try:
+            reply = execute(self.session, argv)
+        finally:
+            self.session.waking = False
         if type(reply) is Block:
             self._arm_wake(reply.wake_at_ms)
             return False
