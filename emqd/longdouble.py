@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Final
 
@@ -39,7 +40,6 @@ MAX_CHARS: Final = 5 * 1024  # MAX_LONG_DOUBLE_CHARS: string2ld's buffer, ld2str
 # shorter than MAX_CHARS), so `10 ** exponent` is never built for them.
 _TOO_BIG: Final = 4933 + MAX_CHARS
 _TOO_SMALL: Final = -4951 - MAX_CHARS
-_DECIMAL: Final = re.compile(rb"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?")
 _HEX: Final = re.compile(rb"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?(?:[pP]([+-]?[0-9]+))?")
 
 
@@ -86,30 +86,29 @@ def parse(text: bytes) -> LongDouble | None:
 
 def _exact(text: bytes) -> Fraction | None:
     """The exact rational a decimal or hexadecimal C float text means; None when its
-    exponent alone puts it past overflow (underflow comes out as a tiny exact 0)."""
+    exponent alone puts it past overflow (underflow comes out as a tiny exact 0).
+    Decimal digits go through `Decimal`, which has no limit on their count (int()
+    refuses more than 4300 digits, and a text may have 5119)."""
     hexa = _HEX.fullmatch(text)
     if hexa is not None:
         sign, whole, fraction, power = hexa.groups()
-        digits = whole + (fraction or b"")
+        digits = int((whole + (fraction or b"")) or b"0", 16)  # base 16: no digit limit
         exponent = int(power or b"0") - 4 * len(fraction or b"")
+        if digits == 0 or exponent < 4 * _TOO_SMALL:
+            return Fraction(0)
         if exponent > 4 * _TOO_BIG:
-            return None if int(digits or b"0", 16) else Fraction(0)
-        if exponent < 4 * _TOO_SMALL:
-            return Fraction(0)
-        value = int(digits or b"0", 16) * Fraction(2) ** exponent
-    else:
-        decimal = _DECIMAL.fullmatch(text)
-        if decimal is None:
             return None
-        sign, whole, fraction, power = decimal.groups()
-        digits = whole + (fraction or b"")
-        exponent = int(power or b"0") - len(fraction or b"")
-        if exponent > _TOO_BIG:
-            return None if int(digits or b"0") else Fraction(0)
-        if exponent < _TOO_SMALL:
-            return Fraction(0)
-        value = int(digits or b"0") * Fraction(10) ** exponent
-    return -value if sign == b"-" else value
+        value = digits * Fraction(2) ** exponent
+        return -value if sign == b"-" else value
+    try:
+        number = Decimal(text.decode("ascii"))
+    except (InvalidOperation, UnicodeDecodeError):
+        return None
+    if number.is_zero() or number.adjusted() < _TOO_SMALL:
+        return Fraction(0)
+    if number.adjusted() > _TOO_BIG:
+        return None
+    return Fraction(number)
 
 
 def add(a: LongDouble, b: LongDouble) -> LongDouble:
@@ -135,7 +134,7 @@ def format_human(value: LongDouble) -> bytes:
     scaled = value * 10**17
     units = round(scaled)
     negative = value < 0
-    digits = b"%018d" % abs(units)
+    digits = format(Decimal(abs(units)), "018f").encode()  # "%d" refuses 4300+ digits
     text = (b"-" if negative else b"") + digits[:-17] + b"." + digits[-17:]
     if len(text) + 1 > MAX_CHARS:
         return b""

@@ -5,7 +5,7 @@ HRANDFIELD key [count [WITHVALUES]] / ZRANDMEMBER key [count [WITHSCORES]]
 Without a count: one random field (member) as a bulk string, nil for no key.
 With one (an array, empty for no key): 0 answers nothing; a positive count
 that covers the whole value answers all of it in its order (a sorted set's
-order; a hash's field order); a smaller positive count answers that many
+from the highest score down, a hash's field order); a smaller positive count answers that many
 distinct ones, in a random order; a negative count answers -count picks
 that may repeat. WITHVALUES / WITHSCORES pair each with its value: nested
 [field, value] arrays under RESP3, a flat array under RESP2, as Redis does.
@@ -51,13 +51,14 @@ def _count(argv: list[bytes], word: bytes) -> tuple[int, bool]:
     return count, paired
 
 
-def _picks(size: int, count: int) -> list[int] | Iterator[int] | range:
-    """The positions to answer: all of them in order, distinct ones, or repeating ones
-    (an iterator, made as it is read: the count may be huge)."""
+def _picks(size: int, count: int, scored: bool) -> list[int] | Iterator[int] | range:
+    """The positions to answer: all of them (a sorted set's from the highest: Redis's
+    zuiNext walks a set backwards), distinct ones, or repeating ones (an iterator,
+    made as it is read: the count may be huge)."""
     if count < 0:
         return (random.randrange(size) for _ in range(-count))
     if count >= size:
-        return range(size)
+        return range(size - 1, -1, -1) if scored else range(size)
     return random.sample(range(size), count)
 
 
@@ -66,7 +67,7 @@ def _answer(session: Session, items: list[Any], count: int, paired: bool,
     """The reply for `items` (members, or (score, member) / (field, value) pairs)."""
     if count == 0 or not items:
         return []
-    picks = _picks(len(items), count)
+    picks = _picks(len(items), count, scored)
     n = -count if count < 0 else min(count, len(items))
     chosen = (items[i] for i in picks)
     if not paired:
