@@ -370,13 +370,30 @@ def zrangestore(session: Session, argv: list[bytes]) -> Any:
 def stored(session: Session, key: bytes, pairs: list[tuple[float, bytes]]) -> Plan:
     """The plan that makes `key` the sorted set of `pairs` (distinct members), whatever it
     held: DEL and one ZADD, or only the DEL (of a key that exists) when `pairs` is
-    empty. The reply is the number of members, as every *STORE command answers."""
+    empty. The reply is the number of members, as every *STORE command answers.
+
+    Redis builds the result as a skiplist and makes it a listpack only if it fits,
+    so a result too big for one keeps its -0 scores, where a ZADD into a new key
+    stores -0 as 0 while the set is still a listpack. Such members are added
+    with the score 1 first, then set to -0 by a second ZADD, once the set is a
+    skiplist: the same set, in emqd and in Redis replaying the log."""
+    keyspace = session.server.keyspace
     ops: list[Any] = []
-    if key in session.server.keyspace:
+    if key in keyspace:
         ops.append((b"DEL", key))
-    if pairs:
-        ops.append((b"ZADD", key, *[x for score, member in pairs
-                                    for x in (score_arg(score), member)]))
+    if not pairs:
+        return Plan(ops, 0)
+    limits = keyspace.limits
+    skiplist = len(pairs) > limits.zset_entries or any(
+        len(member) > limits.zset_value for _, member in pairs)
+    zeros = [member for score, member in pairs
+             if skiplist and score == 0 and math.copysign(1.0, score) < 0]
+    placeholder = set(zeros)
+    ops.append((b"ZADD", key, *[x for score, member in pairs
+                                for x in (1 if member in placeholder else score_arg(score),
+                                          member)]))
+    if zeros:
+        ops.append((b"ZADD", key, *[x for member in zeros for x in (-0.0, member)]))
     return Plan(ops, len(pairs))
 
 
