@@ -83,22 +83,29 @@ _GROUP_CATEGORY = {
 # Where numkeys stands in a command whose keys it counts (`movablekeys`): after the
 # fixed keys, or after BZMPOP's timeout.
 _NUMKEYS_AT: Final = {"bzmpop": 2}
+# Commands whose keys Redis describes one spec each (a destination, then a source).
+_SPEC_PER_KEY: Final = frozenset({"zrangestore"})
+
+
+def _range_spec(flags: list[str], first: int, lastkey: int, step: int) -> dict[bytes, Any]:
+    return {
+        b"flags": Set(flags),
+        b"begin_search": {b"type": b"index", b"spec": {b"index": first}},
+        b"find_keys": {
+            b"type": b"range",
+            b"spec": {b"lastkey": lastkey, b"keystep": step, b"limit": 0},
+        },
+    }
 
 
 def _key_specs(row: Command) -> list[Any]:
     first, last, step = row.keys
     specs: list[Any] = []
     flags = ["RW" if "write" in row.flags else "RO", "access"]
-    if first:
-        specs.append({
-            b"flags": Set(flags),
-            b"begin_search": {b"type": b"index", b"spec": {b"index": first}},
-            b"find_keys": {
-                b"type": b"range",
-                b"spec": {b"lastkey": last - first if last >= 0 else last, b"keystep": step,
-                          b"limit": 0},
-            },
-        })
+    if first and row.name in _SPEC_PER_KEY:
+        specs += [_range_spec(flags, key, 0, step) for key in range(first, last + 1, step)]
+    elif first:
+        specs.append(_range_spec(flags, first, last - first if last >= 0 else last, step))
     if "movablekeys" in row.flags:  # numkeys, then that many keys
         at = _NUMKEYS_AT.get(row.name, last + 1)
         specs.append({
