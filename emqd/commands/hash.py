@@ -1,9 +1,10 @@
 """Hash commands (protocol section 7), answering as Redis 7.0 does, byte for byte.
 
 HSET HSETNX HMSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY
-HINCRBYFLOAT HSTRLEN HSCAN (HRANDFIELD is in random_members.py). Reads answer from the store; writes return a `Plan` whose ops
-are plain HSET / HDEL with every value resolved (HINCRBY and HINCRBYFLOAT log
-the HSET of their result), after every check has passed, so a refused command writes nothing.
+HINCRBYFLOAT HSTRLEN HSCAN (HRANDFIELD is in random_members.py). Reads answer
+from the store; writes return a `Plan` whose ops are plain HSET / HDEL with
+every value resolved (HINCRBY and HINCRBYFLOAT log the HSET of their result),
+after every check has passed, so a refused command writes nothing.
 Arguments are checked in Redis's order, because with several faults the first
 one found is the error a client sees (HINCRBY reads its increment before the
 key's type).

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 from emqd import errors
@@ -178,6 +179,7 @@ _COMPUTE: Final[dict[str, Callable[[_Request], Pairs]]] = {
 
 
 def _read(session: Session, argv: list[bytes], op: str) -> Any:
+    """ZUNION / ZINTER / ZDIFF (`op`): the result's members, WITHSCORES with their scores."""
     request = _parse(session, argv, 1, op, store=False, card=False)
     pairs = _COMPUTE[op](request)
     if request.withscores:
@@ -186,32 +188,9 @@ def _read(session: Session, argv: list[bytes], op: str) -> Any:
 
 
 def _store(session: Session, argv: list[bytes], op: str) -> Any:
+    """ZUNIONSTORE / ZINTERSTORE / ZDIFFSTORE (`op`): dst replaced, its size answered."""
     request = _parse(session, argv, 2, op, store=True, card=False)
     return stored(session, argv[1], _COMPUTE[op](request))
-
-
-def zunion(session: Session, argv: list[bytes]) -> Any:
-    return _read(session, argv, UNION)
-
-
-def zinter(session: Session, argv: list[bytes]) -> Any:
-    return _read(session, argv, INTER)
-
-
-def zdiff(session: Session, argv: list[bytes]) -> Any:
-    return _read(session, argv, DIFF)
-
-
-def zunionstore(session: Session, argv: list[bytes]) -> Any:
-    return _store(session, argv, UNION)
-
-
-def zinterstore(session: Session, argv: list[bytes]) -> Any:
-    return _store(session, argv, INTER)
-
-
-def zdiffstore(session: Session, argv: list[bytes]) -> Any:
-    return _store(session, argv, DIFF)
 
 
 def zintercard(session: Session, argv: list[bytes]) -> Any:
@@ -223,18 +202,20 @@ def zintercard(session: Session, argv: list[bytes]) -> Any:
 
 _GROUP: Final = "sorted-set"
 COMMANDS: Final = [
-    command("zunion", -3, "readonly movablekeys", zunion, group=_GROUP,
+    command("zunion", -3, "readonly movablekeys", partial(_read, op=UNION), group=_GROUP,
             summary="Returns the union of multiple sorted sets."),
-    command("zinter", -3, "readonly movablekeys", zinter, group=_GROUP,
+    command("zinter", -3, "readonly movablekeys", partial(_read, op=INTER), group=_GROUP,
             summary="Returns the intersect of multiple sorted sets."),
-    command("zdiff", -3, "readonly movablekeys", zdiff, group=_GROUP,
+    command("zdiff", -3, "readonly movablekeys", partial(_read, op=DIFF), group=_GROUP,
             summary="Returns the difference between multiple sorted sets."),
-    command("zunionstore", -4, "write denyoom movablekeys", zunionstore, (1, 1, 1),
-            group=_GROUP, summary="Stores the union of multiple sorted sets in a key."),
-    command("zinterstore", -4, "write denyoom movablekeys", zinterstore, (1, 1, 1),
-            group=_GROUP, summary="Stores the intersect of multiple sorted sets in a key."),
-    command("zdiffstore", -4, "write denyoom movablekeys", zdiffstore, (1, 1, 1),
-            group=_GROUP,
+    command("zunionstore", -4, "write denyoom movablekeys", partial(_store, op=UNION),
+            (1, 1, 1), group=_GROUP,
+            summary="Stores the union of multiple sorted sets in a key."),
+    command("zinterstore", -4, "write denyoom movablekeys", partial(_store, op=INTER),
+            (1, 1, 1), group=_GROUP,
+            summary="Stores the intersect of multiple sorted sets in a key."),
+    command("zdiffstore", -4, "write denyoom movablekeys", partial(_store, op=DIFF),
+            (1, 1, 1), group=_GROUP,
             summary="Stores the difference of multiple sorted sets in a key."),
     command("zintercard", -3, "readonly movablekeys", zintercard, group=_GROUP,
             summary="Returns the number of members of the intersect of multiple sorted sets."),

@@ -32,6 +32,7 @@ from emqd.reply import NULL_ARRAY
 from emqd.session import Session
 from emqd.store.zset import ZSet
 
+
 def timeout_ms(arg: bytes) -> int:
     """getTimeoutFromObjectOrReply in seconds: `ceill(seconds * 1000)` in long double,
     0 for "wait for ever". A value past what a C long long holds converts to its

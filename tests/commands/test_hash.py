@@ -94,3 +94,21 @@ def test_hscan_lists_a_small_hash_whole_and_walks_a_big_one(session: Session) ->
         if cursor == b"0":
             break
     assert seen == {b"f": b"v" * 65, b"g": b"1", b"h": b"2"}
+
+
+def test_hincrbyfloat_logs_the_hset_of_its_text(session: Session) -> None:
+    result = plan_of(session, b"HINCRBYFLOAT", b"h", b"n", b"0.25")
+    assert (result.ops, result.reply) == ([(b"HSET", b"h", b"n", b"5.25")], b"5.25")
+
+
+def test_a_random_answer_that_cannot_be_streamed_is_bounded(session: Session) -> None:
+    """RESP3's nested [field, value] pairs are built whole: past BUILT_MAX picks they are
+    refused rather than grown without bound; the same count of fields alone streams."""
+    from emqd.commands.random_members import BUILT_MAX
+    from emqd.errors import OUT_OF_RANGE
+    from emqd.reply import Stream
+    session.resp = 3
+    count = b"-%d" % (BUILT_MAX + 1)
+    assert plan_of(session, b"HRANDFIELD", b"h", count, b"WITHVALUES") == OUT_OF_RANGE
+    streamed = plan_of(session, b"HRANDFIELD", b"h", count)
+    assert type(streamed) is Stream and streamed.count == BUILT_MAX + 1

@@ -138,3 +138,41 @@ def test_logged_ops_replay_to_the_same_keyspace() -> None:
     replayed.apply(log.ops)
     assert snapshot(replayed) == snapshot(state.keyspace)
     assert any(op[0] == b"ZADD" for op in log.ops) and any(op[0] == b"ZREM" for op in log.ops)
+
+
+# --- the plans of the issue-26 commands ------------------------------------------------
+def test_a_store_replaces_its_destination_in_one_plan(session: Session) -> None:
+    dispatch.execute(session, [b"ZADD", b"b", b"2", b"a", b"-0", b"n"])
+    result = plan_of(session, b"ZUNIONSTORE", b"z", b"2", b"z", b"b", b"WEIGHTS", b"1", b"3")
+    assert type(result) is Plan
+    # b's -0 was stored as 0 (a listpack); z is read before it is replaced
+    assert result.ops == [(b"DEL", b"z"), (b"ZADD", b"z", 0, b"n", 2, b"b", 3, b"c", 7, b"a")]
+    assert result.reply == 4
+    assert plan_of(session, b"ZINTERSTORE", b"new", b"2", b"z", b"nokey").ops == []
+
+
+def test_a_big_stored_result_sets_its_negative_zeros_once_it_is_a_skiplist(
+        session: Session) -> None:
+    dispatch.execute(session, [b"ZADD", b"big", *[x for i in range(200) for x in (b"%d" % i,
+                                                                                  b"m%d" % i)]])
+    dispatch.execute(session, [b"ZADD", b"big", b"-0", b"zero"])
+    result = plan_of(session, b"ZDIFFSTORE", b"copy", b"1", b"big")
+    first, second = result.ops
+    assert first[:6] == (b"ZADD", b"copy", 0, b"m0", 1, b"zero")  # 1 until it is a skiplist
+    assert second == (b"ZADD", b"copy", -0.0, b"zero")
+    dispatch.execute(session, [b"ZDIFFSTORE", b"copy", b"1", b"big"])
+    score = session.server.keyspace.zset(b"copy").score(b"zero")  # type: ignore[union-attr]
+    assert score == 0 and math.copysign(1.0, score) < 0  # type: ignore[arg-type]
+
+
+def test_a_blocking_pop_parks_on_its_keys_and_pops_like_zpopmin(session: Session) -> None:
+    from emqd.plan import Block
+    from emqd.reply import NULL_ARRAY
+    block = plan_of(session, b"BZPOPMIN", b"nokey", b"other", b"nokey", b"1.5")
+    assert block == Block((b"nokey", b"other"), 1500, NULL_ARRAY)
+    popped = plan_of(session, b"BZMPOP", b"0", b"2", b"nokey", b"z", b"MAX", b"COUNT", b"9")
+    assert popped.ops == [(b"ZREM", b"z", b"c", b"b", b"a")]
+    assert popped.reply == [b"z", [[b"c", 3.0], [b"b", 2.0], [b"a", 1.0]]]
+    dispatch.execute(session, [b"MULTI"])
+    dispatch.execute(session, [b"BZPOPMIN", b"nokey", b"0"])
+    assert dispatch.execute(session, [b"EXEC"]) == [NULL_ARRAY]  # no wait in a transaction

@@ -135,6 +135,17 @@ class Pair:
         raise AssertionError(f"{self.label}: {_show(argv)} did not reach cursor 0")
 
 
+def replay(emqd_port: int, redis_port: int, resp: int, label: str, steps: list[tuple]) -> None:
+    """FLUSHALL, then every step on both servers, each reply byte for byte."""
+    pair = Pair(emqd_port, redis_port, resp, label=label)
+    try:
+        pair.same("FLUSHALL")
+        for argv in steps:
+            pair.same(*argv)
+    finally:
+        pair.close()
+
+
 def _unordered(reply: Any, pairs: bool) -> Any:
     """A map or array reply as a sorted list (of field/value pairs when `pairs`)."""
     kind, value = reply

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from emqd.reply import STREAM_MIN
-from tests.differential.harness import EXACT, SCAN, UNORDERED, Pair, parse
+from tests.differential.harness import EXACT, SCAN, UNORDERED, Pair, parse, replay
 from tests.support import encode_request
 
 pytestmark = pytest.mark.redis_reference
@@ -457,13 +457,7 @@ GLOB_PATTERNS = [
 @pytest.mark.parametrize("resp", [2, 3])
 @pytest.mark.parametrize("name", list(CASES))
 def test_edge_cases(emqd_port: int, redis_ref: int, name: str, resp: int) -> None:
-    pair = Pair(emqd_port, redis_ref, resp, label=f"edges {name!r} resp={resp}")
-    try:
-        pair.same("FLUSHALL")
-        for argv in CASES[name]:
-            pair.same(*argv)
-    finally:
-        pair.close()
+    replay(emqd_port, redis_ref, resp, f"edges {name!r} resp={resp}", CASES[name])
 
 
 @pytest.mark.parametrize("resp", [2, 3])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential.harness import Pair
+from tests.differential.harness import replay
 
 pytestmark = pytest.mark.redis_reference
 
@@ -95,23 +95,26 @@ CASES: dict[str, list[tuple]] = {
         ("ZADD", "a", "1", "x", "2", "y", "3", "z"),
         ("ZADD", "b", "5", "p", "6", "q"),
         ("HSET", "h", "f", "v"),
-        *[("ZMPOP", *args) for args in [("0", "a", "MIN"), ("x", "a", "MIN"), ("-1", "a", "MIN"),
-                                          ("1", "a"), ("2", "a", "MIN"), ("1", "a", "MID"),
-                                          ("1", "a", "MIN", "COUNT"), ("1", "a", "MIN", "COUNT", "0"),
+        *[("ZMPOP", *args) for args in [("0", "a", "MIN"), ("x", "a", "MIN"),
+                                          ("-1", "a", "MIN"), ("1", "a"), ("2", "a", "MIN"),
+                                          ("1", "a", "MID"), ("1", "a", "MIN", "COUNT"),
+                                          ("1", "a", "MIN", "COUNT", "0"),
                                           ("1", "a", "MIN", "COUNT", "x"),
                                           ("1", "a", "MIN", "COUNT", "-1"),
                                           ("1", "a", "MIN", "COUNT", "1", "COUNT", "1"),
                                           ("1", "a", "MIN", "foo"),
                                           ("1", "h", "MIN"), ("2", "nokey", "h", "MAX"),
                                           ("2", "nokey", "nokey2", "MIN"),
-                                          ("1", "a", "max"), ("2", "nokey", "a", "min", "count", "1"),
+                                          ("1", "a", "max"),
+                                          ("2", "nokey", "a", "min", "count", "1"),
                                           ("2", "a", "h", "MIN", "COUNT", "10"),
                                           ("1", "a", "MIN")]],
         ("ZADD", "a", "1", "x", "2", "y", "3", "z"),
         *[("BZMPOP", *args) for args in [("x", "1", "a", "MIN"), ("-1", "1", "a", "MIN"),
                                            ("0", "0", "a", "MIN"), ("0", "1", "a", "MID"),
                                            ("-1", "0", "a", "MIN"), ("inf", "1", "a", "MIN"),
-                                           ("0", "1", "h", "MIN"), ("0", "1", "a", "MAX", "COUNT", "2"),
+                                           ("0", "1", "h", "MIN"),
+                                           ("0", "1", "a", "MAX", "COUNT", "2"),
                                            ("0.1", "2", "nokey", "a", "MIN", "COUNT", "5")]],
         ("ZADD", "a", *[x for i in range(8) for x in (str(i), f"m{i}")]),
         *[(cmd, *args) for cmd in ("BZPOPMIN", "BZPOPMAX")
@@ -242,10 +245,4 @@ CASES: dict[str, list[tuple]] = {
 @pytest.mark.parametrize("resp", [2, 3])
 @pytest.mark.parametrize("name", list(CASES))
 def test_family_corners(emqd_port: int, redis_ref: int, name: str, resp: int) -> None:
-    pair = Pair(emqd_port, redis_ref, resp, label=f"family {name!r} resp={resp}")
-    try:
-        pair.same("FLUSHALL")
-        for argv in CASES[name]:
-            pair.same(*argv)
-    finally:
-        pair.close()
+    replay(emqd_port, redis_ref, resp, f"family {name!r} resp={resp}", CASES[name])

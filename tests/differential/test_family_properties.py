@@ -163,6 +163,22 @@ def test_random_members_have_redis_s_shape_and_properties(
     """Shape byte for byte (type, length); every pick exists with its score or value;
     a positive count picks distinct ones; a count that covers the value answers it
     exactly as Redis does (a listpack's order is deterministic)."""
+    random_members(emqd_port, redis_ref, resp, size, count, paired, zset)
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+@pytest.mark.parametrize("zset", [True, False])
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("count", [-5000, 1500, 2500])
+def test_big_random_answers_are_streamed_as_redis_answers(
+        emqd_port: int, redis_ref: int, resp: int, count: int, paired: bool,
+        zset: bool) -> None:
+    """Answers of reply.STREAM_MIN picks and more are made as the client reads them."""
+    random_members(emqd_port, redis_ref, resp, 2000, count, paired, zset)
+
+
+def random_members(emqd_port: int, redis_ref: int, resp: int, size: int, count: int,
+                   paired: bool, zset: bool) -> None:
     pair = Pair(emqd_port, redis_ref, resp, label=f"random resp={resp}")
     try:
         pair.same("FLUSHALL")
