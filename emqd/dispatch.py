@@ -21,8 +21,8 @@ from typing import Any, Final
 from emqd import errors
 from emqd.command import Command, command
 from emqd.commands import config as config_command
-from emqd.commands import (connection, fronts, function, keys, memory, persistence, pubsub,
-                           server, zset)
+from emqd.commands import (connection, expiry, fronts, function, keys, memory, persistence,
+                           pubsub, random_members, server, zset, zset_algebra, zset_pops)
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.core import Core
@@ -65,8 +65,9 @@ from emqd.verbs import (
 from emqd.verbs import config as queue_config
 from emqd.wire.resp import encode
 
-COMMAND_MODULES: Final = (connection, keys, hash_commands, zset, pubsub, server, config_command,
-                          function, persistence, fronts, memory)
+COMMAND_MODULES: Final = (connection, keys, expiry, hash_commands, zset, zset_algebra, zset_pops,
+                          random_members, pubsub, server, config_command, function, persistence,
+                          fronts, memory)
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,

@@ -23,7 +23,7 @@ NO_KEY: Final = -2
 
 def ttl(session: Session, argv: list[bytes]) -> Any:
     """TTL / PTTL / EXPIRETIME / PEXPIRETIME key -> -1 (it never expires) or -2 (no key)."""
-    return NO_EXPIRY if argv[1] in session.server.keyspace else NO_KEY
+    return NO_EXPIRY if argv[1] in session.core.keyspace else NO_KEY
 
 
 def persist(session: Session, argv: list[bytes]) -> Any:

@@ -49,7 +49,7 @@ def touch(session: Session, argv: list[bytes]) -> Any:
 def randomkey(session: Session, argv: list[bytes]) -> Any:
     """RANDOMKEY -> a key chosen at random, nil when there is none. O(n) in the keys: a
     dict has no random access, and a walk in C costs ~10 ms a million keys."""
-    data = session.server.keyspace.data
+    data = session.core.keyspace.data
     if not data:
         return None
     return next(islice(iter(data), random.randrange(len(data)), None))

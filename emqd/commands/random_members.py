@@ -88,7 +88,7 @@ def _answer(session: Session, items: list[Any], count: int, paired: bool,
 
 def hrandfield(session: Session, argv: list[bytes]) -> Any:
     """HRANDFIELD key [count [WITHVALUES]]"""
-    keyspace = session.server.keyspace
+    keyspace = session.core.keyspace
     if len(argv) == 2:
         row = keyspace.hash(argv[1])
         return None if row is None else random.choice(list(hashes.names(row)))
@@ -102,7 +102,7 @@ def hrandfield(session: Session, argv: list[bytes]) -> Any:
 
 def zrandmember(session: Session, argv: list[bytes]) -> Any:
     """ZRANDMEMBER key [count [WITHSCORES]]"""
-    keyspace = session.server.keyspace
+    keyspace = session.core.keyspace
     if len(argv) == 2:
         zset = keyspace.zset(argv[1])
         if zset is None:

@@ -377,7 +377,7 @@ def stored(session: Session, key: bytes, pairs: list[tuple[float, bytes]]) -> Pl
     stores -0 as 0 while the set is still a listpack. Such members are added
     with the score 1 first, then set to -0 by a second ZADD, once the set is a
     skiplist: the same set, in emqd and in Redis replaying the log."""
-    keyspace = session.server.keyspace
+    keyspace = session.core.keyspace
     ops: list[Any] = []
     if key in keyspace:
         ops.append((b"DEL", key))

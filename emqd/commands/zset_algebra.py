@@ -76,7 +76,7 @@ def _parse(session: Session, argv: list[bytes], at: int, op: str, store: bool,
         raise errors.no_input_key(argv[0].decode("latin-1").lower())
     if setnum > len(argv) - (at + 1):
         raise errors.SYNTAX()
-    keyspace = session.server.keyspace
+    keyspace = session.core.keyspace
     j = at + 1
     request = _Request([(keyspace.zset(key), 1.0) for key in argv[j : j + setnum]])
     j += setnum

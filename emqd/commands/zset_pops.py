@@ -56,7 +56,7 @@ def _first_full(session: Session, keys: list[bytes]) -> tuple[bytes, ZSet] | Non
     """The first key holding a sorted set; WRONGTYPE for another type met before it,
     except for a parked client woken by a write: Redis serves it only from a key
     that holds a sorted set, and it waits on while none does."""
-    keyspace = session.server.keyspace
+    keyspace = session.core.keyspace
     for key in keys:
         if session.waking and keyspace.type_name(key) != "zset":
             continue

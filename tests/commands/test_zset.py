@@ -161,7 +161,7 @@ def test_a_big_stored_result_sets_its_negative_zeros_once_it_is_a_skiplist(
     assert first[:6] == (b"ZADD", b"copy", 0, b"m0", 1, b"zero")  # 1 until it is a skiplist
     assert second == (b"ZADD", b"copy", -0.0, b"zero")
     dispatch.execute(session, [b"ZDIFFSTORE", b"copy", b"1", b"big"])
-    score = session.server.keyspace.zset(b"copy").score(b"zero")  # type: ignore[union-attr]
+    score = session.core.keyspace.zset(b"copy").score(b"zero")  # type: ignore[union-attr]
     assert score == 0 and math.copysign(1.0, score) < 0  # type: ignore[arg-type]
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 
-from emqd.dispatch import TABLE
 from tests.support import ROOT, start_emqd
 
 pytestmark = [pytest.mark.redis_reference, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -72,10 +71,6 @@ EXCLUDED: dict[str, dict[str, str]] = {
 }
 # The tests each unit must pass (all it runs in external mode, less EXCLUDED).
 PASSED = {"unit/type/zset": 289, "unit/type/hash": 69}
-# unit/type/hash asks MEMORY USAGE at its third test, and stops there without it.
-NEEDS_MEMORY = pytest.mark.xfail(
-    b"memory" not in TABLE, strict=True,
-    reason="unit/type/hash stops at its third test without MEMORY USAGE (issue 26's other half)")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RESULT = re.compile(r"^\[(ok|err|exception|skip|ignore)\]: (.*?)(?: \(\d+ ms\))?$")
@@ -121,8 +116,7 @@ def results(output: str) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.parametrize("unit", [
-    "unit/type/zset", pytest.param("unit/type/hash", marks=NEEDS_MEMORY)])
+@pytest.mark.parametrize("unit", sorted(EXCLUDED))
 def test_redis_s_own_unit_passes(unit: str) -> None:
     suite = _suite()
     if suite is None:
