@@ -87,7 +87,7 @@ class Link:
         if self.resp == 3:
             hello.append([b"HELLO", b"3"])
         if self.front:
-            hello.append([b"EMQ.FRONT"])
+            hello.append([b"EMQ.FRONT", self.address])
         for argv in hello:
             reply = await self._exchange(argv)
             if reply.startswith(b"-"):

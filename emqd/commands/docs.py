@@ -380,6 +380,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "emq.remove": [_QUEUE, _ID],
     "emq.get": [_QUEUE, _ID],
     "emq.owner": [_QUEUE],
+    "emq.front": [string("address")],
     "emq.stats": [_QUEUE],
     "emq.pause": [_QUEUE],
     "emq.resume": [_QUEUE],

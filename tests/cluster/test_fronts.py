@@ -87,6 +87,17 @@ def test_what_spans_queues_or_leaves_them_is_refused_and_writes_nothing(
         assert not store.exists("emq:{flow-b}:pending")
 
 
+def test_a_forwarding_connection_reaches_the_front_it_names_or_is_refused(
+        fronts: list[ServerProcess], emqd_port: int) -> None:
+    front = fronts[0]
+    here = f"127.0.0.1:{front.port}"
+    assert cmd(front.port, "EMQ.FRONT", here) == b"OK"
+    with pytest.raises(redis.ResponseError, match="not that front"):
+        cmd(front.port, "EMQ.FRONT", f"127.0.0.1:{fronts[1].port}")  # a port another took
+    with pytest.raises(redis.ResponseError, match="not that front"):
+        cmd(emqd_port, "EMQ.FRONT", f"127.0.0.1:{emqd_port}")  # a single process is none
+
+
 def test_keys_outside_the_queues_are_the_cluster_s_own(
         cluster: Cluster, fronts: list[ServerProcess]) -> None:
     _, other = fronts

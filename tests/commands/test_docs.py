@@ -101,8 +101,8 @@ def test_every_verb_that_takes_arguments_has_its_hints(emqd_port: int) -> None:
     client = RawClient(emqd_port)
     try:
         for name, row in TABLE.items():
-            if not name.startswith(b"emq.") or row.arity == 1:
-                continue
+            if not name.startswith(b"emq.") or row.arity == 1 or row.keys == (0, 0, 0):
+                continue  # (EMQ.FRONT is a connection's: it names a front, not a queue)
             reader = hiredis.Reader()
             reader.feed(_docs(client, name.decode(), None)[b"arguments"])
             arguments = reader.gets()
