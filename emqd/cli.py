@@ -41,6 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--version", action="version",
                         version=f"emqd {__version__} ({core_build()} core)")
+    parser.add_argument("--check-aof", metavar="FILE",
+                        help="check an append-only file as a start would read it, say where "
+                        "any damage starts and what cutting there would drop, and exit "
+                        "(docs/PERSISTENCE.md)")
+    parser.add_argument("--fix", action="store_true",
+                        help="with --check-aof: cut a damaged file there, after keeping a copy "
+                        "of the whole file beside it")
     defaults = Config()
     for f in fields(Config):
         default = getattr(defaults, f.name)
@@ -131,7 +138,16 @@ def _is_loopback(bind: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    config = config_from(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.check_aof is not None:
+        from emqd.persist.check import main as check_aof
+
+        sys.exit(check_aof(args.check_aof, args.fix))
+    if args.fix:
+        parser.error("--fix goes with --check-aof FILE")
+    config = config_from(argv, dict(os.environ))
     from emqd.server import run
 
     sys.exit(run(config))

@@ -1,8 +1,8 @@
 """The append-only file while the server runs: append, write, fsync, compact.
 
 `open_log(config, keyspace)` loads DIR/emqd.aof into the keyspace (cutting a
-torn last record once the load succeeded), then returns the `AppendOnlyFile`,
-the commit path's sink (emqd/sink.py, emqd/commit.py): every plan is handed to
+torn last record once the load succeeded, its bytes kept beside it:
+persist/check.py), then returns the `AppendOnlyFile`, the commit path's sink (emqd/sink.py, emqd/commit.py): every plan is handed to
 it as one record.
 
 The log knows no connection. It buffers records (`append`), writes them with
@@ -26,7 +26,6 @@ written part by part, the value from itself: the log never makes a copy of a
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import logging
 import os
@@ -37,6 +36,8 @@ from typing import Any, cast
 
 from emqd import clock
 from emqd.config import Config
+from emqd.persist.check import cut
+from emqd.persist.dirlock import lock_dir
 from emqd.persist.load import load
 from emqd.persist.records import batch_record, record, runs
 from emqd.persist.rewrite import Rewrite
@@ -61,18 +62,16 @@ def open_log(config: Config, keyspace: Keyspace,
     them: another emqd holds the directory).
     """
     path = os.path.join(config.dir, FILENAME)
-    dir_lock = _lock_dir(config.dir)
+    dir_lock = lock_dir(config.dir)
     started = time.monotonic()
     loaded = load(path, keyspace)
     if loaded.torn_bytes:
+        copy = cut(path, loaded.size, whole_copy=False)
         log.warning(
             "%s: dropped a torn last record (%d bytes at offset %d, a crash mid-write); "
-            "cutting the file there",
-            path, loaded.torn_bytes, loaded.size,
+            "cut the file there, keeping those bytes in %s",
+            path, loaded.torn_bytes, loaded.size, copy,
         )
-        with open(path, "r+b") as file:
-            file.truncate(loaded.size)
-            os.fsync(file.fileno())
     log.info("loaded %s: %d bytes, %d keys in %.3fs",
              path, loaded.size, len(keyspace), time.monotonic() - started)
     # The loaded keyspace lives as long as the process: keep the cyclic
@@ -454,21 +453,6 @@ class AppendOnlyFile(Sink):
             "aof_pending_bio_fsync": 0,
             "aof_delayed_fsync": 0,
         }
-
-
-def _lock_dir(path: str) -> int | None:
-    """Refuse to share a directory: two processes appending to one file would interleave."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise OSError(f"{path} is in use by another emqd (one process per --dir)") from None
-    except OSError as exc:  # a file system without flock: go on, unguarded
-        log.warning("cannot lock %s (%s); make sure no other emqd uses it", path, exc)
-        os.close(fd)
-        return None
-    return fd
 
 
 class _PartialWrite(OSError):

@@ -26,8 +26,16 @@ command, EOF inside a record or a MULTI) it finds the exact offset and decides:
   unterminated MULTI block: a *torn tail* (a crash mid-write). It was not
   applied; `Loaded.torn_bytes` says how much to cut, and the caller truncates
   the file only after the whole load succeeded;
-- anything else is damage: `LoadError` names the byte offset, and nothing on
-  disk is changed.
+- anything else is damage: `LoadError` names the byte offset where it starts
+  and the start of the record that holds it (where a cut keeps every complete
+  record before), and nothing on disk is changed.
+
+A bulk length that reaches past the end of the file is a torn tail only when no
+complete record follows it: a crash mid-write leaves a prefix of one record, so
+a complete op after the length means the length itself is damaged (a length
+made bigger swallows the records after it, which a cut would drop). A length
+over proto-max-bulk-len (512 MiB, the most any request, so any record, holds)
+is damage wherever it is.
 
 An op that the keyspace refuses (a hash write to a sorted set, a score that is
 not a number) is damage too; it is found by replaying the file record by record
@@ -47,6 +55,7 @@ from typing import Any, cast
 import hiredis
 
 from emqd.store.keyspace import Keyspace
+from emqd.wire.resp import MAX_BULK
 
 SLICE_BYTES = 16 * 1024
 _MULTI = b"MULTI"
@@ -67,16 +76,25 @@ _SPECS: dict[bytes, tuple[int, int, bool]] = {
 
 
 class LoadError(Exception):
-    """The file is damaged before its last record; the server must not start."""
+    """The file is damaged before its last record; the server must not start.
 
-    def __init__(self, path: str, offset: int, reason: str) -> None:
+    `offset` is the first byte no valid file could hold there; `record` the start
+    of the record that holds it (a MULTI's, inside one): a cut there keeps every
+    complete record before the damage (`emqd --check-aof` says what it drops).
+    """
+
+    def __init__(self, path: str, offset: int, reason: str, record: int | None = None) -> None:
+        record = offset if record is None else record
         super().__init__(
-            f"{path}: damaged at byte offset {offset}: {reason}; the file was left "
-            f"untouched (inspect it, or cut it at offset {offset} to keep what precedes)"
+            f"{path}: damaged at byte offset {offset}: {reason} (in the record at byte offset "
+            f"{record}); the file was left untouched: `emqd --check-aof {path}` says what a cut "
+            f"at byte offset {record} would drop, and `emqd --check-aof {path} --fix` cuts it "
+            "there after keeping a copy"
         )
         self.path = path
         self.offset = offset
         self.reason = reason
+        self.record = record
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +182,11 @@ def _load(path: str, buf: mmap.mmap, size: int, keyspace: Keyspace) -> Loaded:
             start = end
             if boundary:
                 anchor = end
-    except (_Problem, hiredis.ProtocolError, TypeError, IndexError):
-        _scan_tail(path, buf, anchor, size)  # raises at the damage it finds
+    except (_Problem, hiredis.ProtocolError, TypeError, IndexError) as problem:
+        torn_at = _scan_tail(path, buf, anchor, size)  # raises at the damage it finds
+        if torn_at < size:  # what the strict scan took for a torn tail, hiredis could not read
+            said = f" ({problem})" if str(problem) else ""
+            raise LoadError(path, torn_at, f"a record that cannot be read{said}") from None
         raise LoadError(path, anchor, "unreadable records after this offset") from None
     # The strict scan of the last records: it checks what hiredis does not
     # (a bulk string's CRLF) and finds where a torn tail starts.
@@ -193,13 +214,9 @@ def _check_framing(path: str, buf: mmap.mmap, start: int, end: int, slices: list
     """
     intact = _framing_intact(buf[start:end], slices, records)
     if intact is None:  # the counts cannot tell: read these records strictly
-        try:
-            for _ in _commands(buf, start, end):
-                pass
-        except _Damage as damage:
-            raise LoadError(path, damage.offset, damage.reason) from None
-        except _Torn as torn:  # hiredis read it whole: its length lines disagree
-            raise LoadError(path, torn.offset, "a record cut short") from None
+        torn_at = _scan_tail(path, buf, start, end)  # raises at the damage it finds
+        if torn_at < end:  # hiredis read it whole: its length lines disagree
+            raise LoadError(path, torn_at, "a record cut short")
     elif not intact:
         raise _Problem
 
@@ -236,36 +253,72 @@ def _apply_slice(path: str, buf: mmap.mmap, size: int, apply, ops: list[Any]) ->
 
 
 def _scan_tail(path: str, buf: mmap.mmap, anchor: int, size: int) -> int:
-    """The offset where a torn tail starts (everything from `anchor` scanned strictly)."""
+    """The offset where a torn tail starts (everything from `anchor` scanned strictly).
+
+    `anchor` is a record boundary. Raises LoadError at damage, naming the record
+    that holds it.
+    """
     txn_at: int | None = None
     try:
         for offset, cmd in _commands(buf, anchor, size):
             if cmd == [_MULTI]:
                 if txn_at is not None:
-                    raise LoadError(path, offset, "MULTI inside MULTI")
+                    raise LoadError(path, offset, "MULTI inside MULTI", txn_at)
                 txn_at = offset
             elif cmd == [_EXEC]:
                 if txn_at is None:
                     raise LoadError(path, offset, "EXEC without MULTI")
                 txn_at = None
             else:
-                _check(path, offset, cmd)
+                problem = _problem(cmd)
+                if problem is not None:
+                    raise LoadError(path, offset, problem, txn_at)
     except _Torn as torn:
-        return torn.offset if txn_at is None else txn_at
+        record = torn.offset if txn_at is None else txn_at
+        if torn.length_at is not None:
+            follows = _complete_op_after(buf, torn.offset + 1, size)
+            if follows is not None:
+                raise LoadError(
+                    path, torn.length_at,
+                    f"a bulk length that reaches past the end of the file, with a complete "
+                    f"command at byte offset {follows} after it", record) from None
+        return record
     except _Damage as damage:
-        raise LoadError(path, damage.offset, damage.reason) from None
+        record = damage.command if txn_at is None else txn_at
+        raise LoadError(path, damage.offset, damage.reason, record) from None
     if txn_at is not None:
         return txn_at  # MULTI ... and no EXEC: the crash came before it
     return size
 
 
-def _check(path: str, offset: int, cmd: list[bytes]) -> None:
+def _problem(cmd: list[bytes]) -> str | None:
+    """Why `cmd` cannot be an op of the file (None: it can)."""
     spec = _SPECS.get(cmd[0])
     if spec is None:
-        raise LoadError(path, offset, f"unknown command {cmd[0][:64]!r}")
+        return f"unknown command {cmd[0][:64]!r}"
     n = len(cmd)
     if n < spec[0] or n > spec[1] or (spec[2] and n & 1):
-        raise LoadError(path, offset, f"wrong number of arguments for {cmd[0].decode()}")
+        return f"wrong number of arguments for {cmd[0].decode()}"
+    return None
+
+
+def _complete_op_after(buf: mmap.mmap, pos: int, end: int, or_multi: bool = False) -> int | None:
+    """The offset of the first complete op (HSET, ZADD, ... as the file holds them; with
+    `or_multi` a MULTI too) that starts after a CRLF at or after `pos`, or None.
+
+    A torn tail is a prefix of one record, so nothing complete follows its torn
+    command, but for a value that itself holds a whole op as RESP.
+    """
+    while (found := buf.find(b"\r\n*", pos, end)) >= 0:
+        pos = found + 2
+        try:
+            for _, cmd in _commands(buf, pos, end):
+                if _problem(cmd) is None or (or_multi and cmd == [_MULTI]):
+                    return pos
+                break
+        except (_Torn, _Damage):
+            pass
+    return None
 
 
 def _replay_for_error(buf: mmap.mmap, size: int) -> tuple[int, str]:
@@ -293,14 +346,21 @@ def _replay_for_error(buf: mmap.mmap, size: int) -> tuple[int, str]:
 
 
 class _Torn(Exception):
-    def __init__(self, offset: int) -> None:
+    """The command at `offset` is cut short by the end; `length_at`: the digits of the bulk
+    length that reaches past it, when that is why."""
+
+    def __init__(self, offset: int, length_at: int | None = None) -> None:
         self.offset = offset
+        self.length_at = length_at
 
 
 class _Damage(Exception):
-    def __init__(self, offset: int, reason: str) -> None:
+    """Damage at `offset`, in the command that starts at `command`."""
+
+    def __init__(self, offset: int, reason: str, command: int) -> None:
         self.offset = offset
         self.reason = reason
+        self.command = command
 
 
 def _commands(buf: mmap.mmap, pos: int, end: int) -> Iterator[tuple[int, list[bytes]]]:
@@ -312,25 +372,34 @@ def _commands(buf: mmap.mmap, pos: int, end: int) -> Iterator[tuple[int, list[by
     while pos < end:
         start = pos
         if buf[pos] != 42:  # b"*"
-            raise _Damage(pos, f"expected '*', found {bytes(buf[pos:pos + 16])!r}")
+            raise _Damage(pos, f"expected '*', found {bytes(buf[pos:pos + 16])!r}", start)
         count, pos = _number(buf, start, pos + 1, end, minimum=1)
         args: list[bytes] = []
         for _ in range(count):
             if pos >= end:
                 raise _Torn(start)
             if buf[pos] != 36:  # b"$"
-                raise _Damage(pos, f"expected '$', found {bytes(buf[pos:pos + 16])!r}")
-            length, pos = _number(buf, start, pos + 1, end, minimum=0)
+                raise _Damage(pos, f"expected '$', found {bytes(buf[pos:pos + 16])!r}", start)
+            length_at = pos + 1
+            length, pos = _number(buf, start, length_at, end, minimum=0)
+            if length > MAX_BULK:
+                raise _Damage(length_at, f"bulk length {length} is more than any record holds "
+                              f"(proto-max-bulk-len {MAX_BULK})", start)
             if pos + length + 2 > end:
                 tail = bytes(buf[pos + length : end])
                 if tail and not b"\r\n".startswith(tail):
-                    raise _Damage(pos + length, "bulk string not followed by CRLF")
-                raise _Torn(start)
+                    raise _Damage(pos + length, _no_crlf(length, length_at), start)
+                raise _Torn(start, length_at)
             if buf[pos + length : pos + length + 2] != b"\r\n":
-                raise _Damage(pos + length, "bulk string not followed by CRLF")
+                raise _Damage(pos + length, _no_crlf(length, length_at), start)
             args.append(bytes(buf[pos : pos + length]))
             pos += length + 2
         yield start, args
+
+
+def _no_crlf(length: int, length_at: int) -> str:
+    """Either the terminator or the length is damaged: the reason names both places."""
+    return f"bulk string not followed by CRLF (its length at byte offset {length_at} says {length})"
 
 
 def _number(buf: mmap.mmap, start: int, pos: int, end: int, minimum: int) -> tuple[int, int]:
@@ -340,8 +409,56 @@ def _number(buf: mmap.mmap, start: int, pos: int, end: int, minimum: int) -> tup
         partial = bytes(buf[pos:end])
         if partial.rstrip(b"\r").isdigit() or partial in (b"", b"\r"):
             raise _Torn(start)
-        raise _Damage(pos, f"bad length {partial[:16]!r}")
+        raise _Damage(pos, f"bad length {partial[:16]!r}", start)
     digits = bytes(buf[pos:line_end])
     if not digits.isdigit() or int(digits) < minimum or (len(digits) > 1 and digits[0] == 48):
-        raise _Damage(pos, f"bad length {digits[:16]!r}")
+        raise _Damage(pos, f"bad length {digits[:16]!r}", start)
     return int(digits), line_end + 2
+
+
+def complete_records(path: str, start: int) -> int:
+    """How many complete records the file holds from `start` on (a damaged record's start:
+    what a cut there would drop, for `emqd --check-aof`).
+
+    Past damage the count picks up again at the next complete op or MULTI after a
+    CRLF, as a reader resynchronizing would; ops read from such a point up to an
+    EXEC with no MULTI were the tail of a damaged block and are not counted. A
+    value that holds RESP can make the count a little high: it is an estimate,
+    for a person deciding whether to cut.
+    """
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if start >= size:
+            return 0
+        with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) as buf:
+            count = 0
+            pos = start + 1  # the record at `start` is the damaged one
+            while (at := _complete_op_after(buf, pos, size, or_multi=True)) is not None:
+                loose = 0  # standalone ops read since `at`, before any MULTI
+                txn: int | None = None  # the offset of an open MULTI
+                seen_multi = False
+                try:
+                    for offset, cmd in _commands(buf, at, size):
+                        if cmd == [_MULTI]:
+                            if txn is not None:
+                                raise _Damage(offset, "", txn)
+                            txn, seen_multi = offset, True
+                        elif cmd == [_EXEC]:
+                            if txn is not None:
+                                count, txn = count + 1, None
+                            elif seen_multi:
+                                raise _Damage(offset, "", offset)
+                            else:  # `at` was inside a block: its ops were that block's
+                                count, loose = count - loose, 0
+                        elif _problem(cmd) is not None:
+                            raise _Damage(offset, "", offset if txn is None else txn)
+                        elif txn is None:
+                            count += 1
+                            loose += 0 if seen_multi else 1
+                    return count
+                except _Damage as damage:
+                    pos = damage.command + 1
+                except _Torn as torn:
+                    pos = torn.offset + 1
+            return count
+

@@ -237,3 +237,69 @@ def test_values_holding_cr_and_lf_are_not_damage(tmp_path: Path, slices: int, va
     space = Keyspace()
     assert load(path, space) == load_module.Loaded(len(data), 0)
     assert dump(space) == dump(applied(plans))
+
+
+# --- a length that reaches past the end: a torn tail only when nothing complete follows --
+def _inflated(data: bytes, record: int, old: bytes, new: bytes) -> tuple[bytes, int, int]:
+    """`data` with the length line `old` of its record number `record` made `new`: (the
+    damaged bytes, the offset of the length's digits, the offset of that record)."""
+    starts = [i + 2 for i in range(len(data)) if data.startswith(b"\r\n*1\r\n$5\r\nMULTI", i)]
+    start = ([0] + starts)[record]
+    at = data.index(old, start)
+    return data[:at] + new + data[at + len(old):], at + 1, start
+
+
+def test_a_length_past_the_end_followed_by_complete_records_is_damage(
+    tmp_path: Path, slices: int
+) -> None:
+    plans = [[(b"HSET", b"job:%d" % i, b"payload", b"payload-%d" % i),
+              (b"ZADD", b"pending", i, b"%d" % i)] for i in range(10)]
+    data, digits, record = _inflated(encode_records(plans), 1, b"$9\r\n", b"$9000\r\n")
+    assert len(data) < 9000  # the length reaches past the end of the file
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(data)
+    with pytest.raises(LoadError) as caught:
+        load(str(path), Keyspace())
+    assert (caught.value.offset, caught.value.record) == (digits, record)
+    assert f"damaged at byte offset {digits}" in str(caught.value)
+    assert f"--check-aof {path}" in str(caught.value)
+    assert path.read_bytes() == data
+
+
+def test_a_length_past_the_end_in_a_long_file_names_that_record(tmp_path: Path, slices: int) -> None:
+    """hiredis reads on past the damaged length; the strict scan names where it is."""
+    plans = [[(b"HSET", b"job:%d" % i, b"payload", b"payload-%d" % i),
+              (b"ZADD", b"pending", i, b"%d" % i)] for i in range(1000)]
+    data, digits, record = _inflated(encode_records(plans), 500, b"$11\r\n", b"$9000\r\n")
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(data)
+    with pytest.raises(LoadError) as caught:
+        load(str(path), Keyspace())
+    assert caught.value.record == record
+    assert f"length at byte offset {digits}" in str(caught.value)
+    assert path.read_bytes() == data
+
+
+def test_a_length_no_record_holds_is_damage_where_it_starts(tmp_path: Path, slices: int) -> None:
+    """The issue's case: a huge length appended to a good file of many anchors."""
+    plans = [[(b"HSET", b"job:%d" % i, b"payload", os.urandom(40))] for i in range(6000)]
+    good = encode_records(plans)
+    path = tmp_path / "emqd.aof"
+    path.write_bytes(good + b"*3\r\n$9223372036854775808\r\nHSET")
+    with pytest.raises(LoadError) as caught:
+        load(str(path), Keyspace())
+    assert (caught.value.offset, caught.value.record) == (len(good) + 5, len(good))
+    assert f"(in the record at byte offset {len(good)})" in str(caught.value)
+
+
+def test_a_torn_tail_holding_a_value_that_looks_like_resp_is_still_torn(
+    tmp_path: Path, slices: int
+) -> None:
+    """A value cut mid-write may hold CRLF, `*` and `$`: only a complete op after it is damage."""
+    whole = encode_records(RandomPlans(3).plans(20))
+    record = encode_records([[(b"HSET", b"h", b"f", b"x\r\n*1\r\n$4\r\nEXEC\r\n*2\r\n$3\r\nDEL")]])
+    path = tmp_path / "emqd.aof"
+    for cut in range(1, len(record)):
+        path.write_bytes(whole + record[:cut])
+        loaded = load(str(path), Keyspace())
+        assert (loaded.size, loaded.torn_bytes) == (len(whole), cut), cut
