@@ -294,6 +294,12 @@ def too_long(keyword: str, limit: int) -> Refusal:
     return Refusal(f"ERR {keyword} exceeds {limit} bytes")
 
 
+def over_max_payload(keyword: str) -> Refusal:
+    """A value a job keeps (COMPLETE's RESULT, FAIL's ERROR) over `--max-payload`, as ADD's
+    payload is refused (PAYLOAD_TOO_BIG)."""
+    return Refusal(f"ERR {keyword} exceeds max-payload")
+
+
 def corrupt_setting(field: bytes) -> ReplyError:
     """A queue setting that a plain HSET made unreadable: the verb is refused."""
     return ReplyError(b"ERR queue setting '" + field + b"' holds an invalid value")

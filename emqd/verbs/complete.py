@@ -12,7 +12,8 @@ flows.py), a parent its record, a unique job its key (unique.py).
 Returns: `OK`.
 
 Errors: `EMQSTALE job gone` / `token mismatch` / `job not active` (job.held);
-`ERR syntax error` for an unknown or repeated option; HINCRBY's text for a
+`ERR syntax error` for an unknown or repeated option; `ERR RESULT exceeds
+max-payload` for a RESULT longer than `--max-payload` (as ADD's payload); HINCRBY's text for a
 corrupt `metrics:completed` count; a corrupt queue setting; WRONGTYPE.
 Every refusal writes nothing.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Final
 
-from emqd import events
+from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
@@ -36,6 +37,7 @@ from emqd.verbs import job, lanes, retention, ties
 from emqd.verbs import settings as queue_settings
 
 _KEYWORDS: Final = frozenset({b"RESULT"})
+RESULT_TOO_BIG: Final = errors.over_max_payload("RESULT")
 
 
 def _shape(name: str, result: bool, trim: bool, lane: tuple[bool, bool] | None = None) -> Shape:
@@ -98,6 +100,8 @@ def parse(argv: list[bytes], config: Config) -> CompleteArgs:
     result = None
     if len(argv) > 4:
         result = parse_args.options(argv, 4, _KEYWORDS).get(b"RESULT")
+        if result is not None and len(result) > config.max_payload:
+            raise RESULT_TOO_BIG()
     return CompleteArgs(keys, parse_args.job_id(argv[2]), argv[3], result, config)
 
 

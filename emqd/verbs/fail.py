@@ -26,8 +26,9 @@ Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; HINCRBY's
 text for a corrupt `failures` (or `metrics:failed` count); `ERR MAXATTEMPTS
 must be a positive integer`; `ERR BACKOFF must be a non-negative integer`; `ERR invalid BACKOFF in
 'emq.fail' command` when the retry's due time does not fit in 64 bits;
-`ERR syntax error`; a corrupt row setting (`max_attempts`, `backoff`) or
-queue setting; WRONGTYPE. Every refusal writes nothing.
+`ERR syntax error`; `ERR ERROR exceeds max-payload` for an ERROR longer than
+`--max-payload` (as ADD's payload); a corrupt row setting (`max_attempts`,
+`backoff`) or queue setting; WRONGTYPE. Every refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from emqd.verbs import job, lanes, ties
 from emqd.verbs import settings as queue_settings
 
 _KEYWORDS: Final = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
+ERROR_TOO_BIG: Final = errors.over_max_payload("ERROR")
 NAME: Final = "emq.fail"
 
 # A flat job retried: the plan of nearly every FAIL (a lane job's slot back, or a
@@ -106,11 +108,14 @@ def parse(argv: list[bytes], config: Config) -> FailArgs:
     opts = parse_args.options(argv, 4, _KEYWORDS)
     raw_max = opts.get(b"MAXATTEMPTS")
     raw_backoff = opts.get(b"BACKOFF")
+    error = opts.get(b"ERROR") or b""
+    if len(error) > config.max_payload:
+        raise ERROR_TOO_BIG()
     return FailArgs(
         keys=keys,
         id=job_id,
         token=argv[3],
-        error=opts.get(b"ERROR") or b"",
+        error=error,
         max_attempts=None if raw_max is None else parse_args.positive(raw_max, "MAXATTEMPTS"),
         backoff=None if raw_backoff is None else parse_args.non_negative(raw_backoff, "BACKOFF"),
         config=config,
