@@ -2,8 +2,8 @@
 
 They read and change the `Session` only (protocol version, name, auth; RESET
 also leaves its Pub/Sub channels), never the keyspace. Replies and errors are
-Redis 7.0's, except `CLIENT SETINFO`, which Redis 7.2 added and emqd answers
-`OK` (redis-py sends it on connect).
+Redis 7.0's, except `CLIENT SETINFO`, which Redis 7.2 added (redis-py sends it
+on connect) and emqd answers as 7.2 does.
 """
 
 from __future__ import annotations
@@ -152,12 +152,25 @@ def client_setname(session: Session, argv: list[bytes]) -> Any:
 
 
 def client_setinfo(session: Session, argv: list[bytes]) -> Any:
-    """CLIENT SETINFO LIB-NAME|LIB-VER value: kept for CLIENT LIST, always OK."""
-    attr = argv[2].lower()
-    if attr == b"lib-name":
-        session.lib_name = argv[3]
-    elif attr == b"lib-ver":
-        session.lib_ver = argv[3]
+    """CLIENT SETINFO LIB-NAME|LIB-VER value: kept for CLIENT LIST, as Redis 7.2 keeps it.
+
+    Redis 7.2 (clientSetinfoCommand) reads the value as a C string: every byte
+    up to its first NUL must be in '!'..'~', or the attribute is refused with
+    its name as typed, and CLIENT LIST shows it up to that NUL; so the value is
+    kept up to there, and no value can add a field or a line to CLIENT LIST.
+    """
+    attr = argv[2]
+    kind = attr.lower()
+    if kind != b"lib-name" and kind != b"lib-ver":
+        raise errors.ReplyError(b"ERR Unrecognized option '" + attr + b"'")
+    value = argv[3].partition(b"\0")[0]
+    if any(c < 33 or c > 126 for c in value):
+        raise errors.ReplyError(
+            b"ERR " + attr + b" cannot contain spaces, newlines or special characters.")
+    if kind == b"lib-name":
+        session.lib_name = value
+    else:
+        session.lib_ver = value
     return "OK"
 
 

@@ -114,3 +114,41 @@ def test_client_setinfo_is_accepted_for_redis_py(emqd_port: int) -> None:
     assert raw.command("CLIENT", "SETINFO", "LIB-VER", "5.0") == b"+OK\r\n"
     assert b" lib-name=redis-py lib-ver=5.0" in raw.command("CLIENT", "INFO")
     raw.close()
+
+
+# Redis 7.2's clientSetinfoCommand (src/networking.c, tag 7.2.4), which Debian's 7.0 lacks,
+# so these texts are the source's, not a reference server's: an attribute outside '!'..'~'
+# (checked as a C string, up to a NUL) answers "<attr as typed> cannot contain spaces,
+# newlines or special characters.", and an unknown one "Unrecognized option '<attr>'".
+@pytest.mark.parametrize("attr", ["lib-name", "LIB-VER", "Lib-Name"])
+@pytest.mark.parametrize("value", [b"a b", b"x\r\nid=1 addr=forged", b"tab\t", b"\x7f",
+                                   b"caf\xc3\xa9", b"ok\x00\n"[3:] + b"x"])
+def test_client_setinfo_refuses_what_would_break_client_list(
+    emqd_port: int, attr: str, value: bytes
+) -> None:
+    raw = RawClient(emqd_port)
+    try:
+        assert raw.command("CLIENT", "SETINFO", attr, "good") == b"+OK\r\n"
+        assert raw.command("CLIENT", "SETINFO", attr, value) == (
+            b"-ERR %b cannot contain spaces, newlines or special characters.\r\n" % attr.encode())
+        line = raw.command("CLIENT", "INFO").split(b"\r\n", 1)[1][:-2]  # the bulk's body
+        assert f" {attr.lower()}=good".encode() in line  # unchanged
+        assert line.count(b"\n") == 1  # one client, one line
+        assert raw.command("PING") == b"+PONG\r\n"  # the connection is kept
+    finally:
+        raw.close()
+
+
+def test_client_setinfo_checks_up_to_a_nul_and_knows_two_attributes(emqd_port: int) -> None:
+    raw = RawClient(emqd_port)
+    try:
+        # Redis checks (and CLIENT LIST shows) the value as a C string: up to its NUL.
+        assert raw.command("CLIENT", "SETINFO", "lib-name", b"lib\x00 \r\nforged") == b"+OK\r\n"
+        line = raw.command("CLIENT", "INFO").split(b"\r\n", 1)[1][:-2]  # the bulk's body
+        assert b" lib-name=lib lib-ver=" in line and line.count(b"\n") == 1
+        assert raw.command("CLIENT", "SETINFO", "lib-nom", "x") == (
+            b"-ERR Unrecognized option 'lib-nom'\r\n")
+        assert raw.command("CLIENT", "SETINFO", "lib-name", "") == b"+OK\r\n"  # clears it
+        assert b"lib-name=lib" not in raw.command("CLIENT", "INFO")
+    finally:
+        raw.close()
