@@ -127,9 +127,15 @@ REDIS_VERSION: Final = "7.0.15"  # what HELLO and INFO claim: the Redis that emq
 
 
 # --- CLIENT -------------------------------------------------------------------------
+def _printable(value: bytes) -> bool:
+    """Every byte in '!'..'~': no space, newline, control or non-ASCII byte, so that a
+    CLIENT LIST line still splits on spaces into its fields (Redis's rule)."""
+    return not any(c < 33 or c > 126 for c in value)
+
+
 def _valid_name(name: bytes) -> bytes:
     """Redis refuses names with bytes outside '!'..'~' (spaces, newlines, controls)."""
-    if any(c < 33 or c > 126 for c in name):
+    if not _printable(name):
         raise errors.BAD_CLIENT_NAME()
     return name
 
@@ -164,7 +170,7 @@ def client_setinfo(session: Session, argv: list[bytes]) -> Any:
     if kind != b"lib-name" and kind != b"lib-ver":
         raise errors.ReplyError(b"ERR Unrecognized option '" + attr + b"'")
     value = argv[3].partition(b"\0")[0]
-    if any(c < 33 or c > 126 for c in value):
+    if not _printable(value):
         raise errors.ReplyError(
             b"ERR " + attr + b" cannot contain spaces, newlines or special characters.")
     if kind == b"lib-name":
