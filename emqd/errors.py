@@ -263,8 +263,9 @@ REWRITE_FAILED: Final = Refusal(
 
 
 def invalid_time(keyword: str, command: str) -> ReplyError:
-    """A duration whose deadline (now + it) does not fit in a signed 64-bit millisecond
-    count: Redis's `invalid expire time in 'set' command`, naming the argument."""
+    """A time whose deadline (now + it, or AT itself) is beyond numbers.MAX_TIME_MS (2^53
+    ms), the last a score holds exactly: Redis's `invalid expire time in 'set' command`,
+    naming the argument."""
     return ReplyError(f"ERR invalid {keyword} in '{command}' command")
 
 

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 INT64_MAX: Final = 2**63 - 1
 INT64_MIN: Final = -(2**63)
 UINT64_MAX: Final = 2**64 - 1
+# The last millisecond a score (a double) holds exactly: a deadline beyond it would be
+# answered as one number and stored as another, so every time a verb takes is refused
+# past it (errors.invalid_time). The year 285,000.
+MAX_TIME_MS: Final = 2**53
 # Whether the core runs compiled by mypyc: setup.py builds its modules together, so
 # this one's file (an extension module, or .py) says it for all of them. Read by
 # the few places that take another way in each build, and by emqd.core_build().

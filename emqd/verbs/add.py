@@ -23,8 +23,8 @@ of the existing row ID named.
 Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
 `ERR PRIORITY must be an integer`, `ERR PRIORITY must be between -1000 and
-1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY does not fit
-in 64 bits; `ERR MAXATTEMPTS must be a
+1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY is beyond 2^53
+ms, the last a score holds exactly (AT, and TTL, the same); `ERR MAXATTEMPTS must be a
 positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
 with AT, TTL without UNIQUE or a bad option; `ERR invalid group name`; `ERR
 invalid unique key` (1..256 bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq`
@@ -41,7 +41,7 @@ from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
-from emqd.numbers import INT64_MAX, ms_text, parse_int
+from emqd.numbers import MAX_TIME_MS, ms_text, parse_int
 from emqd.plan import BIG_VALUE, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
@@ -156,11 +156,13 @@ def parse_options(keys: QueueKeys, payload: bytes, opts: dict[bytes, bytes | Non
 def due_time(args: AddArgs, now_ms: int) -> int | None:
     """The due time when it is in the future (the job is scheduled), else None."""
     if args.delay is not None:
-        if now_ms + args.delay > INT64_MAX:
+        if now_ms + args.delay > MAX_TIME_MS:
             raise errors.invalid_time("DELAY", NAME)
         due: int | None = now_ms + args.delay
     else:
         due = args.at
+        if due is not None and due > MAX_TIME_MS:
+            raise errors.invalid_time("AT", NAME)
     return due if due is not None and due > now_ms else None
 
 
@@ -207,7 +209,7 @@ def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
         return Plan([], [owner, EXISTS], None, ())
     until = None
     if args.ttl is not None:
-        if now_ms + args.ttl > INT64_MAX:
+        if now_ms + args.ttl > MAX_TIME_MS:
             raise errors.invalid_time("TTL", NAME)
         until = now_ms + args.ttl
     job = args.new_job()

@@ -33,7 +33,7 @@ with COUNT, an array of such arrays (empty when none).
 
 Errors: `ERR LEASE_MS must be a positive integer` (COUNT the same), `ERR BLOCK
 must be a non-negative integer`, `ERR invalid LEASE_MS in 'emq.claim' command`
-when now + LEASE_MS does not fit in 64 bits (`ERR timeout is out of range`
+when now + LEASE_MS is beyond 2^53 ms (`ERR timeout is out of range`
 for BLOCK the same), `ERR syntax error`, `ERR invalid queue name`; WRONGTYPE
 when a key, or the row of a member met, holds the other type. Every refusal
 writes nothing.
@@ -50,7 +50,7 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import INT64_MAX, parse_int
+from emqd.numbers import MAX_TIME_MS, parse_int
 from emqd.plan import AGING, LEASED, Block, Due, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
 from emqd.store import hash as hashes
@@ -127,9 +127,9 @@ def parse(argv: list[bytes], config: Config) -> ClaimArgs:
 def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     keys = args.keys
     deadline = now_ms + args.lease_ms
-    if deadline > INT64_MAX:
+    if deadline > MAX_TIME_MS:
         raise errors.invalid_time("LEASE_MS", NAME)
-    if args.block is not None and now_ms + args.block > INT64_MAX:
+    if args.block is not None and now_ms + args.block > MAX_TIME_MS:
         raise errors.TIMEOUT_RANGE()
     # Every key the plan may write is read first, for its type: a hash at
     # `active` must refuse the claim now rather than break the plan halfway.

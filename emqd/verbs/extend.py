@@ -9,7 +9,8 @@ Returns: the new deadline (integer, ms).
 
 Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; `ERR
 LEASE_MS must be a positive integer`; `ERR invalid LEASE_MS in 'emq.extend'
-command` when now + LEASE_MS does not fit in 64 bits; WRONGTYPE. Every refusal writes nothing.
+command` when now + LEASE_MS is beyond 2^53 ms, the last a score holds exactly (the
+deadline answered must be the one stored); WRONGTYPE. Every refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from emqd import errors
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import INT64_MAX
+from emqd.numbers import MAX_TIME_MS
 from emqd.plan import LEASED, Plan
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
@@ -52,7 +53,7 @@ def plan(args: ExtendArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     job.held(view, keys, args.id, args.token)
     deadline = now_ms + args.lease_ms
-    if deadline > INT64_MAX:
+    if deadline > MAX_TIME_MS:
         raise errors.invalid_time("LEASE_MS", NAME)
     return Plan(
         [

@@ -25,7 +25,7 @@ Returns: `["dead", f]` or `["scheduled", f]` (verdict bulk string, integer).
 Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; HINCRBY's
 text for a corrupt `failures` (or `metrics:failed` count); `ERR MAXATTEMPTS
 must be a positive integer`; `ERR BACKOFF must be a non-negative integer`; `ERR invalid BACKOFF in
-'emq.fail' command` when the retry's due time does not fit in 64 bits;
+'emq.fail' command` when the retry's due time is beyond 2^53 ms;
 `ERR syntax error`; `ERR ERROR exceeds max-payload` for an ERROR longer than
 `--max-payload` (as ADD's payload); a corrupt row setting (`max_attempts`,
 `backoff`) or queue setting; WRONGTYPE. Every refusal writes nothing.
@@ -41,7 +41,7 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import INT64_MAX
+from emqd.numbers import MAX_TIME_MS
 from emqd.plan import AGING, SCHEDULED, Due, Op, Plan, Shape, Slot
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
@@ -133,7 +133,7 @@ def decide(args: FailArgs, row: Hash, failures: int, settings: queue_settings.Se
     else:
         rule = job.backoff(row) or settings.backoff
         delay = rule.delay(failures)
-    if now_ms + delay > INT64_MAX:
+    if now_ms + delay > MAX_TIME_MS:
         raise errors.invalid_time("BACKOFF", NAME)
     return Retry(failures, now_ms + delay)
 

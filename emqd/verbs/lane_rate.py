@@ -10,7 +10,8 @@ the back, so parked claimers are woken.
 
 Returns: `OK`.
 
-Errors: `ERR MAX must be a positive integer` (PER_MS the same); `ERR syntax
+Errors: `ERR MAX must be a positive integer` (PER_MS the same); `ERR invalid
+PER_MS in 'emq.lane.rate' command` beyond 2^53 ms (rate.check_window); `ERR syntax
 error`; `ERR invalid queue name`, `ERR invalid group name`; a corrupt lane
 counter (HINCRBY's text) or limit; WRONGTYPE. Every refusal writes nothing.
 """
@@ -29,7 +30,7 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import lanes, rates
-from emqd.verbs.rate import parse_rate
+from emqd.verbs.rate import check_window, parse_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ def parse(argv: list[bytes], config: Config) -> LaneRateArgs:
 
 def plan(args: LaneRateArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys, group, rate = args.keys, args.group, args.rate
+    check_window(rate, now_ms, "emq.lane.rate")
     table = view.hash(keys.lane_rates)
     rated = view.zset(keys.rated)
     ops: list[Op] = []

@@ -9,9 +9,11 @@ still the claims made. A parked `CLAIM ... BLOCK` is woken by the write to
 
 Returns: `OK`. OFF on a queue without a limit writes nothing.
 
-Errors: `ERR MAX must be a positive integer` (PER_MS the same); `ERR syntax
-error` for anything else; `ERR invalid queue name`; WRONGTYPE when `meta`
-holds a sorted set.
+Errors: `ERR MAX must be a positive integer` (PER_MS the same); `ERR invalid
+PER_MS in 'emq.rate' command` when a window opened now would free beyond 2^53
+ms (the last a score holds exactly: a lane held out waits in `rated` scored by
+that time); `ERR syntax error` for anything else; `ERR invalid queue name`;
+WRONGTYPE when `meta` holds a sorted set.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from emqd import errors
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
+from emqd.numbers import MAX_TIME_MS
 from emqd.plan import Op, Plan
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
@@ -47,6 +50,12 @@ def parse_rate(argv: list[bytes], at: int) -> rates.Rate | None:
     return rates.Rate(parse_args.positive(rest[0], "MAX"), parse_args.positive(rest[1], "PER_MS"))
 
 
+def check_window(rate: rates.Rate | None, now_ms: int, command: str) -> None:
+    """Refuse a PER_MS whose window, opened now, would free beyond MAX_TIME_MS."""
+    if rate is not None and now_ms + rate.per_ms > MAX_TIME_MS:
+        raise errors.invalid_time("PER_MS", command)
+
+
 def parse(argv: list[bytes], config: Config) -> RateArgs:
     return RateArgs(queue_keys(parse_args.queue_name(argv[1])), parse_rate(argv, 2))
 
@@ -55,6 +64,7 @@ def plan(args: RateArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     meta = view.hash(keys.meta)
     rate = args.rate
+    check_window(rate, now_ms, "emq.rate")
     ops: list[Op] = []
     if rate is not None:
         ops.append((b"HSET", keys.meta, rates.MAX, b"%d" % rate.max, rates.PER_MS,

@@ -24,7 +24,7 @@ from typing import Final
 from croniter import CroniterError, croniter
 
 from emqd import errors
-from emqd.numbers import parse_int
+from emqd.numbers import MAX_TIME_MS, parse_int
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.verbs.args import is_queue_name
@@ -39,7 +39,7 @@ PAYLOAD: Final[bytes] = b"payload"
 CREATED_MS: Final = b"created_ms"
 REPEAT: Final = b"repeat"  # the row field naming the schedule that added a job
 NAME_MAX: Final = 200  # a job's id is NAME:SLOT_MS, at most 256 bytes
-EXACT_MAX: Final = 2**53  # the last ms a double holds exactly
+EXACT_MAX: Final = MAX_TIME_MS  # the last ms a double holds exactly
 _UTC: Final = datetime.UTC
 
 

@@ -18,7 +18,7 @@ timeout or at SHUTDOWN.
 Errors: `ERR no such job` when the job has no row (at the call, or once its
 row was deleted while the client waited); `ERR TIMEOUT_MS must be a
 non-negative integer`; `ERR timeout is out of range` when now + TIMEOUT_MS
-does not fit in 64 bits; `ERR invalid queue name`, `ERR invalid job id`;
+is beyond 2^53 ms; `ERR invalid queue name`, `ERR invalid job id`;
 WRONGTYPE. Reads only.
 """
 
@@ -32,7 +32,7 @@ from emqd import errors
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import queue_keys
-from emqd.numbers import INT64_MAX
+from emqd.numbers import MAX_TIME_MS
 from emqd.plan import Block
 from emqd.reply import NULL_ARRAY
 from emqd.store import hash as hashes
@@ -56,7 +56,7 @@ def parse(argv: list[bytes], config: Config) -> WaitArgs:
 
 
 def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Any:
-    if now_ms + args.timeout_ms > INT64_MAX:
+    if now_ms + args.timeout_ms > MAX_TIME_MS:
         raise errors.TIMEOUT_RANGE()
     row = view.hash(args.row_key)
     if row is None:
