@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from emqd.auth_failures import AuthFailures
 from emqd.histogram import Histogram
 from emqd.loop_lag import LoopLag
 
@@ -61,6 +62,8 @@ class Stats:
         self.loop_lag = LoopLag()
         self.fsyncs = Histogram(FSYNC_BOUNDS_S)  # each fsync of the log (/metrics)
         self.housekeeping = Counters()
+        # refused passwords (emqd/auth_failures.py): kept by CONFIG RESETSTAT, as in Redis 7.2
+        self.auth_failures = AuthFailures()
 
     def reset(self) -> None:
         """CONFIG RESETSTAT: INFO's counters start again from 0 (its `stats` section).

@@ -55,7 +55,8 @@ def select(session: Session, argv: list[bytes]) -> Any:
 
 
 def check_password(session: Session, username: bytes | None, password: bytes) -> None:
-    """Authenticate `session` as Redis's default user, or raise Redis's refusal."""
+    """Authenticate `session` as Redis's default user, or raise Redis's refusal (counted
+    and logged: emqd/auth_failures.py)."""
     required = session.core.config.requirepass
     if not required:
         if username is None:
@@ -63,10 +64,10 @@ def check_password(session: Session, username: bytes | None, password: bytes) ->
         if username == b"default":  # the default user has `nopass`: any password
             session.authenticated = True
             return
-        raise errors.WRONGPASS()
-    if username in (None, b"default") and hmac.compare_digest(password, required.encode()):
+    elif username in (None, b"default") and hmac.compare_digest(password, required.encode()):
         session.authenticated = True
         return
+    session.core.stats.auth_failures.refused("client " + session.addr)
     raise errors.WRONGPASS()
 
 

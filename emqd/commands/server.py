@@ -288,6 +288,7 @@ def info_section(core: Core, name: str, now_ms: int) -> dict[str, object]:
             **stats.loop_lag.info(),
             "client_output_buffer_limit_disconnections": stats.output_limit_disconnections,
             **stats.housekeeping.info(),
+            **stats.auth_failures.info(),
         }
     elif name == "replication":
         fields = {

@@ -49,7 +49,8 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
 
 
 def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
-    app = web.Application(middlewares=[guard(password), error_pages],
+    refused = dashboard.core.stats.auth_failures.refused
+    app = web.Application(middlewares=[guard(password, refused), error_pages],
                           client_max_size=64 << 10)  # the largest form is a few fields
     app[DASHBOARD] = dashboard
     get, post = app.router.add_get, app.router.add_post

@@ -3,7 +3,8 @@
 - **Password.** With `--requirepass`, every path (pages, /metrics, static
   files) needs HTTP basic auth with that password and any user name, as
   Redis's `AUTH pass` takes any client: a browser asks once, Prometheus sends
-  `basic_auth`. The comparison takes the same time whatever the guess.
+  `basic_auth`. The comparison takes the same time whatever the guess; a
+  wrong password is counted and logged as a refused AUTH is.
 - **Host.** Without a password the server listens on loopback only (the
   command line refuses anything else), and then a request must also name a
   loopback host (`127.0.0.1`, `[::1]`, `localhost`): a web page elsewhere
@@ -78,13 +79,19 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def guard(password: str | None) -> Middleware:
-    """The middleware that applies the rules above to every request."""
+def guard(password: str | None, refused: Callable[[str], None] = lambda origin: None
+          ) -> Middleware:
+    """The middleware that applies the rules above to every request. `refused` is told
+    of each wrong password sent (emqd/auth_failures.py); a request that sent none (a
+    browser's first) is only asked for one."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if password:
-            if not password_matches(request.headers.get("Authorization"), password):
+            given = request.headers.get("Authorization")
+            if not password_matches(given, password):
+                if given:
+                    refused(f"the dashboard's client {request.remote}")
                 return web.Response(status=401, text="401: emqd needs its password\n",
                                     headers={"WWW-Authenticate": REALM, **HEADERS})
         elif not is_loopback_host(request.host):
