@@ -33,7 +33,9 @@ which was thus given a read of every socket begun after its deadline.
 
 Work is done in slices of SLICE jobs, one slice per queue and at most
 QUEUES_PER_TURN queues per loop iteration, so a backlog never stalls the loop.
-A refused slice (a corrupt row) is logged once with the queue and the job
+The sweep dead-letters a row whose own field is corrupt and recovers the rest
+(stalled_check.slice_args), counting and logging each such row. A refused slice
+(a corrupt row elsewhere) is logged once with the queue and the job
 (found by asking the same planner for shorter limits, no second copy of its
 rules), the slices before that job are applied, the refusal is counted for
 INFO, and the queue is tried again a retry interval later: it never spins.
@@ -161,9 +163,14 @@ class Housekeeping:
         reply = self._slices("stall sweep", self.planners.stalled, queue, keys.active,
                              now, self.sweep_interval, self.sweep)
         if reply is not None:
-            recovered, dead = reply
+            recovered, dead, *rest = reply
             self.counters.stall_recovered += len(recovered)
             self.counters.stall_dead += len(dead)
+            for job, error in rest[0] if rest else ():  # corrupt rows dead-lettered
+                self.counters.stall_quarantined += 1
+                log.warning("housekeeping: the stall sweep dead-lettered queue %r job %r, "
+                            "whose row is corrupt: %s", queue.decode(errors="replace"),
+                            job.decode(errors="replace"), error.decode(errors="replace"))
 
     def _trim(self, queue: bytes, now: int) -> None:
         retention = self.planners.retention

@@ -35,6 +35,7 @@ class Counters:
     promoted: int = 0  # jobs promoted
     stall_recovered: int = 0  # expired leases returned to pending by the sweep
     stall_dead: int = 0  # expired leases dead-lettered by the sweep
+    stall_quarantined: int = 0  # corrupt rows the sweep dead-lettered (stalled_check.slice_args)
     trimmed: int = 0  # finished rows deleted by retention slices
     repeated: int = 0  # jobs added by schedules
     released: int = 0  # lanes back in the ring when their rate window had room

@@ -110,25 +110,29 @@ def test_stalled_interval_zero_leaves_expired_leases_to_clients(r: redis.Redis) 
     assert r.execute_command("EMQ.STALLED.CHECK", "q") == [[job], []]
 
 
-def test_a_corrupt_row_is_logged_once_and_recovered_once_repaired(
+def test_a_corrupt_row_is_dead_lettered_and_the_other_leases_recovered(
     r: redis.Redis, server: ServerProcess
 ) -> None:
-    job = r.execute_command("EMQ.ADD", "q", "x")
-    r.execute_command("EMQ.CLAIM", "q", "400")
-    r.hset(b"emq:{q}:job:" + job, "stalled", "01")  # HINCRBY would refuse it
-    wait_for(lambda: "refused" in server.output())  # once the lease ran out
-    time.sleep(0.5)  # about five more sweep intervals
-    assert row(r, job)[b"state"] == b"active"
+    """One row whose `stalled` is not a number once stopped the sweep of its whole queue
+    for ever (housekeeping_refused climbing); now that row alone is quarantined."""
+    jobs = [r.execute_command("EMQ.ADD", "q", f"x{i}") for i in range(3)]
+    for _ in jobs:
+        r.execute_command("EMQ.CLAIM", "q", "400")
+    bad = jobs[1]
+    r.hset(b"emq:{q}:job:" + bad, "stalled", "01")  # HINCRBY would refuse it
+    wait_for(lambda: all(row(r, j)[b"state"] != b"active" for j in jobs))
+    assert [row(r, j)[b"state"] for j in jobs] == [b"pending", b"dead", b"pending"]
+    assert row(r, bad)[b"last_error"] == b"ERR hash value is not an integer (field 'stalled')"
+    assert row(r, jobs[0])[b"stalled"] == b"1" == row(r, jobs[2])[b"stalled"]
     info = r.info("stats")
-    assert 2 <= info["housekeeping_refused"] <= 9  # one attempt per 100 ms interval, no spin
-    assert "ERR hash value is not an integer" in info["housekeeping_last_refusal"]
-    warnings = [line for line in server.output().splitlines() if "refused" in line]
+    assert (info["housekeeping_refused"], info["housekeeping_stall_quarantined"]) == (0, 1)
+    assert info["housekeeping_stall_recovered"] == 2
+    assert stats(r)[b"failed_total"] == 1  # counted, as a job CLAIM dead-letters
+    time.sleep(0.3)  # more sweep intervals: logged once
+    warnings = [line for line in server.output().splitlines() if "corrupt" in line]
     assert len(warnings) == 1
-    assert "'q'" in warnings[0] and f"'{job.decode()}'" in warnings[0]
-    assert "ERR hash value is not an integer" in warnings[0]
-    r.hset(b"emq:{q}:job:" + job, "stalled", "0")  # the operator repairs the row
-    wait_for(lambda: row(r, job)[b"state"] == b"pending")
-    assert row(r, job)[b"stalled"] == b"1"
+    assert "'q'" in warnings[0] and f"'{bad.decode()}'" in warnings[0]
+    assert "ERR hash value is not an integer (field 'stalled')" in warnings[0]
 
 
 def test_lowering_keep_completed_trims_the_excess(r: redis.Redis) -> None:

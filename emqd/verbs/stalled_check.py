@@ -34,6 +34,17 @@ must be a positive integer` (LIMIT the same; before anything is read);
 WRONGTYPE for a member's row key that holds a sorted set (or a queue key of
 the wrong type); HINCRBY's text for the `stalled` of a member to be counted; a
 corrupt `priority` of a member to re-enter; a corrupt queue setting.
+
+The server's own sweep (housekeeping, through `slice_args`) runs this planner
+with `quarantine`: there a row's own corrupt field (the last two) must not stop
+the recovery of every other expired lease of the queue, for as long as the row
+stays corrupt, with no client to tell. That row is dead-lettered as CLAIM
+dead-letters one (`last_error` the refusal's text, naming the field; counted
+in `metrics:failed`; what it is tied to settled), the others are judged as
+usual, and the reply gains a third list, `[[id, last_error], ...]`, for
+housekeeping to count and log. What is not a row's own (a row key holding a
+sorted set, a corrupt queue setting) still refuses the sweep's slice, and
+housekeeping holds the queue as before.
 """
 
 from __future__ import annotations
@@ -45,10 +56,11 @@ from typing import Any, Final
 from emqd import events
 from emqd.command import verb_command
 from emqd.config import Config
+from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import AGING, Due, Op, Plan
 from emqd.store import hash as hashes
-from emqd.store.hash import incremented
+from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job, lanes, ties
@@ -66,6 +78,7 @@ class CheckArgs:
     max_stalled: int | None
     limit: int
     config: Config
+    quarantine: bool = False  # the server's sweep: a corrupt row dies, the call goes on
 
 
 def parse(argv: list[bytes], config: Config) -> CheckArgs:
@@ -83,8 +96,9 @@ def parse(argv: list[bytes], config: Config) -> CheckArgs:
 
 
 def slice_args(queue: bytes, limit: int, config: Config) -> CheckArgs:
-    """The server's sweep: the first `limit` expired leases, with the queue's max_stalled."""
-    return CheckArgs(queue_keys(queue), None, limit, config)
+    """The server's sweep: the first `limit` expired leases, with the queue's max_stalled,
+    a corrupt row quarantined (`quarantine`: the module's docstring)."""
+    return CheckArgs(queue_keys(queue), None, limit, config, quarantine=True)
 
 
 def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
@@ -99,38 +113,52 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     dead: list[bytes] = []
     happened: list[tuple[Any, ...]] = []
     counted = 0
+    quarantined: list[list[bytes]] = []  # [id, last_error] of the corrupt rows the sweep kills
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    tie: ties.Ties | None = None
+    tied: list[tuple[bytes, Hash]] = []  # dead rows tied to others (ties.py), settled below
     for member, row in zip(expired, rows, strict=True):
         ops += job.leave_active_ops(keys, member, row, ledger)
         if row is None:
             continue  # a ghost: listed nowhere, no row created
-        if hashes.get(row, job.LEASE_EPOCH) != run_id:  # the lease crossed a restart: not counted
-            job.check_entry(view, keys, row)
-            ops += job.enter_ops(keys, member, row, job.reentry_score(row), ledger=ledger)
-            recovered.append(member)
-            happened.append((events.RECOVERED, keys.queue, member, now_ms, None))
+        exempt = hashes.get(row, job.LEASE_EPOCH) != run_id  # the lease crossed a restart
+        try:
+            stalled = 0 if exempt else incremented(hashes.get(row, job.STALLED), 1)
+        except ReplyError as error:
+            if not args.quarantine:
+                raise
+            quarantined.append([member, error.message + b" (field 'stalled')"])
+            _dead(keys, member, row, now_ms, quarantined[-1][1], (), ops, happened, tied)
             continue
-        stalled = incremented(hashes.get(row, job.STALLED), 1)
-        count = (job.STALLED, b"%d" % stalled)
         if stalled >= max_stalled:
-            ops.append(job.dead_row_op(keys, member, now_ms, *count, job.LAST_ERROR, STALLED_ERROR))
             dead.append(member)
-            happened.append((events.DEAD, keys.queue, member, now_ms, {"error": STALLED_ERROR}))
-            if ties.tied(row):
-                if tie is None:
-                    tie = ties.Ties(view, keys, args.config, now_ms, ledger,
-                                    {keys.job(m) for m in expired})
-                tie.died(member, row)
+            _dead(keys, member, row, now_ms, STALLED_ERROR, (job.STALLED, b"%d" % stalled), ops,
+                  happened, tied)
+            continue
+        job.check_entry(view, keys, row)
+        try:
+            score = job.reentry_score(row)
+        except ReplyError as error:  # a corrupt `priority`: the text names it
+            if not args.quarantine:
+                raise
+            quarantined.append([member, error.message])
+            _dead(keys, member, row, now_ms, error.message, (), ops, happened, tied)
+            continue
+        recovered.append(member)
+        if exempt:  # not counted: `stalled` neither read nor written
+            ops += job.enter_ops(keys, member, row, score, ledger=ledger)
+            happened.append((events.RECOVERED, keys.queue, member, now_ms, None))
         else:
-            job.check_entry(view, keys, row)
-            ops += job.enter_ops(keys, member, row, job.reentry_score(row), *count,
+            ops += job.enter_ops(keys, member, row, score, job.STALLED, b"%d" % stalled,
                                  ledger=ledger)
-            recovered.append(member)
             counted += 1
             happened.append((events.STALLED, keys.queue, member, now_ms, None))
+    tie: ties.Ties | None = None
+    if tied:
+        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(m) for m in expired})
+        for member, row in tied:
+            tie.died(member, row)
     due: list[Due] = []
-    finished = list(dead)
+    finished = dead + [member for member, _ in quarantined]
     if tie is not None:
         tie.resolve()
         finished += tie.take_deaths()
@@ -144,7 +172,19 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ops += lanes.settle(ledger)
     if counted:
         ops.append(job.count_op(view, keys, b"stalled", by=counted))
-    return Plan(ops, [recovered, dead], happened, tuple(due))
+    reply: list[Any] = [recovered, dead, quarantined] if args.quarantine else [recovered, dead]
+    return Plan(ops, reply, happened, tuple(due))
+
+
+def _dead(keys: QueueKeys, member: bytes, row: Hash, now_ms: int, error: bytes,
+          fields: tuple[bytes, ...], ops: list[Op], happened: list[tuple[Any, ...]],
+          tied: list[tuple[bytes, Hash]]) -> None:
+    """A member dies: its row dead (`fields`, then `last_error` = `error`), its event, and
+    noted in `tied` when it settles others."""
+    ops.append(job.dead_row_op(keys, member, now_ms, *fields, job.LAST_ERROR, error))
+    happened.append((events.DEAD, keys.queue, member, now_ms, {"error": error}))
+    if ties.tied(row):
+        tied.append((member, row))
 
 
 COMMANDS: Final = [

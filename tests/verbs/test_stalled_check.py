@@ -262,3 +262,52 @@ def test_a_lease_that_crossed_a_restart_is_exempt(tmp_path: Path) -> None:
             assert client.hget("emq:{q}:job:2", "stalled") == b"1"
     finally:
         server.stop()
+
+
+# --- the server's sweep (slice_args): a corrupt row is quarantined ------------------------
+def sweep(space):  # type: ignore[no-untyped-def]
+    """The server's sweep: housekeeping's arguments, planned and, unless refused, applied."""
+    try:
+        result = stalled_check.plan(stalled_check.slice_args(b"q", 100, Config()), space, NOW,
+                                    RUN_ID)
+    except errors.ReplyError as error:
+        return error
+    space.apply(result.ops)
+    return result.reply
+
+
+@pytest.mark.parametrize(("fields", "last_error"), [
+    ({"lease_epoch": OURS, "stalled": "01"},
+     b"ERR hash value is not an integer (field 'stalled')"),
+    ({"lease_epoch": OURS, "stalled": str(2**63 - 1)},
+     b"ERR increment or decrement would overflow (field 'stalled')"),
+    ({"lease_epoch": THEIRS, "priority": "x"}, b"ERR job field 'priority' holds an invalid value"),
+    ({"lease_epoch": OURS, "priority": "1001"}, b"ERR job field 'priority' holds an invalid value"),
+])
+def test_the_sweep_dead_letters_a_corrupt_row_and_recovers_the_rest(
+    fields: dict, last_error: bytes
+) -> None:
+    rows = [("a", {"lease_epoch": OURS}, NOW - 3), ("bad", fields, NOW - 2),
+            ("c", {"lease_epoch": THEIRS}, NOW - 1)]
+    space = active(*rows, **{"emq:{q}:metrics:failed": {"count": "4"}})
+    before = snapshot(space)
+    # a hand call refuses the whole call, as before
+    assert isinstance(drive(stalled_check, ["emq.stalled.check", "q"], space), errors.ReplyError)
+    assert snapshot(space) == before
+    assert sweep(space) == [[b"a", b"c"], [], [[b"bad", last_error]]]
+    bad = row(space, "bad")
+    assert (bad[b"state"], bad[b"last_error"], bad[b"finished_ms"]) == (
+        b"dead", last_error, b"%d" % NOW)
+    assert [m for m, _ in members(space, b"dead")] == [b"bad"]
+    assert sorted(m for m, _ in members(space, b"pending")) == [b"a", b"c"]
+    assert members(space, b"active") == []
+    assert hash_of(space, P + b"metrics:failed")[b"count"] == b"5"  # counted, as CLAIM's
+    check_invariant(space)
+
+
+def test_the_sweep_still_refuses_what_is_not_a_row_of_its_own() -> None:
+    """A row key holding a sorted set cannot be dead-lettered: the sweep refuses, and
+    housekeeping finds and holds that member as before."""
+    space = active(("1", {"lease_epoch": OURS}, NOW - 2), ("2", None, NOW - 1))
+    space.apply([(b"ZADD", P + b"job:2", 1, b"x")])
+    assert sweep(space) == errors.WRONGTYPE
