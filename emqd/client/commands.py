@@ -162,7 +162,8 @@ class JobInfo:
 
     @property
     def attempts(self) -> int:
-        """How many times the job was claimed (its fencing token as a number)."""
+        """Its fencing token as a number: one higher at each claim; a job added under an
+        explicit id starts above every token its queue issued (PROTOCOL.md 6.1)."""
         return self.number("attempts", 0) or 0
 
     @property

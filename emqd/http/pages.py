@@ -37,9 +37,10 @@ SCORE_MEANING = {"active": "lease until", "scheduled": "due", "dead": "died",
                  "completed": "finished", "waiting": "waiting since"}
 
 COUNTERS_EXPLAINED = {
-    "attempts": "the fencing token: how many times the job was claimed. Every verb a "
-                 "worker sends about the job must present it; a holder with an older token "
-                 "is refused (EMQSTALE).",
+    "attempts": "the fencing token: the last one issued, one higher at each claim (a job "
+                 "added under an explicit id starts above every token its queue issued). "
+                 "Every verb a worker sends about the job must present it; a holder with an "
+                 "older token is refused (EMQSTALE).",
     "failures": "the retry budget spent: how many times EMQ.FAIL was called for it. At "
                  "max_attempts the job dies.",
     "stalled": "the stall budget spent: how often its lease ran out while the server that "

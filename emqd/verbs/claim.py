@@ -57,7 +57,7 @@ from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes, rates, ties
+from emqd.verbs import job, lanes, rates, ties, tokens
 from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
 
@@ -150,12 +150,12 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
         if want == 1 and window is None:
             turn = lanes.serve_one(view, keys, args.config, ring, meta, judge)
             if turn is not None:
-                return _lane_one(args, turn, now_ms, deadline, run_id)
+                return _lane_one(args, view, turn, now_ms, deadline, run_id)
         return round_robin(args, view, want, window, now_ms, run_id)
     members: Iterator[bytes] = iter(()) if pending is None else pending.members()
     taken, jobs, corrupt = _walk(view, keys, members, want)
     if len(jobs) == 1 and len(taken) == 1 and window is None:
-        return _one(args, jobs[0], now_ms, deadline, run_id)
+        return _one(args, view, jobs[0], now_ms, deadline, run_id)
     removed = [(b"ZREM", keys.pending, *taken)] if taken else []
     cut_off = len(taken) - len(jobs) >= MAX_SKIPPED
     return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id, None, window, cut_off)
@@ -231,7 +231,7 @@ def _claimed(keys: QueueKeys, job_id: bytes, row: Hash, token: bytes, now: int) 
             (events.CLAIMED, keys.queue, job_id, now, extra))
 
 
-def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: int,
+def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, deadline: int,
          run_id: bytes) -> Any:
     """The fast path: one flat job, nothing skipped, from a template."""
     keys = args.keys
@@ -240,11 +240,25 @@ def _one(args: ClaimArgs, found: tuple[bytes, Hash, int], now: int, deadline: in
     reply, event = _claimed(keys, job_id, row, token, now)
     ops = ONE.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
                   keys.active, b"%d" % deadline)
+    shape: Shape | None = ONE
+    if number > 1:  # a row that held a token already: the floor may rise (tokens.py)
+        shape = _raise_floor(view, keys, number, ops, ONE)
     return Plan(ops, reply if args.count is None else [reply], [event],
-                ((LEASED, keys.queue, deadline),), ONE)
+                ((LEASED, keys.queue, deadline),), shape)
 
 
-def _lane_one(args: ClaimArgs, turn: lanes.Turn, now: int, deadline: int,
+def _raise_floor(view: View, keys: QueueKeys, token: int, ops: list[Op],
+                 shape: Shape | None) -> Shape | None:
+    """Add the write of `meta.token_floor` to `ops` when `token` is above it; the plan's
+    Shape, which no longer describes its ops then."""
+    raised = tokens.raised(view, keys, token)
+    if raised is None:
+        return shape
+    ops.append(raised)
+    return None
+
+
+def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline: int,
               run_id: bytes) -> Any:
     """The lanes' fast path: one job from the ring's head lane, from a template."""
     keys = args.keys
@@ -258,8 +272,12 @@ def _lane_one(args: ClaimArgs, turn: lanes.Turn, now: int, deadline: int,
         values.append(b"%d" % turn.rr)
     values += [keys.meta, b"%d" % turn.lanes_pending]
     shape = LANE_SHAPES[turn.rr is not None]
-    return Plan(shape.ops(*values), reply if args.count is None else [reply], [event],
-                ((LEASED, keys.queue, deadline),), shape)
+    ops = shape.ops(*values)
+    planned: Shape | None = shape
+    if turn.token > 1:  # a row that held a token already: the floor may rise (tokens.py)
+        planned = _raise_floor(view, keys, turn.token, ops, shape)
+    return Plan(ops, reply if args.count is None else [reply], [event],
+                ((LEASED, keys.queue, deadline),), planned)
 
 
 def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],
@@ -283,6 +301,9 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], co
             window.take(rates.claim_member(job_id, token))
     if jobs:
         ops.append(tuple(zadd))
+        top = max(number for _, _, number in jobs)
+        if top > 1:  # a row that held a token already: the floor may rise (tokens.py)
+            _raise_floor(view, keys, top, ops, None)
     due: list[Due] = []
     if corrupt:
         if ledger is None:

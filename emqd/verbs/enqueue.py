@@ -31,14 +31,25 @@ from emqd.plan import SCHEDULED, Due, Op
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
-from emqd.verbs import job, lanes
-from emqd.verbs.job import PRIORITY_BAND
+from emqd.verbs import job, lanes, tokens
+from emqd.verbs.job import ATTEMPTS, PRIORITY_BAND
 
 # Typed: add.py reads these at import time, and mypyc cannot infer a name of a module in
 # the same import cycle (emqd/ARCHITECTURE.md, the compiled core).
 SEQ: Final[bytes] = b"seq"
 ADDED: Final[bytes] = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
 WAITING: Final = b"waiting"
+
+
+def ahead_of(job_id: bytes, seq: int) -> int:
+    """The id as a sequence number when the generator would make it later (a canonical
+    decimal from `seq` up to the score's band, 2^40), else 0: taking such an id moves
+    `meta.seq` to it, so that the generator never makes it, even once its row is gone
+    (a worker may still hold one of its tokens: verbs/tokens.py)."""
+    if not job_id.isdigit() or job_id[0] == 48 or len(job_id) > 13:  # b"0"; 2^40: 13 digits
+        return 0
+    number = int(job_id)
+    return number if seq <= number < PRIORITY_BAND else 0
 
 
 @dataclass(slots=True)
@@ -69,12 +80,14 @@ class NewJob:
 class _Queue:
     """One queue's share of the plan: sequence, count, ids taken, lanes."""
 
-    __slots__ = ("keys", "seq", "added", "new", "taken", "ledger")
+    __slots__ = ("keys", "meta", "seq", "added", "new", "taken", "ledger", "first_attempts")
 
     def __init__(self, view: View, keys: QueueKeys, config: Config, now_ms: int) -> None:
         meta = view.hash(keys.meta)
         queues = view.zset(QUEUES)
         self.keys = keys
+        self.meta = meta
+        self.first_attempts: int | None = None  # an explicit id's row's, once one is added
         # the last number used: `meta.seq`, or where this process starts a queue's ids
         self.seq = job.next_seq(None if meta is None else hashes.get(meta, SEQ), config) - 1
         self.added = incremented(None if meta is None else hashes.get(meta, ADDED), 0)
@@ -121,11 +134,19 @@ class Enqueue:
         """
         state = self.queue(keys)
         seq = incremented(b"%d" % state.seq, 1)
+        fields = job.row_fields()
         if job_id is None:
             job_id = b"%d" % seq
             while self.exists(keys, job_id):  # a client made that row
                 seq = incremented(job_id, 1)
                 job_id = b"%d" % seq
+        else:  # its tokens start above every token the queue issued (verbs/tokens.py)
+            if state.first_attempts is None:
+                state.first_attempts = tokens.first_attempts(state.meta, self.config)
+            if state.first_attempts:
+                fields.append(ATTEMPTS)
+                fields.append(b"%d" % state.first_attempts)
+            seq = max(seq, ahead_of(job_id, seq))
         state.seq = seq
         state.added = incremented(b"%d" % state.added, 1)
         state.taken.add(job_id)
@@ -141,7 +162,7 @@ class Enqueue:
         self.view.zset(where)  # its type, before the plan ZADDs to it
         self.rows += [
             (b"HSET", keys.job(job_id), b"state", name, b"payload", job.payload,
-             b"created_ms", b"%d" % now, *job.row_fields()),
+             b"created_ms", b"%d" % now, *fields),
             (b"ZADD", where, score, job_id),
         ]
         extra: dict[str, Any] | None = None if due is None else {"due_ms": due}

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from emqd import errors
+from emqd.errors import ReplyError
 from emqd.config import Config
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
@@ -72,6 +73,10 @@ def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     No `attempts` (no row, or never claimed) -> `job gone`; `attempts` differs
     from the token, as bytes -> `token mismatch`; the token matches but the job
     is not held (state not `active`, or not in `active`) -> `job not active`.
+    A row created under an explicit id holds `attempts` before its first claim
+    (the queue's token floor, verbs/tokens.py): never claimed (no `claimed_ms`),
+    it is `job gone` to every token, as a row without `attempts` is; checked
+    only on the way to a refusal, so an accepted verb reads nothing more.
     A row key holding a sorted set, or `active` holding a hash, answers
     WRONGTYPE first: both are read before anything is judged.
     """
@@ -81,10 +86,15 @@ def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     if attempts is None:
         raise errors.STALE_GONE()
     if attempts != token:
-        raise errors.STALE_TOKEN()
+        raise _never_claimed(row) or errors.STALE_TOKEN()  # type: ignore[arg-type]
     if hashes.get(row, STATE) != ACTIVE or active is None or job_id not in active:  # type: ignore[arg-type]
-        raise errors.STALE_NOT_ACTIVE()
+        raise _never_claimed(row) or errors.STALE_NOT_ACTIVE()  # type: ignore[arg-type]
     return row  # type: ignore[return-value]
+
+
+def _never_claimed(row: Hash) -> ReplyError | None:
+    """`job gone` for a row that holds a floor as `attempts` but was never claimed."""
+    return None if hashes.has(row, CLAIMED_MS) else errors.STALE_GONE()
 
 
 def next_seq(stored: bytes | None, config: Config) -> int:

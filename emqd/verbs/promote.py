@@ -89,7 +89,7 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     for member, row in zip(members, rows, strict=True):
         if row is None:
             continue  # a ghost: removed from scheduled, not counted
-        if hashes.has(row, job.ATTEMPTS):
+        if hashes.has(row, job.CLAIMED_MS):  # claimed before (not `attempts`: verbs/tokens.py)
             score = job.reentry_score(row)
         else:
             seq = job.next_seq(seq_raw if seq is None else b"%d" % seq, args.config)

@@ -23,7 +23,7 @@ from tests.verbs.jobs import (
 )
 from tests.verbs.planner import NOW, drive, effects, hash_of, held, keyspace
 
-ACTIVE_ROW = {"state": "active", "attempts": "1", "payload": "x"}
+ACTIVE_ROW = {"state": "active", "attempts": "1", "payload": "x", "claimed_ms": "1"}
 
 
 def test_plan() -> None:

@@ -11,7 +11,8 @@ from emqd.verbs import extend
 from tests.verbs.jobs import P, members, row, run, snapshot, wire_error, wire_snapshot
 from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, effects, keyspace
 
-LIVE = {"state": "active", "attempts": "1", "lease_epoch": OTHER_RUN_ID.decode()}
+LIVE = {"state": "active", "attempts": "1", "lease_epoch": OTHER_RUN_ID.decode(),
+        "claimed_ms": "1"}
 
 
 def test_plan_and_reply() -> None:

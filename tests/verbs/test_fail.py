@@ -23,7 +23,7 @@ from tests.verbs.jobs import (
 )
 from tests.verbs.planner import NOW, drive, effects, hash_of, held, keyspace
 
-LIVE = {"state": "active", "attempts": "1", "payload": "x"}
+LIVE = {"state": "active", "attempts": "1", "payload": "x", "claimed_ms": "1"}
 
 
 # --- the seed's falsifiers: the cap is on failures, not attempts -----------------------

@@ -11,7 +11,7 @@ from emqd.verbs import progress
 from tests.verbs.jobs import P, run, snapshot, wire_error, wire_snapshot
 from tests.verbs.planner import NOW, drive, effects, held, keyspace
 
-LIVE = {"state": "active", "attempts": "2", "payload": "p"}
+LIVE = {"state": "active", "attempts": "2", "payload": "p", "claimed_ms": "1"}
 
 
 def test_plan_writes_only_the_progress_field() -> None:

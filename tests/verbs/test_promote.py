@@ -43,7 +43,8 @@ def test_first_entry_gets_a_new_seq_at_the_back_of_its_band() -> None:
 
 def test_claimed_before_re_enters_at_the_front_without_a_seq() -> None:
     space = keyspace(**{"emq:{q}:meta": {"seq": "7"},
-                        "emq:{q}:job:a": {"state": "scheduled", "attempts": "1"},
+                        "emq:{q}:job:a": {"state": "scheduled", "attempts": "1",
+                                          "claimed_ms": "1"},
                         "emq:{q}:scheduled": [("a", NOW)]})
     assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(
         [

@@ -23,7 +23,7 @@ from tests.verbs.jobs import (
 from tests.verbs.planner import NOW, drive, effects, held, keyspace
 
 LIVE = {"state": "active", "attempts": "3", "failures": "1", "stalled": "1", "payload": "x",
-        "last_error": "e"}
+        "last_error": "e", "claimed_ms": "1"}
 
 
 def test_exactly_three_writes() -> None:
