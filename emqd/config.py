@@ -31,6 +31,11 @@ class Config:
     tls_ca_cert_file: str | None = None  # the CA that signs the clients' certificates
     tls_auth_clients: str = "yes"  # yes | no | optional: must a client show a certificate
     http_port: int = 6391  # the dashboard and /metrics, on the same --bind; 0 = off
+    # The HTTP side's own limits (emqd/http/gate.py), so that it can never take the
+    # queue port's descriptors: its connections at once (the next get 503), and how
+    # long a connection may take to send its request head (ms; then 408 and closed).
+    http_maxclients: int = 64
+    http_head_timeout_ms: int = 10000
     dir: str = "."
     appendonly: bool = True
     appendfsync: str = "everysec"  # always | everysec | no

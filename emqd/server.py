@@ -19,7 +19,8 @@ from typing import Final
 import uvloop
 from redis.exceptions import RedisError
 
-from emqd import clock, core_build, queue_events
+from emqd import clock, core_build, fd_limit, queue_events
+from emqd.accept import Acceptor
 from emqd.cluster.front import Front
 from emqd.config import LOG_LEVELS, Config
 from emqd.core import Core
@@ -66,7 +67,7 @@ class Server:
                          deliver=Delivery(self.connections), shutdown=self.request_shutdown)
         self.commit = self.core.commit
         self.hub = Hub(self.core, self.connections)
-        self.listeners: list[asyncio.AbstractServer] = []
+        self.listeners: list[Acceptor] = []
         self.stopped = asyncio.Event()
         self.http: HttpSide | None = None  # the dashboard and /metrics (emqd/http/)
         self.housekeeping = Housekeeping(self.core, wake=self.hub.wake_parked)
@@ -101,9 +102,7 @@ class Server:
         hub = self.hub
         for listener in bound:
             listen(listener)
-            server = await loop.create_server(
-                lambda: Connection(hub), sock=listener.sock, ssl=listener.ssl)
-            self.listeners.append(server)
+            self.listeners.append(Acceptor(loop, listener, lambda: Connection(hub), self.core))
             log.info("emqd listening on %s%s run_id=%s core=%s", listener.address,
                      " (TLS)" if listener.ssl else "", self.core.run_id, core_build())
         if self.config.http_port:
@@ -195,6 +194,7 @@ def run(config: Config) -> int:
         stream=sys.stderr,
     )
     try:
+        config = fd_limit.fit(config)  # room for maxclients, and for the log and HTTP side
         uvloop.run(serve(config))
     except (OSError, LoadError, RedisError, ValueError) as exc:
         log.error("cannot start: %s", exc)

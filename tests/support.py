@@ -8,6 +8,7 @@ reply bytes, which the differential tests compare with a real redis-server.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from emqd.plan import Plan
@@ -48,18 +50,18 @@ class ServerProcess:
     """A server subprocess on a free port; `stop()` kills it by PID."""
 
     def __init__(self, argv: list[str], port: int, env: dict[str, str] | None = None,
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, preexec_fn: Callable[[], None] | None = None) -> None:
         self.port = port
         self.http_port = 0  # emqd's HTTP side, when start_emqd(http=True) asked for it
         self.argv = argv
-        self.env, self.cwd = env, cwd
+        self.env, self.cwd, self.preexec_fn = env, cwd, preexec_fn
         self.log = tempfile.NamedTemporaryFile(prefix="emqd-test-", suffix=".log", delete=False)
         self._spawn()
 
     def _spawn(self) -> None:
         self.proc = subprocess.Popen(
             self.argv, stdout=self.log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=self.preexec_fn,
         )
         try:
             wait_for_port(self.port, self.proc)
@@ -107,7 +109,8 @@ class ServerProcess:
 
 def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
                env: dict[str, str] | None = None, http: bool = False,
-               ids_from_one: bool = True) -> ServerProcess:
+               ids_from_one: bool = True,
+               open_files: int | tuple[int, int] | None = None) -> ServerProcess:
     """emqd as `python -m emqd` on a free port; `--appendonly no` unless flags say otherwise.
 
     The HTTP side is off (`--http-port 0`), so that servers started side by side
@@ -115,6 +118,7 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
     own, as `server.http_port`, and waits for it too. Ids start at 1 (`--id-base
     0`), so tests can name the jobs they add, unless `ids_from_one` is False:
     then, without a log, emqd starts them after its start time (PROTOCOL.md 6.1).
+    `open_files` starts it under that `ulimit -n` (soft and hard, or a (soft, hard) pair).
     """
     port = port or free_port()
     argv = [sys.executable, "-m", "emqd"]
@@ -134,7 +138,9 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
     # The checkout under test, not whatever `pip install -e` last pointed at.
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
-    server = ServerProcess(argv, port, env=full_env, cwd=dir)
+    server = ServerProcess(argv, port, env=full_env, cwd=dir,
+                           preexec_fn=None if open_files is None else ulimit_n(
+                               *((open_files,) if isinstance(open_files, int) else open_files)))
     server.http_port = http_port
     if http_port:
         try:
@@ -143,6 +149,14 @@ def start_emqd(*flags: str, dir: str | None = None, port: int | None = None,
             server.stop()
             raise RuntimeError(f"{argv!r}: no HTTP side:\n{server.output()}") from None
     return server
+
+
+def ulimit_n(soft: int, hard: int | None = None) -> Callable[[], None]:
+    """A preexec_fn that starts a subprocess under `ulimit -n soft` (hard: the same)."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, soft if hard is None else hard))
+
+    return limit
 
 
 def redis_server_path() -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emqd import errors
+from emqd import errors, fd_limit
 from emqd.command import command
 from emqd.commands import helps
 from emqd.commands.parameters import BY_NAME, PARAMETERS, BadValue, Changes, Parameter
@@ -64,6 +64,13 @@ def config_set(session: Session, argv: list[bytes]) -> Any:
             changes.update(parameter.read(value))
         except BadValue as bad:
             raise errors.config_set_failed(parameter.name.encode(), bad.reason) from None
+    maxclients = changes.get("maxclients")
+    if maxclients is not None:  # as Redis: the descriptors must hold them (emqd/fd_limit.py)
+        most = fd_limit.make_room(maxclients, session.core.config)
+        if most is not None:
+            raise errors.config_set_failed(
+                b"maxclients", "The operating system is not able to handle the specified "
+                f"number of clients, try with {most}")
     session.core.reconfigure(changes)
     return "OK"
 

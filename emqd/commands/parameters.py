@@ -244,6 +244,8 @@ PARAMETERS: list[Parameter] = [
     field("tls-ca-cert-file", "tls_ca_cert_file"),
     field("tls-auth-clients", "tls_auth_clients"),
     field("http-port", "http_port"),
+    field("http-maxclients", "http_maxclients"),
+    field("http-head-timeout-ms", "http_head_timeout_ms"),
     field("id-base", "id_base"),  # as the server resolved it at start
     Parameter("dir", lambda config: os.path.abspath(config.dir), protected=True),
     field("appendonly", "appendonly"),

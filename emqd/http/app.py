@@ -26,6 +26,7 @@ from emqd import clock
 from emqd.core import Core
 from emqd.http import actions, pages
 from emqd.http.context import DASHBOARD, Dashboard
+from emqd.http.gate import Gate
 from emqd.http.rates import MINUTE_MS
 from emqd.http.security import Handler, guard
 
@@ -76,13 +77,22 @@ class HttpSide:
         self.core = core
         self.dashboard = Dashboard(core, blocked, wake)
         self.runner: web.AppRunner | None = None
+        self.listener: asyncio.AbstractServer | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     async def start(self, host: str, port: int) -> None:
-        app = build_app(self.dashboard, self.core.config.requirepass)
-        self.runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        config = self.core.config
+        app = build_app(self.dashboard, config.requirepass)
+        head_timeout_s = config.http_head_timeout_ms / 1000
+        # aiohttp's own bound on an idle kept-alive connection, the head's deadline too
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                    keepalive_timeout=head_timeout_s)
         await self.runner.setup()
-        await web.TCPSite(self.runner, host, port, reuse_address=True).start()
+        server = self.runner.server
+        assert server is not None
+        gate = Gate(server, config.http_maxclients, head_timeout_s)  # emqd/http/gate.py
+        self.listener = await asyncio.get_running_loop().create_server(
+            gate, host, port, reuse_address=True)
         self.core.commit.listen(self.dashboard.metrics.timings.listen)
         self._sample()
         shown = f"[{host}]" if ":" in host else host
@@ -97,6 +107,8 @@ class HttpSide:
     async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self.listener is not None:
+            self.listener.close()  # no new connection; the runner closes the open ones
         self.core.commit.unlisten(self.dashboard.metrics.timings.listen)
         if self.runner is not None:
             await self.runner.cleanup()
