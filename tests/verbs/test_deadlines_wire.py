@@ -11,30 +11,12 @@ keeps the connection; a deadline just under it is answered and stored alike.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from tests.support import ServerProcess, start_emqd
-
 EXACT = 2**53
 FAR = 9_000_000_000_000_000_000  # within 64 bits, far beyond 2^53
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    server = start_emqd("--stalled-interval", "0")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def r(server: ServerProcess) -> Iterator[redis.Redis]:
-    client = redis.Redis(port=server.port)
-    client.flushall()
-    yield client
-    client.close()
 
 
 def claimed(r: redis.Redis) -> tuple[bytes, bytes]:
@@ -62,21 +44,21 @@ def dump(r: redis.Redis) -> dict[bytes, object]:
     (["EMQ.LANE.RATE", "q", "g", 5, FAR], "invalid PER_MS in 'emq.lane.rate' command"),
 ])
 def test_a_deadline_beyond_2_53_ms_is_refused_and_writes_nothing(
-    r: redis.Redis, argv: list, error: str
+    rq: redis.Redis, argv: list, error: str
 ) -> None:
-    job_id, token = claimed(r)
-    before = dump(r)
+    job_id, token = claimed(rq)
+    before = dump(rq)
     argv = [token if arg == "{token}" else arg for arg in argv]
     with pytest.raises(redis.ResponseError, match=f"^{error}$"):
-        r.execute_command(*argv)
-    assert dump(r) == before
-    assert r.ping()
+        rq.execute_command(*argv)
+    assert dump(rq) == before
+    assert rq.ping()
 
 
-def test_extend_just_under_2_53_answers_the_deadline_it_stores(r: redis.Redis) -> None:
-    job_id, token = claimed(r)
+def test_extend_just_under_2_53_answers_the_deadline_it_stores(rq: redis.Redis) -> None:
+    job_id, token = claimed(rq)
     lease = EXACT - int(time.time() * 1000) - 3_600_000  # an hour of slack for the clock
-    deadline = r.execute_command("EMQ.EXTEND", "q", job_id, token, lease)
+    deadline = rq.execute_command("EMQ.EXTEND", "q", job_id, token, lease)
     assert deadline <= EXACT
-    assert r.zscore("emq:{q}:active", job_id) == deadline
-    assert int(r.zscore("emq:{q}:active", job_id)) == deadline  # the very integer answered
+    assert rq.zscore("emq:{q}:active", job_id) == deadline
+    assert int(rq.zscore("emq:{q}:active", job_id)) == deadline  # the very integer answered
