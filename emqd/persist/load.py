@@ -55,9 +55,11 @@ from typing import Any, cast
 import hiredis
 
 from emqd.store.keyspace import Keyspace
-from emqd.wire.resp import MAX_BULK
 
 SLICE_BYTES = 16 * 1024
+# Redis's proto-max-bulk-len, as the request reader has it (wire/resp.py MAX_BULK, which
+# persist/ may not import): no request, so no record, holds a longer bulk string.
+MAX_BULK = 512 * 1024 * 1024
 _MULTI = b"MULTI"
 _EXEC = b"EXEC"
 _RECORD_START = b"\r\n*1\r\n$5\r\nMULTI\r\n"

@@ -303,3 +303,9 @@ def test_a_torn_tail_holding_a_value_that_looks_like_resp_is_still_torn(
         path.write_bytes(whole + record[:cut])
         loaded = load(str(path), Keyspace())
         assert (loaded.size, loaded.torn_bytes) == (len(whole), cut), cut
+
+
+def test_the_longest_bulk_a_record_holds_is_the_longest_a_request_holds() -> None:
+    from emqd.wire import resp
+
+    assert load_module.MAX_BULK == resp.MAX_BULK
