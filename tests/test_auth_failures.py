@@ -84,11 +84,13 @@ def test_refused_auths_are_counted_and_logged_once_over_the_wire() -> None:
         with pytest.raises(urllib.error.HTTPError) as asked:
             urllib.request.urlopen(url, timeout=5)  # no password sent: asked, not counted
         assert asked.value.code == 401
+        asked.value.close()
         wrong = urllib.request.Request(
             url, headers={"Authorization": "Basic " + base64.b64encode(b"u:guess").decode()})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(wrong, timeout=5)
         assert refused.value.code == 401
+        refused.value.close()
         assert stat(server.port) == 2003
     finally:
         server.stop()
