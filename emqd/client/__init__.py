@@ -1,6 +1,7 @@
 """The Python client and worker for emqd, on redis-py's asyncio client.
 
-    from emqd.client import Queue, SyncQueue, Worker, Retry, Discard
+    from emqd.client import (Queue, SyncQueue, Worker, Retry, Discard, NewJob, Child,
+                             JobDead, WaitTimeout, ConnectionLost, PermanentError)
 
 See docs/CLIENT.md.
 """
@@ -21,6 +22,7 @@ from emqd.client.commands import (
     Stats,
 )
 from emqd.client.errors import (
+    ConnectionLost,
     Discard,
     JobDead,
     JobStateError,
@@ -32,7 +34,7 @@ from emqd.client.errors import (
 from emqd.client.queue import Queue, SyncQueue
 from emqd.client.worker import Counts, Worker
 
-__all__ = ["Added", "Child", "ChildInfo", "Counts", "Discard", "FailVerdict", "Finished", "Flow",
+__all__ = ["Added", "Child", "ChildInfo", "ConnectionLost", "Counts", "Discard", "FailVerdict", "Finished", "Flow",
            "Job", "JobDead", "JobInfo", "JobStateError", "Lane", "NewJob", "PermanentError",
            "Queue", "QueueEvent", "Retry", "Schedule", "StaleJob", "Stats", "SyncQueue",
            "WaitTimeout", "Worker"]

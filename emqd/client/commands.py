@@ -18,13 +18,16 @@ reads them as JSON). Setting values are `str`, as the server stores them.
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterable
+import math
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import ResponseError
 
-from emqd.client.errors import JobDead, WaitTimeout, translate
+from emqd.client.errors import TRANSPORT_ERRORS, ConnectionLost, JobDead, WaitTimeout, translate
 
 T = TypeVar("T")
 Command = tuple[bytes | str | int, ...]
@@ -43,23 +46,38 @@ def raw_bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
 
 
-def loose_payload_bytes(payload: Any) -> bytes:
-    """add_many's payloads: bytes and text as `add` sends them, anything else as JSON
-    (as `add_json` sends it)."""
-    if isinstance(payload, bytes | bytearray | memoryview | str):
-        return payload_bytes(payload)
-    return json_bytes(payload)
-
-
-def payload_bytes(payload: bytes | bytearray | memoryview | str) -> bytes:
-    """A payload as sent: bytes as they are, text as UTF-8; anything else is an error
-    (use `add_json` for objects) rather than a silent `str()`."""
+def payload_bytes(payload: Any) -> bytes:
+    """The one rule for every payload (add, add_unique, add_many, add_and_wait, flow,
+    repeat, progress, log lines): bytes as they are, text as UTF-8, anything else (a dict,
+    a list, a number) as compact JSON."""
     if isinstance(payload, bytes | bytearray | memoryview):
         return bytes(payload)
     if isinstance(payload, str):
         return payload.encode()
-    raise TypeError(f"payload must be bytes or str, not {type(payload).__name__}; "
-                    "use add_json for other objects")
+    return json_bytes(payload)
+
+
+def pick_id() -> str:
+    """A job id picked by the client before the first try: an ADD sent again after a lost
+    reply names the same job, which the server answers unchanged, so a retry never makes
+    a second job. 32 hex digits (a random UUID): no two clients pick the same."""
+    return uuid.uuid4().hex
+
+
+class Retried(list[Any]):
+    """A batch that may be sent again when the connection is lost before its replies
+    came: sending it twice does what sending it once does (an ADD with its ID, a FLOW
+    with its parent's ID, a WAIT). The drivers (queue.py) send it again, backing off,
+    for up to the queue's `reconnect_s`, then throw the connection error into the
+    operation. `again()` is the batch to send next time (a WAIT with the time left)."""
+
+    def __init__(self, commands: list[Command],
+                 again: Callable[[], Retried] | None = None) -> None:
+        super().__init__(commands)
+        self._again = again
+
+    def again(self) -> Retried:
+        return self if self._again is None else self._again()
 
 
 def json_bytes(value: Any) -> bytes:
@@ -67,15 +85,9 @@ def json_bytes(value: Any) -> bytes:
 
 
 def result_bytes(value: Any) -> bytes | None:
-    """A handler's return value as COMPLETE's RESULT: None sends no RESULT; bytes and
-    str go as they are; anything else as JSON."""
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode()
-    return json_bytes(value)
+    """A handler's return value as COMPLETE's RESULT: None sends no RESULT; anything else
+    as a payload is sent (payload_bytes)."""
+    return None if value is None else payload_bytes(value)
 
 
 def expect(reply: Any) -> Any:
@@ -95,12 +107,15 @@ def as_map(reply: Any) -> dict[str, Any]:
 
 
 class Reporter(Protocol):
-    """What `Job.progress` / `Job.log` go through: the Worker binds one to each job it runs
-    (emqd/client/handler.py), so that a handler can report with the job's own token."""
+    """What `Job.progress`, `Job.log` and `Job.children` go through: the Worker binds one
+    to each job it runs (emqd/client/handler.py), so that a handler reports with the
+    job's own token, and a lost connection is the worker's to ride out, not the job's."""
 
     def progress(self, job: Job, value: Any) -> Any: ...
 
-    def log(self, job: Job, line: bytes | str) -> Any: ...
+    def log(self, job: Job, line: Any) -> Any: ...
+
+    def children(self, job: Job) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -120,18 +135,25 @@ class Job:
         """EMQ.PROGRESS with this job's token, inside a Worker's handler: `await
         job.progress(50)` in an async handler, `job.progress(50)` in a plain one (it
         returns once the server answered). bytes and str go as they are, anything else
-        as JSON. Raises `StaleJob` when the lease is gone."""
+        as JSON. While the server is away it waits for it to come back (the worker
+        reconnects); raises `StaleJob` when the lease is gone."""
         return self._reporter().progress(self, value)
 
-    def log(self, line: bytes | str) -> Any:
+    def log(self, line: Any) -> Any:
         """EMQ.LOG with this job's token (awaited, or not, as `progress`): appends a line
         to the job's log; the number of lines the log keeps."""
         return self._reporter().log(self, line)
 
+    def children(self) -> Any:
+        """EMQ.CHILDREN of this job (awaited, or not, as `progress`): a flow's parent reads
+        its children, with their results, as `queue.children(job.id)` gives them."""
+        return self._reporter().children(self)
+
     def _reporter(self) -> Reporter:
         if self.reporter is None:
-            raise RuntimeError("job.progress and job.log work inside a Worker's handler; "
-                               "elsewhere use queue.progress(job, value) / queue.log(job, line)")
+            raise RuntimeError("job.progress, job.log and job.children work inside a "
+                               "Worker's handler; elsewhere use queue.progress(job, value), "
+                               "queue.log(job, line), queue.children(job.id)")
         return self.reporter
 
     @classmethod
@@ -387,6 +409,14 @@ def job_options(*, id: str | None = None, delay_ms: int | None = None, at_ms: in
     return argv
 
 
+def _named(options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The job's id (the caller's, else a picked one) and the options that name it."""
+    job_id = options.get("id")
+    if job_id is None:
+        job_id = pick_id()
+    return job_id, {**options, "id": job_id}
+
+
 def _single(command: Command) -> Generator[list[Command], list[Any], Any]:
     replies = yield [command]
     return expect(replies[0])
@@ -405,7 +435,10 @@ class QueueCommands:
         self.events_channel = self.prefix + b"events"  # the queue's events (Queue.events)
 
     # --- producing -----------------------------------------------------------------
-    def add_command(self, payload: bytes | str, *, id: str | None = None,
+    # Every ADD names its job: the caller's `id`, else one the client picks (pick_id)
+    # before the first try, so the batch is `Retried` after a lost connection without
+    # ever making a second job (an ADD of an existing id answers it unchanged).
+    def add_command(self, payload: Any, *, id: str | None = None,
                     delay_ms: int | None = None, at_ms: int | None = None, priority: int = 0,
                     max_attempts: int | None = None, backoff: str | int | None = None,
                     group: str | None = None, unique: str | bytes | None = None,
@@ -421,45 +454,65 @@ class QueueCommands:
                 argv += ["TTL", unique_ttl_ms]
         return tuple(argv)
 
-    def add(self, payload: bytes | str, **options: Any) -> Operation[str]:
+    def _adding(self, job_ids: list[str],
+                commands: list[Command]) -> Generator[list[Command], list[Any], list[Any]]:
+        """Send ADDs (or a FLOW) as a `Retried` batch; `ConnectionLost` names the jobs when
+        the server stays away."""
+        try:
+            return (yield Retried(commands))
+        except TRANSPORT_ERRORS as error:
+            raise ConnectionLost(job_ids[0], False, error, job_ids) from error
+
+    def add(self, payload: Any, **options: Any) -> Operation[str]:
         """EMQ.ADD; returns the job's id (an existing id is returned unchanged). With
         `unique`, the id of the live job holding the key when there is one (`add_unique`
         says which)."""
-        reply = yield from _single(self.add_command(payload, **options))
+        job_id, options = _named(options)
+        reply = expect((yield from self._adding([job_id], [self.add_command(payload,
+                                                                           **options)]))[0])
         return text(reply[0] if isinstance(reply, list) else reply)
 
-    def add_unique(self, payload: bytes | str, key: str | bytes, *, ttl_ms: int | None = None,
+    def add_unique(self, payload: Any, key: str | bytes, *, ttl_ms: int | None = None,
                    **options: Any) -> Operation[Added]:
-        """EMQ.ADD ... UNIQUE key [TTL ms]: the job holding `key`, new or not."""
-        job_id, verdict = yield from _single(self.add_command(
-            payload, unique=key, unique_ttl_ms=ttl_ms, **options))
-        return Added(text(job_id), text(verdict) == "added")
+        """EMQ.ADD ... UNIQUE key [TTL ms]: the job holding `key`, new or not. (An ADD
+        sent again after a lost reply answers `added` False for the job the first try
+        added.)"""
+        job_id, options = _named(options)
+        command = self.add_command(payload, unique=key, unique_ttl_ms=ttl_ms, **options)
+        holder, verdict = expect((yield from self._adding([job_id], [command]))[0])
+        return Added(text(holder), text(verdict) == "added")
 
     def add_json(self, value: Any, **options: Any) -> Operation[str]:
+        """`add` with the value always as JSON (a str too becomes a JSON string)."""
         return (yield from self.add(json_bytes(value), **options))
 
     def add_many(self, jobs: Iterable[Any], **options: Any) -> Operation[list[str]]:
-        """Many EMQ.ADDs in one pipeline. Each item is a payload (bytes and text as
-        they are, anything else, a dict say, as JSON) or a `NewJob` with options of its
-        own, which win over the shared `options`. Raises the first error reply, after
-        every command was sent."""
-        commands = []
+        """Many EMQ.ADDs in one pipeline. Each item is a payload or a `NewJob` with options
+        of its own, which win over the shared `options` (an `id` among the shared ones
+        is refused: it would name every job). Raises the first error reply, after every
+        command was sent."""
+        if options.get("id") is not None:
+            raise ValueError("add_many takes an id per job (NewJob(payload, id=...)), "
+                             "not one for all")
+        ids, commands = [], []
         for job in jobs:
             payload, own = (job.payload, job.options) if isinstance(job, NewJob) else (job, {})
-            commands.append(self.add_command(loose_payload_bytes(payload), **{**options, **own}))
+            job_id, named = _named({**options, **own})
+            ids.append(job_id)
+            commands.append(self.add_command(payload, **named))
         if not commands:
             return []
-        replies = yield commands
+        replies = yield from self._adding(ids, commands)
         return [text(expect(reply)) for reply in replies]
 
     def add_and_wait(self, payload: Any, *, timeout_ms: int, **options: Any) -> Operation[Any]:
         """Request/response over the queue: EMQ.ADD, then EMQ.WAIT for that job; the
-        RESULT its handler returned (bytes, or None). The payload is bytes or text as
-        `add` sends it, anything else as JSON. Raises `JobDead` when the job is
+        RESULT its handler returned (bytes, or None). Raises `JobDead` when the job is
         dead-lettered, `WaitTimeout` when it is not finished within `timeout_ms` (0 waits
-        for ever); the job stays queued either way."""
-        job_id = text((yield from _single(self.add_command(loose_payload_bytes(payload),
-                                                           **options))))
+        for ever): the job stays queued either way. A lost connection is ridden out (the
+        ADD sent again under the same id, the WAIT with the time left); past the queue's
+        `reconnect_s`, `ConnectionLost` carries the job's id."""
+        job_id = yield from self.add(payload, **options)
         finished = yield from self.wait(job_id, timeout_ms)
         if finished is None:
             raise WaitTimeout(job_id, timeout_ms)
@@ -470,9 +523,22 @@ class QueueCommands:
     # --- reading and steering --------------------------------------------------------
     def wait(self, job_id: str, timeout_ms: int = 0) -> Operation[Finished | None]:
         """EMQ.WAIT: once the job is completed or dead, how it ended (`Finished`); None
-        at the timeout (0 waits for ever). The server holds this connection meanwhile,
-        so redis-py's `socket_timeout`, if set, must be longer."""
-        reply = yield from _single(("EMQ.WAIT", self.key, raw_bytes(job_id), timeout_ms))
+        at the timeout (0 waits for ever). The server holds this connection meanwhile
+        (the queue's connections have no `socket_timeout` unless given one, which must
+        then be longer). A lost connection is ridden out: the WAIT is sent again with
+        the time left; past the queue's `reconnect_s`, `ConnectionLost` names the job."""
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+
+        def waiting() -> Retried:
+            left = timeout_ms if deadline is None else max(
+                1, math.ceil((deadline - time.monotonic()) * 1000))
+            return Retried([("EMQ.WAIT", self.key, raw_bytes(job_id), left)], waiting)
+
+        try:
+            replies = yield waiting()
+        except TRANSPORT_ERRORS as error:
+            raise ConnectionLost(job_id, True, error) from error
+        reply = expect(replies[0])
         return None if reply is None else Finished.from_wait(job_id, reply)
 
     def logs(self, job_id: str, start: int = 0, count: int | None = None) -> Operation[list[str]]:
@@ -570,14 +636,16 @@ class QueueCommands:
     # --- flows -------------------------------------------------------------------------
     def flow(self, payload: Any, children: Iterable[Child], *,
              on_child_fail: str | None = None, **options: Any) -> Operation[Flow]:
-        """EMQ.FLOW: a parent in this queue that runs once its children are done. Payloads
-        are `add_many`'s (bytes and text as they are, anything else as JSON)."""
-        argv: list[Any] = ["EMQ.FLOW", self.key, loose_payload_bytes(payload),
+        """EMQ.FLOW: a parent in this queue that runs once its children are done. The
+        parent is named as `add` names a job, so a FLOW sent again after a lost reply
+        answers the flow the first try made."""
+        parent_id, options = _named(options)
+        argv: list[Any] = ["EMQ.FLOW", self.key, payload_bytes(payload),
                            *job_options(**options)]
         if on_child_fail is not None:
             argv += ["ONCHILDFAIL", on_child_fail]
         for child in children:
-            argv += ["CHILD", child.queue, loose_payload_bytes(child.payload),
+            argv += ["CHILD", child.queue, payload_bytes(child.payload),
                      *job_options(**child.options)]
             if child.on_child_fail is not None:
                 argv += ["ONCHILDFAIL", child.on_child_fail]
@@ -585,7 +653,7 @@ class QueueCommands:
                 argv += ["UNDER", child.under]
         if argv.count("CHILD") == 0:
             raise ValueError("a flow needs at least one child")
-        parent, ids = yield from _single(tuple(argv))
+        parent, ids = expect((yield from self._adding([parent_id], [tuple(argv)]))[0])
         return Flow(text(parent), [text(job_id) for job_id in ids])
 
     def children(self, job_id: str) -> Operation[list[ChildInfo] | None]:
@@ -616,7 +684,7 @@ class QueueCommands:
         unknown = set(options) - {"priority", "max_attempts", "backoff", "group"}
         if unknown:
             raise TypeError(f"repeat() got unexpected options {sorted(unknown)}")
-        argv += [loose_payload_bytes(payload), *job_options(**options)]
+        argv += [payload_bytes(payload), *job_options(**options)]
         return int((yield from _single(tuple(argv))))
 
     def delete_repeat(self, name: str) -> Operation[bool]:
@@ -673,9 +741,9 @@ class QueueCommands:
         """EMQ.PROGRESS: bytes and str as they are, anything else (a number, a dict) as
         JSON; at most 4 KiB."""
         yield from _single(("EMQ.PROGRESS", self.key, raw_bytes(job.id), raw_bytes(job.token),
-                            loose_payload_bytes(value)))
+                            payload_bytes(value)))
 
-    def log(self, job: Job, line: bytes | str) -> Operation[int]:
+    def log(self, job: Job, line: Any) -> Operation[int]:
         """EMQ.LOG: one line (at most 4 KiB) to the job's log; how many lines it keeps."""
         return int((yield from _single(("EMQ.LOG", self.key, raw_bytes(job.id),
                                         raw_bytes(job.token), payload_bytes(line)))))

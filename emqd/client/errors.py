@@ -93,6 +93,25 @@ class JobDead(Exception):
         self.job_id, self.error = job_id, error
 
 
+class ConnectionLost(RedisConnectionError):
+    """An add or a wait that could not reach the server within the queue's `reconnect_s`.
+
+    `job_id` is the job's id (the client picks it before the first try, so that a retried
+    ADD cannot make a second job); `added` says whether the server acknowledged the job
+    (True: it exists, `wait(job_id)` later; False: unknown, add it again with
+    `id=job_id` and at most one job results); `job_ids` lists every job of an `add_many`
+    (`job_id` is the first). A redis-py `ConnectionError`, so code that catches those
+    goes on catching it."""
+
+    def __init__(self, job_id: str, added: bool, cause: BaseException,
+                 job_ids: list[str] | None = None) -> None:
+        state = "was added" if added else "may not have been added"
+        super().__init__(f"job {job_id} {state}, and the server could not be reached again: "
+                         f"{type(cause).__name__}: {cause}")
+        self.job_id, self.added, self.cause = job_id, added, cause
+        self.job_ids = job_ids or [job_id]
+
+
 class WaitTimeout(TimeoutError):
     """`add_and_wait`: the job was not finished in time (it is still in the queue)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from emqd.client.commands import Job
@@ -28,23 +28,30 @@ def is_async(handler: Handler) -> bool:
 
 class ThroughWorker:
     """A job's `Reporter` inside a Worker: the verbs go through the worker's queue, on
-    the worker's loop. Called on that loop (an async handler) it returns the coroutine,
-    to be awaited; called from any other thread (a plain handler's) it runs the verb on
-    the loop and blocks until the server answered, so a plain function reports with a
+    the worker's loop, and through `report` (Worker._report), which rides out a lost
+    connection. Called on that loop (an async handler) it returns the coroutine, to be
+    awaited; called from any other thread (a plain handler's) it runs the verb on the
+    loop and blocks until the server answered, so a plain function reports with a
     plain call. Either way a refusal (StaleJob: the lease is gone) reaches the handler."""
 
-    __slots__ = ("queue", "loop")
+    __slots__ = ("queue", "loop", "report")
 
-    def __init__(self, queue: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self.queue, self.loop = queue, loop
+    def __init__(self, queue: Any, loop: asyncio.AbstractEventLoop,
+                 report: Callable[[Callable[[], Awaitable[Any]]], Coroutine[Any, Any, Any]]
+                 ) -> None:
+        self.queue, self.loop, self.report = queue, loop, report
 
     def progress(self, job: Job, value: Any) -> Any:
-        return self._run(self.queue.progress(job, value))
+        return self._run(lambda: self.queue.progress(job, value))
 
-    def log(self, job: Job, line: bytes | str) -> Any:
-        return self._run(self.queue.log(job, line))
+    def log(self, job: Job, line: Any) -> Any:
+        return self._run(lambda: self.queue.log(job, line))
 
-    def _run(self, verb: Coroutine[Any, Any, Any]) -> Any:
+    def children(self, job: Job) -> Any:
+        return self._run(lambda: self.queue.children(job.id))
+
+    def _run(self, make: Callable[[], Awaitable[Any]]) -> Any:
+        verb = self.report(make)
         try:
             on_loop = asyncio.get_running_loop() is self.loop
         except RuntimeError:

@@ -6,8 +6,17 @@ command as itself, several as one non-transactional pipeline). So there is one
 definition of what is sent and how replies are read, and two thin ways to wait.
 
 redis-py's own retries are switched off: a CLAIM retried blindly after a lost
-reply would claim more jobs than asked, so reconnecting is the caller's
-decision (the Worker backs off and resynchronises its leases first).
+reply would claim more jobs than asked, and an ADD retried without its id would
+make a second job. The queue's own retries are for the batches an operation
+marks `Retried`, those that do the same when sent twice (an ADD with the id the
+client picked before the first try, a FLOW with its parent's, a WAIT): they
+are sent again, backing off, for up to `reconnect_s`, then the operation hears
+of the error (`ConnectionLost` names its job). Everything else raises at once,
+and reconnecting is the caller's decision (the Worker backs off and
+resynchronises its leases first).
+
+The connections have no socket timeout unless given one (redis-py 8's default is
+5 s): a WAIT or a CLAIM ... BLOCK holds its connection on purpose for longer.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import asyncio
 import functools
 import logging
 import os
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -27,14 +37,21 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 from redis.retry import Retry as SyncRetry
 
-from emqd.client.commands import Command, Operation, QueueCommands, QueueEvent
+from emqd.client.commands import Command, Operation, QueueCommands, QueueEvent, Retried
 from emqd.client.errors import TRANSPORT_ERRORS
-from emqd.client.reconnect import Backoff
+from emqd.client.reconnect import Backoff, Outage, Patience
 
 log = logging.getLogger("emqd.client")
 
 DEFAULT_URL = "redis://127.0.0.1:6390"
 URL_ENV = "EMQD_URL"
+RECONNECT_S = 30.0  # how long a Retried batch is sent again over a lost connection
+
+
+def _redis_options(given: dict[str, Any], retry: object) -> dict[str, Any]:
+    """redis-py's options for a queue: no retries of its own, no socket timeout (a WAIT or
+    a blocking CLAIM holds the connection), unless the caller says otherwise."""
+    return {"retry": retry, "socket_timeout": None, "socket_keepalive": True, **given}
 
 
 def resolve_url(url: str | None) -> str:
@@ -95,21 +112,50 @@ class Queue:
     others go on over the rest of the pool.
     """
 
-    def __init__(self, name: str | bytes, url: str | None = None,
-                 **redis_options: Any) -> None:
+    def __init__(self, name: str | bytes, url: str | None = None, *,
+                 reconnect_s: float = RECONNECT_S, **redis_options: Any) -> None:
         self.commands = QueueCommands(name)
         self.name = self.commands.name
         self.url = resolve_url(url)
+        self.reconnect_s = reconnect_s
         self.client = redis.asyncio.Redis.from_url(
-            self.url, **{"retry": AsyncRetry(NoBackoff(), 0), **redis_options})
+            self.url, **_redis_options(redis_options, AsyncRetry(NoBackoff(), 0)))
+        self.outage = Outage(log, repr(self), self._close_idle_connections)
+        self._closing: asyncio.Future[Any] | None = None
+
+    def _close_idle_connections(self) -> None:
+        """The outage's `on_lost` (reconnect.Outage): idle connections are closed."""
+        self._closing = asyncio.ensure_future(
+            self.client.connection_pool.disconnect(inuse_connections=False))
 
     async def execute(self, operation: Operation[Any]) -> Any:
         try:
             batch = next(operation)
             while True:
-                batch = operation.send(await self._round_trip(batch))
+                try:
+                    replies = await self._send(batch)
+                except TRANSPORT_ERRORS as error:
+                    batch = operation.throw(error)
+                else:
+                    batch = operation.send(replies)
         except StopIteration as done:
             return done.value
+
+    async def _send(self, batch: list[Command]) -> list[Any]:
+        """One round trip; a `Retried` batch again over a lost connection, patiently."""
+        patience = Patience(self.reconnect_s, self.outage)
+        while True:
+            try:
+                replies = await self._round_trip(batch)
+            except TRANSPORT_ERRORS as error:
+                delay = patience.retry_in(error) if isinstance(batch, Retried) else None
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+                batch = batch.again()  # type: ignore[attr-defined]
+            else:
+                self.outage.answered()
+                return replies
 
     async def _round_trip(self, batch: list[Command]) -> list[Any]:
         if len(batch) == 1:
@@ -127,7 +173,8 @@ class Queue:
         parsed, for ever: `async for event in queue.events(): ...`.
 
         It subscribes on a connection of its own and, when that connection is lost,
-        tries again (backing off 50 ms doubling to 2 s, logged on `emqd.client`):
+        tries again (backing off 50 ms doubling to 2 s; a WARNING on `emqd.client` when
+        the connection is lost and one when it is back):
         redis-py's PubSub reconnects and subscribes again on the next read, so one
         PubSub serves the whole iteration and is never subscribed twice. Pub/Sub keeps
         nothing: what was published while it was away is not delivered. Leave the
@@ -142,12 +189,12 @@ class Queue:
                         await pubsub.subscribe(self.commands.events_channel)
                     async for message in pubsub.listen():
                         backoff.reset()
+                        self.outage.answered()
                         if message["type"] == "message":
                             yield QueueEvent.parse(message["data"])
                 except TRANSPORT_ERRORS as error:
                     delay = backoff.next()
-                    log.warning("events of %r: connection lost (%s); trying again in %.2f s",
-                                self, error, delay)
+                    self.outage.failed("events", error, delay)
                     await asyncio.sleep(delay)
         finally:
             await pubsub.aclose()
@@ -170,21 +217,46 @@ class SyncQueue:
     """The same queue for blocking code (producers in a web view, scripts):
     the methods of `Queue`, without `await`."""
 
-    def __init__(self, name: str | bytes, url: str | None = None,
-                 **redis_options: Any) -> None:
+    def __init__(self, name: str | bytes, url: str | None = None, *,
+                 reconnect_s: float = RECONNECT_S, **redis_options: Any) -> None:
         self.commands = QueueCommands(name)
         self.name = self.commands.name
         self.url = resolve_url(url)
+        self.reconnect_s = reconnect_s
         self.client = redis.Redis.from_url(
-            self.url, **{"retry": SyncRetry(NoBackoff(), 0), **redis_options})
+            self.url, **_redis_options(redis_options, SyncRetry(NoBackoff(), 0)))
+        self.outage = Outage(log, repr(self),
+                             lambda: self.client.connection_pool.disconnect(
+                                 inuse_connections=False))
 
     def execute(self, operation: Operation[Any]) -> Any:
         try:
             batch = next(operation)
             while True:
-                batch = operation.send(self._round_trip(batch))
+                try:
+                    replies = self._send(batch)
+                except TRANSPORT_ERRORS as error:
+                    batch = operation.throw(error)
+                else:
+                    batch = operation.send(replies)
         except StopIteration as done:
             return done.value
+
+    def _send(self, batch: list[Command]) -> list[Any]:
+        """`Queue._send`, blocking."""
+        patience = Patience(self.reconnect_s, self.outage)
+        while True:
+            try:
+                replies = self._round_trip(batch)
+            except TRANSPORT_ERRORS as error:
+                delay = patience.retry_in(error) if isinstance(batch, Retried) else None
+                if delay is None:
+                    raise
+                time.sleep(delay)
+                batch = batch.again()  # type: ignore[attr-defined]
+            else:
+                self.outage.answered()
+                return replies
 
     def _round_trip(self, batch: list[Command]) -> list[Any]:
         if len(batch) == 1:

@@ -16,7 +16,15 @@ Failure modes it is built for: an EMQSTALE reply means the lease is gone, so
 the run is dropped with one log line and the verb is not retried; a lost
 connection makes every part back off, and before claiming again the claimer
 re-extends the leases it holds, so a job recovered by the server while the
-worker was away is dropped here before it can be claimed twice at once.
+worker was away is dropped here before it can be claimed twice at once. A lost
+connection is never a job's failure: the handler's reports (`job.progress`,
+`job.log`, `job.children`) wait for the server to come back instead of raising
+into the handler, and the settling verb is sent again; whatever lease was lost
+meanwhile answers EMQSTALE and its result is dropped, charging nothing. The
+outage is logged once when it begins and once when it ends (reconnect.Outage).
+
+The worker names its connections (CLIENT SETNAME, emqd/worker_name.py), so the
+dashboard's Workers page shows it with the jobs it holds.
 """
 
 from __future__ import annotations
@@ -26,20 +34,23 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import os
 import signal
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import AuthenticationError, ResponseError
 
+from emqd import __version__, worker_name
 from emqd.client import handler as handlers
 from emqd.client import outcome
 from emqd.client.commands import Job
 from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_permanent
 from emqd.client.handler import Handler, ThroughWorker
-from emqd.client.reconnect import Backoff
+from emqd.client.reconnect import Backoff, Outage
 
 log = logging.getLogger("emqd.worker")
 
@@ -49,6 +60,7 @@ Hook = Callable[[Job, Any], Any]
 #: How long a settling verb is retried over a lost connection once stopping, so
 #: that shutdown stays bounded (the server's sweep recovers what is left).
 SHUTDOWN_SETTLE_S = 2.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -135,6 +147,8 @@ class Worker:
         self._resync_needed = False
         self._grace_ends = 0.0  # set by stop(); 0 (no grace) when the claimer itself failed
         self._fatal: PermanentError | None = None  # why the worker gave up, raised by run()
+        self.outage = Outage(log, f"worker of {queue!r}", self._close_idle_connections)
+        self._closing: asyncio.Future[Any] | None = None
 
     # --- life ----------------------------------------------------------------------------
     async def run(self) -> Counts:
@@ -146,6 +160,7 @@ class Worker:
         self._stopping, self._hurry, self._slot_freed = (
             asyncio.Event(), asyncio.Event(), asyncio.Event())
         self._loop = loop = asyncio.get_running_loop()
+        await self._name_connections()
         signals = self._install_signals(loop)
         try:
             try:
@@ -190,6 +205,27 @@ class Worker:
             self._grace_ends = time.monotonic() + self.grace_ms / 1000
             self._stopping.set()
 
+    async def _name_connections(self) -> None:
+        """CLIENT SETNAME on every connection of the queue's pool (emqd/worker_name.py), and
+        emqd in CLIENT SETINFO's lib-name: idle connections made before are closed, so the
+        next ones are named. A queue that is not redis-py's (a test's fake) is left alone."""
+        pool = getattr(getattr(self.queue, "client", None), "connection_pool", None)
+        if pool is None:
+            return
+        pool.connection_kwargs["client_name"] = worker_name.build(
+            socket.gethostname(), os.getpid(), [self.queue.name], self.concurrency,
+            int(time.time() * 1000))
+        info = pool.connection_kwargs.get("driver_info")
+        if info is not None and "emqd" not in info.formatted_name:
+            info.add_upstream_driver("emqd", __version__)
+        await pool.disconnect(inuse_connections=False)
+
+    def _close_idle_connections(self) -> None:
+        """The outage's `on_lost` (reconnect.Outage): idle connections are closed."""
+        pool = getattr(getattr(self.queue, "client", None), "connection_pool", None)
+        if pool is not None:
+            self._closing = asyncio.ensure_future(pool.disconnect(inuse_connections=False))
+
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         installed: list[int] = []
         for sig in STOP_SIGNALS:
@@ -222,6 +258,7 @@ class Worker:
                 await self._first_of(self._stopping, timeout=delay)
                 continue
             backoff.reset()
+            self.outage.answered()
             for job in jobs:
                 self._start(job)
 
@@ -235,7 +272,7 @@ class Worker:
                 await self._extend(run, raise_transport=True)
         self._resync_needed = False
         self.counts.reconnects += 1
-        log.info("reconnected: %r", self.queue)  # its repr masks a password
+        log.debug("reconnected, %d lease(s) confirmed: %r", len(self.running), self.queue)
 
     def _start(self, job: Job) -> None:
         self.counts.claimed += 1
@@ -243,9 +280,10 @@ class Worker:
         if previous is not None:
             # The server gave this job out again: our old lease is over.
             self._lose(previous, "claimed again while still running here")
-        reporter = ThroughWorker(self.queue, asyncio.get_running_loop())  # job.progress, job.log
-        job = dataclasses.replace(job, reporter=reporter)
         run = JobRun(job)
+        run.job = dataclasses.replace(job, reporter=ThroughWorker(  # job.progress, ...
+            self.queue, asyncio.get_running_loop(), lambda make: self._report(run, make)))
+        job = run.job
         self.running[job.id] = run
         if self._stopping.is_set():
             run.end(outcome.REQUEUE)  # claimed while stopping: straight back
@@ -303,10 +341,40 @@ class Worker:
             self._resync_needed = True
             if raise_transport:
                 raise  # the claim loop logs it and retries
-            log.warning("job %s: extend: connection lost (%s); the next heartbeat retries "
-                        "in %.2f s", run.job.id, error, self.lease_ms / 3000)
+            self.outage.failed(f"job {run.job.id}: extend", error, self.lease_ms / 3000)
         except ResponseError as error:  # not ours to fix; the handler's work goes on
             log.error("job %s: EXTEND refused: %s", run.job.id, error)
+        else:
+            self.outage.answered()
+
+    async def _report(self, run: JobRun, make: Callable[[], Awaitable[T]]) -> T:
+        """A handler's report (progress, log, children) for the job of `run`. A lost
+        connection, or a "not now" refusal, is the worker's to ride out, never the job's
+        failure: the report is sent again once the server is back, the handler waiting
+        meanwhile, for as long as the run lasts. StaleJob (the lease is gone, also when
+        the run ended meanwhile) reaches the handler and drops the run; any other
+        refusal of the report itself reaches the handler as before."""
+        backoff = Backoff()
+        while True:
+            if run.ended:
+                raise StaleJob(f"job {run.job.id}: the run ended while its report waited")
+            try:
+                result = await make()
+            except StaleJob as error:
+                self._lose(run, str(error))
+                raise
+            except (*TRANSPORT_ERRORS, ResponseError) as error:
+                if isinstance(error, AuthenticationError):
+                    self._give_up("report", error)
+                    raise
+                if is_permanent(error):
+                    raise
+                delay = backoff.next()
+                self._retrying(f"job {run.job.id}: report", error, delay)
+                await self._first_of(run.ending, timeout=delay)
+                continue
+            self.outage.answered()
+            return result
 
     def _lose(self, run: JobRun, why: str) -> None:
         """The lease is gone: log once, send nothing more for this run."""
@@ -346,6 +414,7 @@ class Worker:
                 delay = backoff.next()
                 self._retrying(f"job {run.job.id}: {verb}", error, delay)
                 await asyncio.sleep(delay)
+        self.outage.answered()
         self._count_settled(settlement, reply)
         await self._tell(run.job, settlement)
 
@@ -376,12 +445,11 @@ class Worker:
             self.counts.requeued += 1
 
     def _retrying(self, what: str, error: BaseException, delay_s: float) -> None:
-        """Log one retry; after a lost connection, held leases are confirmed first."""
+        """Note one retry (the outage's first is a WARNING, the rest DEBUG); after a lost
+        connection, held leases are confirmed before the next claim."""
         if isinstance(error, TRANSPORT_ERRORS):
             self._resync_needed = True
-            log.warning("%s: connection lost (%s); retrying in %.2f s", what, error, delay_s)
-        else:
-            log.warning("%s: refused for now (%s); retrying in %.2f s", what, error, delay_s)
+        self.outage.failed(what, error, delay_s)
 
     def _give_up(self, what: str, error: BaseException) -> None:
         """A permanent refusal: stop now, without grace (nothing could be settled)."""

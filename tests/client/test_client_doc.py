@@ -73,10 +73,11 @@ def test_a_producer_waits_for_the_worker_and_a_tail_sees_it_all() -> None:
                                       capture_output=True, text=True, timeout=60)
             assert produced.returncode == 0, produced.stderr
             assert produced.stdout == "thumbnail at thumbs/cat.jpg\n"
-            until(lambda: "job 1 -> thumbs/cat.jpg" in worker.output(), "the hook")
-            assert client.execute_command("EMQ.LOGS", "thumbs", "1") == [b"resizing cat.jpg"]
-            assert client.hget("emq:{thumbs}:job:1", "progress") == b"100"
-            until(lambda: " completed 1 " in tail.output(), "the tail's completed line")
+            until(lambda: " -> thumbs/cat.jpg" in worker.output(), "the hook")
+            job_id = re.search(r"job (\w+) -> thumbs/cat.jpg", worker.output()).group(1)
+            assert client.execute_command("EMQ.LOGS", "thumbs", job_id) == [b"resizing cat.jpg"]
+            assert client.hget(f"emq:{{thumbs}}:job:{job_id}", "progress") == b"100"
+            until(lambda: f" completed {job_id} " in tail.output(), "the tail's completed line")
         names = [line.split()[1] for line in tail.output().splitlines() if line[:1].isdigit()]
         assert names == ["added", "claimed", "progress", "progress", "completed"], tail.output()
         assert "'value': '10'" in tail.output() and "'token': '1'" in tail.output()

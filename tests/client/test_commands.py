@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from emqd.client.commands import (
@@ -23,7 +25,14 @@ from emqd.client.commands import (
     Stats,
     result_bytes,
 )
-from emqd.client.errors import JobDead, JobStateError, StaleJob, WaitTimeout, translate
+from emqd.client.errors import (
+    ConnectionLost,
+    JobDead,
+    JobStateError,
+    StaleJob,
+    WaitTimeout,
+    translate,
+)
 
 Q = QueueCommands("mail")
 
@@ -47,6 +56,15 @@ def one(operation: Any, reply: Any) -> tuple[tuple, Any]:
     return sent[0][0], value
 
 
+def unnamed(command: tuple) -> tuple[str, tuple]:
+    """A job's id as the client picked it (32 hex digits, issue 24 item 11), and the command
+    without that `ID id` pair."""
+    at = command.index("ID")
+    picked = command[at + 1].decode()
+    assert len(picked) == 32 and int(picked, 16) >= 0, picked
+    return picked, command[:at] + command[at + 2:]
+
+
 @pytest.mark.parametrize(("options", "tail"), [
     ({}, ()),
     ({"id": "order-7"}, (b"ID", b"order-7")),
@@ -60,16 +78,29 @@ def one(operation: Any, reply: Any) -> tuple[tuple, Any]:
 ])
 def test_add_builds_emq_add_with_only_the_options_given(options: dict, tail: tuple) -> None:
     command, job_id = one(Q.add(b"hello", **options), b"12")
+    if "id" not in options:
+        _, command = unnamed(command)
     normalised = tuple(part.encode() if isinstance(part, str) else part for part in command)
     assert normalised == (b"EMQ.ADD", b"mail", b"hello") + tail
     assert job_id == "12"
 
 
-def test_add_refuses_delay_with_at_and_non_bytes_payloads() -> None:
+def test_every_add_names_its_job_before_the_first_try() -> None:
+    """The id is picked once per call: sent again, the batch names the same job."""
+    first, _ = one(Q.add(b"x"), b"1")
+    second, _ = one(Q.add(b"x"), b"2")
+    assert unnamed(first)[0] != unnamed(second)[0]
+    operation = Q.add(b"x")
+    batch = next(operation)
+    assert type(batch).__name__ == "Retried" and batch.again() == batch
+
+
+def test_add_refuses_delay_with_at_and_sends_objects_as_json() -> None:
     with pytest.raises(ValueError):
         next(Q.add(b"x", delay_ms=1, at_ms=2))
-    with pytest.raises(TypeError, match="add_json"):
-        next(Q.add({"a": 1}))  # type: ignore[arg-type]
+    for operation in (Q.add({"a": 1}), Q.add_unique({"a": 1}, "k")):
+        assert next(operation)[0][2] == b'{"a":1}'  # one rule for payloads (issue 25, 5)
+    assert next(Q.add_json("text"))[0][2] == b'"text"'  # add_json: JSON, whatever it is
 
 
 def test_add_json_sends_compact_utf8_json() -> None:
@@ -84,6 +115,9 @@ def test_add_many_is_one_batch_with_per_job_options_winning() -> None:
     assert [cmd[2] for cmd in sent[0]] == [b"a", b"b", b"c"]
     assert [cmd[cmd.index("PRIORITY") + 1] for cmd in sent[0]] == [1, 3, 1]
     assert ids == ["1", "2", "3"]
+    assert len({unnamed(cmd)[0] for cmd in sent[0]}) == 3
+    with pytest.raises(ValueError, match="an id per job"):
+        next(Q.add_many([b"a"], id="same"))
 
 
 def test_add_many_sends_plain_dicts_and_other_values_as_json() -> None:
@@ -93,7 +127,7 @@ def test_add_many_sends_plain_dicts_and_other_values_as_json() -> None:
                       [b"1", b"2", b"3", b"4", b"5"])
     assert [cmd[2] for cmd in sent[0]] == [
         b'{"to":"ada"}', b'{"payload":1}', '[1,"é"]'.encode(), b"7", b'{"to":"bob"}']
-    assert sent[0][4][3:] == ("DELAY", 5)
+    assert unnamed(sent[0][4])[1][3:] == ("DELAY", 5)
     assert ids == ["1", "2", "3", "4", "5"]
 
 
@@ -286,8 +320,10 @@ def test_wait_reads_both_endings_and_the_timeout() -> None:
 def test_add_and_wait_is_add_then_wait_for_that_id() -> None:
     sent, result = drive(Q.add_and_wait({"n": 1}, timeout_ms=100, priority=2), [b"9"],
                          [[b"completed", b"done"]])
-    assert sent == [[("EMQ.ADD", "mail", b'{"n":1}', "PRIORITY", 2)],
-                    [("EMQ.WAIT", "mail", b"9", 100)]]
+    picked, add = unnamed(sent[0][0])
+    assert add == ("EMQ.ADD", "mail", b'{"n":1}', "PRIORITY", 2)
+    (wait,) = sent[1]
+    assert wait[:3] == ("EMQ.WAIT", "mail", b"9") and 90 <= wait[3] <= 100  # the time left
     assert result == b"done"
     with pytest.raises(JobDead) as dead:
         drive(Q.add_and_wait(b"x", timeout_ms=0), [b"9"], [[b"dead", b"boom"]])
@@ -295,6 +331,25 @@ def test_add_and_wait_is_add_then_wait_for_that_id() -> None:
     with pytest.raises(WaitTimeout) as late:
         drive(Q.add_and_wait(b"x", timeout_ms=5), [b"9"], [None])
     assert late.value.job_id == "9" and isinstance(late.value, TimeoutError)
+
+
+def test_a_wait_sent_again_asks_for_the_time_left_and_a_lost_one_names_its_job() -> None:
+    """What the drivers do with a `Retried` batch (queue.py): `again()` for the next try,
+    and once their patience is spent the error thrown in, which names the job."""
+    operation = Q.wait("9", 10_000)
+    batch = next(operation)
+    assert batch[0][3] == 10_000 or batch[0][3] == 9_999
+    time.sleep(0.05)
+    assert batch.again()[0][3] <= 9_950
+    with pytest.raises(ConnectionLost) as lost:
+        operation.throw(RedisConnectionError("gone"))
+    assert (lost.value.job_id, lost.value.added) == ("9", True)
+    adding = Q.add_and_wait(b"x", timeout_ms=0)
+    picked = unnamed(next(adding)[0])[0]
+    with pytest.raises(ConnectionLost) as unsure:
+        adding.throw(RedisConnectionError("gone"))
+    assert (unsure.value.job_id, unsure.value.added) == (picked, False)
+    assert isinstance(unsure.value, RedisConnectionError)  # caught where those are
 
 
 def test_logs_progress_and_log() -> None:
@@ -320,7 +375,8 @@ def test_queue_events_parse_into_name_id_ts_and_fields() -> None:
 # --- issue 14: unique jobs, flows, schedules, rate limits ------------------------------------
 def test_add_unique_says_whether_it_added() -> None:
     command, added = one(Q.add_unique(b"x", "ada", ttl_ms=500, priority=2), [b"4", b"added"])
-    assert command == ("EMQ.ADD", "mail", b"x", "PRIORITY", 2, "UNIQUE", b"ada", "TTL", 500)
+    assert unnamed(command)[1] == ("EMQ.ADD", "mail", b"x", "PRIORITY", 2, "UNIQUE", b"ada",
+                                   "TTL", 500)
     assert added == Added("4", True)
     assert one(Q.add_unique(b"x", b"ada"), [b"4", b"exists"])[1] == Added("4", False)
     assert one(Q.add(b"x", unique="ada"), [b"4", b"exists"])[1] == "4"
@@ -333,6 +389,7 @@ def test_flow_builds_one_command_and_reads_its_ids() -> None:
                 Child("mail", "b", under=2, id="m1")]
     command, made = one(Q.flow(b"p", children, on_child_fail="remove", priority=1),
                         [b"1", [b"1", b"2", b"m1"]])
+    parent, command = unnamed(command)
     assert command == ("EMQ.FLOW", "mail", b"p", "PRIORITY", 1, "ONCHILDFAIL", "remove",
                        "CHILD", "fetch", b"a", "GROUP", b"g",
                        "CHILD", "fetch", b'{"n":1}', "ONCHILDFAIL", "ignore",

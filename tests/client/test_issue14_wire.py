@@ -61,8 +61,8 @@ def test_sync_queue_schedules_rates_and_unique(emqd_port: int) -> None:
             "digest", first, "0 8 * * 1", "Europe/Paris")
         assert schedule.options == {"priority": "3"}
         assert mail.delete_repeat("digest") and mail.repeats() == []
-        assert mail.add_unique(b"hi", "ada") == Added("1", True)
-        assert mail.add_unique(b"hi", "ada") == Added("1", False)
+        added = mail.add_unique(b"hi", "ada")
+        assert added.added and mail.add_unique(b"hi", "ada") == Added(added.id, False)
         mail.add_many([b"a", b"b", b"c"])
         mail.set_rate(2, 60_000)
         assert len(mail.claim(1000, count=10)) == 2

@@ -51,7 +51,8 @@ def test_the_readme_producer_and_worker_run_as_written(server: ServerProcess) ->
     produced = subprocess.run([sys.executable, "-c", readme_snippet("producer")], env=env,
                               capture_output=True, text=True, timeout=30)
     assert produced.returncode == 0, produced.stderr
-    assert produced.stdout.startswith("queued job 1 ")
+    assert produced.stdout.startswith("queued job ")
+    job_id = produced.stdout.split()[2]
 
     worker = subprocess.Popen([sys.executable, "-c", readme_snippet("worker")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -59,11 +60,11 @@ def test_the_readme_producer_and_worker_run_as_written(server: ServerProcess) ->
     try:
         with SyncQueue("mail", env["EMQD_URL"]) as mail:
             deadline = time.monotonic() + 15
-            while mail.get("1").state != "completed":
+            while mail.get(job_id).state != "completed":
                 assert time.monotonic() < deadline, "the README worker did not complete the job"
                 assert worker.poll() is None, worker.stdout.read()
                 time.sleep(0.05)
-            assert mail.get("1").result == b"sent to ada@example.com"
+            assert mail.get(job_id).result == b"sent to ada@example.com"
         worker.send_signal(signal.SIGTERM)
         output, _ = worker.communicate(timeout=10)
         assert worker.returncode == 0, output

@@ -54,11 +54,12 @@ async def test_request_response_over_the_queue(queue: Queue, emqd_port: int) -> 
             await queue.add_and_wait({"a": -1, "b": 0}, timeout_ms=5000, max_attempts=1)
         assert dead.value.error == "ValueError: negative"
     await worker.queue.aclose()
-    assert heard == [("1", {"sum": 5}), ("2", "ValueError('negative')")]
-    info = await queue.get("1")
+    first = heard[0][0]
+    assert heard == [(first, {"sum": 5}), (dead.value.job_id, "ValueError('negative')")]
+    info = await queue.get(first)
     assert info.fields["progress"] == b"50"
-    assert await queue.logs("1") == ["adding 2 and 3"]
-    assert await queue.wait("1", 0) == Finished("1", "completed", result=b'{"sum":5}')
+    assert await queue.logs(first) == ["adding 2 and 3"]
+    assert await queue.wait(first, 0) == Finished(first, "completed", result=b'{"sum":5}')
 
 
 async def test_wait_times_out_and_sync_queue_waits_too(queue: Queue, emqd_port: int) -> None:
@@ -96,11 +97,11 @@ async def test_events_are_parsed_and_survive_a_server_restart(tmp_path: Any) -> 
             events = listener.events()
             first = asyncio.ensure_future(_next_events(events, 2))
             await _subscribed(server.port, producer.commands.events_channel)
-            await producer.add(b"one")
+            job_id = await producer.add(b"one")
             [job] = await producer.claim(30000)
             added, claimed = await first
             assert (added.name, added.id, claimed.name, claimed.fields["token"]) == (
-                "added", "1", "claimed", "1")
+                "added", job_id, "claimed", job.token)
             assert isinstance(added.ts, int)
             server.stop()
             server = start_emqd("--appendonly", "yes", dir=str(tmp_path), port=server.port)
@@ -112,7 +113,7 @@ async def test_events_are_parsed_and_survive_a_server_restart(tmp_path: Any) -> 
             await producer.pause()
             completed, paused = await again
             assert (completed.name, completed.id, paused.name, paused.id) == (
-                "completed", "1", "paused", None)
+                "completed", job_id, "paused", None)
             await events.aclose()  # type: ignore[attr-defined]
     finally:
         server.stop()

@@ -416,18 +416,25 @@ async def test_a_password_refused_mid_run_stops_the_worker_without_grace() -> No
     assert queue.verbs("complete") == []
 
 
-async def test_every_retry_over_a_lost_connection_is_logged_with_its_delay(
+async def test_an_outage_is_two_warnings_and_each_retry_a_debug_line_with_its_delay(
         caplog: pytest.LogCaptureFixture) -> None:
-    """The worker used to log one `connection lost` however long the outage lasted."""
+    """One WARNING when the connection is lost and one when it is back, however many
+    retries (issue 25, item 4: a 3 s restart printed ~100); each retry, with its delay,
+    at DEBUG."""
     queue = FakeQueue(down=True)
     worker = Worker(queue, lambda job: "ok", block_ms=20)
-    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+    with caplog.at_level(logging.DEBUG, logger="emqd.worker"):
         async with running(worker):
             await until(lambda: queue.attempts >= 4)
             queue.down = False
             queue.put(b"x")
             await until(lambda: states(queue) == {"1": "completed"})
-    retries = [r.getMessage() for r in caplog.records if "connection lost" in r.getMessage()]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert "connection lost (ConnectionError: fake server is down)" in warnings[0]
+    assert "the server answers again" in warnings[1]
+    retries = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG
+               and r.getMessage().startswith("claim: connection lost")]
     assert len(retries) >= 3
     assert retries[0] == "claim: connection lost (fake server is down); retrying in 0.05 s"
     assert retries[1].endswith("retrying in 0.10 s")  # backing off
@@ -438,12 +445,15 @@ async def test_a_refusal_that_means_not_now_is_retried(caplog: pytest.LogCapture
     """MISCONF (the server cannot write its log) passes: the worker waits it out."""
     queue = FakeQueue(refusal=ResponseError("MISCONF Errors writing to the AOF file"))
     queue.put(b"x")
-    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+    with caplog.at_level(logging.DEBUG, logger="emqd.worker"):
         async with running(Worker(queue, lambda job: "ok", block_ms=20)):
             await until(lambda: queue.attempts >= 3)
             queue.refusal = None
             await until(lambda: states(queue) == {"1": "completed"})
-    assert any("claim: refused for now (MISCONF" in r.getMessage() for r in caplog.records)
+    assert any("refused for now (ResponseError: MISCONF" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING)
+    assert any(r.getMessage().startswith("claim: refused for now (MISCONF")
+               for r in caplog.records)
 
 
 async def test_a_settling_verb_refused_for_now_is_retried(
@@ -459,7 +469,7 @@ async def test_a_settling_verb_refused_for_now_is_retried(
     def complete_retries() -> int:
         return sum("job 1: COMPLETE: refused for now" in r.getMessage() for r in caplog.records)
 
-    with caplog.at_level(logging.WARNING, logger="emqd.worker"):
+    with caplog.at_level(logging.DEBUG, logger="emqd.worker"):
         async with running(Worker(queue, handler, lease_ms=5000, block_ms=20)):
             await until(lambda: queue.rows["1"].state == "active")
             queue.refusal = ResponseError("MISCONF Errors writing to the AOF file")
@@ -467,6 +477,28 @@ async def test_a_settling_verb_refused_for_now_is_retried(
             await until(lambda: complete_retries() >= 2)
             queue.refusal = None
             await until(lambda: states(queue) == {"1": "completed"})
+
+
+async def test_a_report_over_a_lost_connection_waits_and_charges_nothing() -> None:
+    """job.progress while the server is away: the handler waits for it to come back,
+    never sees the connection error, and its job completes with no failure."""
+    queue = FakeQueue()
+    queue.put(b"x")
+    reported = asyncio.Event()
+
+    async def handler(job: Job) -> str:
+        queue.down = True
+        await job.progress(50)  # held until the server is back
+        reported.set()
+        return "ok"
+
+    async with running(Worker(queue, handler, lease_ms=5000, block_ms=20)):
+        await until(lambda: queue.attempts >= 3)
+        assert not reported.is_set()
+        queue.down = False
+        await until(lambda: states(queue) == {"1": "completed"})
+    assert queue.rows["1"].failures == 0
+    assert ("progress", "1", "1", 50) in queue.calls
 
 
 # --- a handler reports; hooks hear of what the server accepted ------------------------------

@@ -85,7 +85,7 @@ def test_chaos_two_workers_one_killed_every_job_ends_right(
                         "--backoff", "fixed:20")
     try:
         queue = SyncQueue("chaos", f"redis://127.0.0.1:{server.port}")
-        queue.add_many([b"job %d" % n for n in range(JOBS)])
+        ids = queue.add_many([b"job %d" % n for n in range(JOBS)])
         flags = ("--concurrency", "20", "--lease-ms", "600", "--timeout-ms", "300",
                  "--grace-ms", "500", "--progress-interval", "1")
         env = {"EMQD_E2E_LOG": str(tmp_path)}
@@ -109,7 +109,7 @@ def test_chaos_two_workers_one_killed_every_job_ends_right(
         assert stats.completed_total == stats.completed  # no job completed twice
         assert stats.failed_total == stats.dead
 
-        rows = {str(n + 1): queue.get(str(n + 1)) for n in range(JOBS)}
+        rows = {job_id: queue.get(job_id) for job_id in ids}
         completed = {i: row for i, row in rows.items() if row.state == "completed"}
         dead = {i: row for i, row in rows.items() if row.state == "dead"}
         assert len(completed) == stats.completed and len(dead) == stats.dead
