@@ -11,6 +11,7 @@ from dataclasses import fields
 from emqd import __version__, core_build
 from emqd.commands.parameters import memtoull
 from emqd.config import LOG_LEVELS, Config
+from emqd.flag_help import FLAG_HELP
 
 _YES_NO = {"yes": True, "no": False}
 # integer flags whose default (None) is worked out at start
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="emqd",
         description="A job-queue server that speaks the Redis protocol. "
         "Every flag can also be given as EMQD_<FLAG> (dashes as underscores).",
+        allow_abbrev=False,  # `--requirepas x` must not set the password
     )
     parser.add_argument("-v", "--version", action="version",
                         version=f"emqd {__version__} ({core_build()} core)")
@@ -59,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             choices=_CHOICES.get(f.name),
             metavar=None if f.name in _CHOICES else f.name.upper(),
-            help=f"default: {shown!s}; env {_env(f.name)}",
+            help=f"{FLAG_HELP[f.name]} (default: {shown!s}; env {_env(f.name)})",
         )
     return parser
 
@@ -104,6 +106,8 @@ def config_from(argv: list[str], environ: dict[str, str]) -> Config:
     problem = _listening_problem(config)
     if problem:
         parser.error(problem)
+    if not os.path.isdir(config.dir):
+        parser.error(f"--dir {config.dir}: no such directory")
     if not config.requirepass and not _is_loopback(config.bind):
         parser.error(
             f"refusing to listen on {config.bind} without a password: "

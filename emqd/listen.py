@@ -82,6 +82,14 @@ def bind_listeners(config: Config) -> list[Listener]:
     return listeners
 
 
+def bind_http(config: Config) -> socket.socket | None:
+    """The dashboard's socket (--http-port), bound before the log loads like the RESP
+    ports, so that a taken port is named with its flag; None when the port is 0."""
+    if not config.http_port:
+        return None
+    return _bound_socket(config.bind, config.http_port, "--http-port")
+
+
 def listen(listener: Listener) -> None:
     try:
         listener.sock.listen(BACKLOG)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import sys
 from dataclasses import replace
 from typing import Final
@@ -26,7 +27,7 @@ from emqd.config import LOG_LEVELS, Config
 from emqd.core import Core
 from emqd.housekeeping import Housekeeping
 from emqd.http.app import HttpSide
-from emqd.listen import Listener, bind_listeners, close, listen
+from emqd.listen import Listener, bind_http, bind_listeners, close, listen
 from emqd.loop_lag import LagProbe
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
@@ -97,7 +98,7 @@ class Server:
             self.schedule_free()
 
     # --- life ---------------------------------------------------------------------
-    async def start(self, bound: list[Listener]) -> None:
+    async def start(self, bound: list[Listener], http_sock: socket.socket | None) -> None:
         loop = asyncio.get_running_loop()
         hub = self.hub
         for listener in bound:
@@ -105,9 +106,9 @@ class Server:
             self.listeners.append(Acceptor(loop, listener, lambda: Connection(hub), self.core))
             log.info("emqd listening on %s%s run_id=%s core=%s", listener.address,
                      " (TLS)" if listener.ssl else "", self.core.run_id, core_build())
-        if self.config.http_port:
+        if http_sock is not None:
             self.http = HttpSide(self.core, lambda: len(self.hub.waiters), self.hub.wake_parked)
-            await self.http.start(self.config.bind, self.config.http_port)
+            await self.http.start(http_sock)
         self.housekeeping.start(loop)
         self.lag_probe.start(loop)
         self.core.keyspace.on_garbage = self.schedule_free
@@ -134,9 +135,9 @@ class Server:
                 conn.answer_parked(block.timeout_reply)
         self.stopped.set()
 
-    async def run(self, bound: list[Listener]) -> None:
+    async def run(self, bound: list[Listener], http_sock: socket.socket | None) -> None:
         """Serve until shutdown, then keep what was applied and let the replies go."""
-        await self.start(bound)
+        await self.start(bound, http_sock)
         await self.stopped.wait()
         if self.http is not None:
             await self.http.stop()  # no action may start once the sink closes
@@ -155,7 +156,8 @@ class Server:
 
 
 async def serve(config: Config) -> None:
-    """Bind (a busy port is named before the log loads), load, build, serve.
+    """Bind (a busy port, the dashboard's too, is named before the log loads), load,
+    build, serve.
 
     In cluster mode (`--cluster`) the store starts empty and the sink is the
     cluster's (emqd/cluster/): the front takes queues as they are asked for."""
@@ -163,7 +165,9 @@ async def serve(config: Config) -> None:
     keyspace = Keyspace()
     stats = Stats()
     front: Front | None = None
+    http_sock = None
     try:
+        http_sock = bind_http(config)
         if config.cluster:
             front = Front(config, keyspace)
             await front.connect()
@@ -179,9 +183,11 @@ async def serve(config: Config) -> None:
         close(bound)
         if front is not None:
             await front.close()
+        if http_sock is not None:
+            http_sock.close()
         raise
     try:
-        await server.run(bound)
+        await server.run(bound, http_sock)
     finally:
         if front is not None:
             await front.close()

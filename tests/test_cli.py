@@ -144,3 +144,52 @@ def test_a_busy_ipv6_port_is_named_in_brackets() -> None:
         done = _run_emqd("--bind", "::1", "--port", str(port), "--appendonly", "no")
     assert done.returncode == 1
     assert f"cannot listen on [::1]:{port} (--port): Address already in use" in done.stderr
+
+
+# --- issue 25, item 6: a --help that explains, no abbreviations, every failure named ---------
+def test_help_says_what_every_flag_does_and_its_unit() -> None:
+    done = _run_emqd("--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())  # argparse wraps the lines
+    for flag in ("--stalled-interval", "--id-base", "--max-payload", "--keep-completed-ms",
+                 "--pubsub-soft-seconds", "--aof-rewrite-min-size", "--http-port"):
+        assert flag in text
+    assert "How often the server looks for expired leases" in text
+    assert "milliseconds" in text and "bytes" in text and "seconds" in text
+    from emqd.cli import FLAG_HELP
+    assert set(FLAG_HELP) == {f.name for f in __import__("dataclasses").fields(Config)}
+
+
+@pytest.mark.parametrize("argv", [["--requirepas", "x"], ["--http", "0"], ["--stalled", "5"]])
+def test_an_abbreviated_flag_is_refused(argv: list[str]) -> None:
+    """`emqd --requirepas x` started a server with that password."""
+    with pytest.raises(SystemExit):
+        config_from(argv, {})
+
+
+def test_a_busy_http_port_is_named_with_its_flag_before_the_log_is_read(tmp_path: Path) -> None:
+    damaged = b"*2\r\n$3\r\nDEL\r\n$x\r\n"
+    (tmp_path / "emqd.aof").write_bytes(damaged)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        done = _run_emqd("--port", str(_free()), "--http-port", str(port), "--dir",
+                         str(tmp_path))
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} (--http-port): Address already in use" in (
+        done.stderr)
+    assert "byte offset" not in done.stderr
+
+
+def test_a_missing_dir_is_named_with_its_flag(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    done = _run_emqd("--port", str(_free()), "--http-port", "0", "--dir", str(missing))
+    assert done.returncode != 0
+    assert f"--dir {missing}: no such directory" in done.stderr
+
+
+def _free() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

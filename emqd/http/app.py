@@ -1,8 +1,9 @@
 """The HTTP side: the aiohttp application, started on the server's own event loop.
 
-`start(server)` is all `emqd/server.py` calls: it builds the app, listens on
-`--bind`:`--http-port`, registers the metrics' event listener with the commit
-path, and starts the minute timer that samples the rates; `stop()`
+`start(sock)` is all `emqd/server.py` calls: it builds the app, listens on
+the socket bound to `--bind`:`--http-port` (before the log loaded,
+emqd/listen.py), registers the metrics' event listener with the commit path,
+and starts the minute timer that samples the rates; `stop()`
 undoes it. Pages and /metrics read the store synchronously inside their
 handler (one atomic read, like a verb), and actions run EMQ verbs
 (actions.py), so nothing here needs a lock or a thread.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,7 +82,9 @@ class HttpSide:
         self.listener: asyncio.AbstractServer | None = None
         self._timer: asyncio.TimerHandle | None = None
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on `sock`, bound already (listen.bind_http) to --bind:--http-port, behind
+        the gate that bounds the HTTP connections and their heads (emqd/http/gate.py)."""
         config = self.core.config
         app = build_app(self.dashboard, config.requirepass)
         head_timeout_s = config.http_head_timeout_ms / 1000
@@ -91,8 +95,8 @@ class HttpSide:
         server = self.runner.server
         assert server is not None
         gate = Gate(server, config.http_maxclients, head_timeout_s)  # emqd/http/gate.py
-        self.listener = await asyncio.get_running_loop().create_server(
-            gate, host, port, reuse_address=True)
+        self.listener = await asyncio.get_running_loop().create_server(gate, sock=sock)
+        host, port = sock.getsockname()[:2]
         self.core.commit.listen(self.dashboard.metrics.timings.listen)
         self._sample()
         shown = f"[{host}]" if ":" in host else host
