@@ -3,23 +3,30 @@
 # (protected mode, protocol section 10), which the dashboard and /metrics on
 # 6391 then ask for too (HTTP basic auth). The append-only file lives in /data.
 #
-# The first stage has a C compiler and builds the wheel with the compiled core
-# (setup.py, mypyc); the image itself carries only the wheel's result.
-FROM python:3.11 AS build
-WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
-COPY emqd ./emqd
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# The build reads no network: the wheels (emqd's, with its core compiled by
+# mypyc, and its dependencies') are made beforehand in ./wheels and installed
+# with --no-index, which also makes the image reproducible from them:
+#
+#   python3 -m pip wheel --wheel-dir wheels . && docker build -t emqd .
+#
+# (scripts/docker-check does all of it, and runs a job through the image.) The
+# wheels must suit the image: CPython 3.11 on Linux, the machine's architecture;
+# on another system, make them in a container of the base image. BASE is the
+# image to build on: any Debian-like one with Python 3.11, python3 -m venv and
+# useradd (CI builds on a Debian 12 root file system made by mmdebstrap).
+ARG BASE=python:3.11-slim
+FROM ${BASE}
 
-FROM python:3.11-slim
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl \
+COPY wheels /wheels
+RUN python3 -m venv /opt/emqd \
+    && /opt/emqd/bin/pip install --no-cache-dir --no-index --find-links /wheels emqd \
     && rm -rf /wheels \
-    && python -c "import emqd, sys; sys.exit(emqd.core_build() != 'mypyc')" \
+    && /opt/emqd/bin/python -c "import emqd, sys; sys.exit(emqd.core_build() != 'mypyc')" \
     && useradd --system --uid 10001 --home-dir /data emqd \
     && mkdir -p /data \
     && chown emqd /data
 
+ENV PATH=/opt/emqd/bin:$PATH
 USER emqd
 WORKDIR /data
 VOLUME /data
