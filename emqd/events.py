@@ -11,7 +11,8 @@ order, as `Event` tuples:
 - `ts`: the plan's `now`, wall-clock milliseconds;
 - `extra`: None, or a dict of the event's own fields (str -> bytes | int),
   in the order they are published: `claimed` has `token` and `wait_ms`
-  (claim time minus `created_ms`), `completed` has `duration_ms` (finish time
+  (claim time minus `ready_ms`, else `created_ms`: from when the job could be
+  claimed), `completed` has `duration_ms` (finish time
   minus `claimed_ms`), `retry` has `failures` and `due_ms`, `dead` has
   `error`, `progress` has `value`.
 

@@ -212,7 +212,9 @@ class JobInfo:
 
 
 STATS_FIELDS = ("pending", "active", "scheduled", "dead", "completed",
-                "completed_total", "failed_total", "trimmed_dead", "paused", "waiting")
+                "completed_total", "failed_total", "trimmed_dead", "paused", "waiting",
+                "added_total", "dead_total", "failures_total", "retried_total", "stalled_total",
+                "revived_total")
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,14 @@ class Stats:
     trimmed_dead: int = 0
     paused: int = 0
     waiting: int = 0  # flows' parents waiting for their children
+    # The counters as /metrics and the dashboard name them (failed_total: dead_total's old
+    # name, jobs that died; failures_total: every EMQ.FAIL).
+    added_total: int = 0
+    dead_total: int = 0
+    failures_total: int = 0
+    retried_total: int = 0
+    stalled_total: int = 0
+    revived_total: int = 0
 
     @classmethod
     def from_reply(cls, reply: Any) -> Stats:

@@ -8,11 +8,12 @@ Two kinds of figures, kept apart on purpose:
   the server's own figures. All come from `reading.py` and `Core`, so
   a scrape is O(queues) and counts no rows.
 - **Observed as it happens** (`Timings`): the histograms of a job's wait
-  (add to claim) and duration (claim to complete), fed by the events each
-  committed plan carries (`emqd/events.py`). These live in memory and start
-  empty at each start, as a process's histograms do. The log's fsyncs and the
-  loop's lag are timed by the core itself (emqd/stats.py, emqd/histogram.py:
-  the fsyncs from the everysec thread too) and read at scrape time.
+  (from when it could be claimed to its claim) and duration (claim to
+  complete), fed by the events each committed plan carries
+  (`emqd/events.py`). These live in memory and start empty at each start, as
+  a process's histograms do. The log's fsyncs and the loop's lag are timed by
+  the core itself (emqd/stats.py, emqd/histogram.py: the fsyncs from the
+  everysec thread too) and read at scrape time.
 
 Queue names are bytes and Prometheus labels are UTF-8 text: a name that is not
 UTF-8 is shown with its bad bytes as `\\xNN` escapes.
@@ -48,7 +49,8 @@ JOB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 
 COUNTER_HELP = {
     "added": "Jobs added (EMQ.ADD that created a job)",
     "completed": "Jobs completed",
-    "failed": "EMQ.FAIL calls (each failure, retried or not)",
+    "failures": "Failed attempts: EMQ.FAIL calls, retried or not (the jobs that died are "
+                "emqd_jobs_dead_total)",
     "retried": "Failures that scheduled a retry",
     "dead": "Jobs that died (dead-lettered)",
     "stalled": "Counted stall recoveries (a lease ran out under a live server)",
@@ -66,7 +68,9 @@ class Timings:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.wait = Histogram(
-            "emqd_job_wait_seconds", "Time from a job's creation to its claim",
+            "emqd_job_wait_seconds",
+            "Time from when a job could be claimed (its creation, due time or return to "
+            "pending) to its claim",
             ["queue"], buckets=JOB_BUCKETS, registry=registry)
         self.duration = Histogram(
             "emqd_job_duration_seconds", "Time from a job's claim to its completion",

@@ -70,7 +70,7 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
     queues = []
     for queue in reading.queue_names(state.keyspace):
         figures = reading.queue_figures(state.keyspace, queue, now)
-        live = (figures.totals["completed"], figures.totals["failed"])
+        live = (figures.totals["completed"], figures.totals["failures"])
         completed, failed = dashboard.rates.series(queue, now, live)
         queues.append((figures, present.chart(completed, first_minute),
                        present.chart(failed, first_minute)))

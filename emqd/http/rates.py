@@ -1,7 +1,7 @@
 """Completed and failed jobs per minute over the last hour, for the overview's charts.
 
 The series are samples of the stored counters (`completed_total`,
-`failed_total`), taken at every minute boundary, not counts of events:
+`failures_total`), taken at every minute boundary, not counts of events:
 
 - a sample costs O(queues) once a minute, where counting events would cost
   the hot verbs' write path a little on every plan;
@@ -24,7 +24,7 @@ from typing import Any
 MINUTE_MS = 60_000
 MINUTES = 60  # the charts' window
 
-Sample = dict[bytes, tuple[int | None, int | None]]  # queue -> (completed_total, failed_total)
+Sample = dict[bytes, tuple[int | None, int | None]]  # queue -> (completed_total, failures_total)
 
 
 class RateHistory:

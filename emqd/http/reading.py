@@ -21,11 +21,13 @@ The counters and where the core keeps them:
 
     added_total       meta            added
     completed_total   metrics:completed count
-    dead_total        metrics:failed  count      (EMQ.STATS' failed_total: jobs that died)
-    failed_total      metrics         failed     (every EMQ.FAIL)
+    dead_total        metrics:failed  count      (jobs that died; also STATS' failed_total)
+    failures_total    metrics         failed     (every EMQ.FAIL)
     retried_total     metrics         retried    (FAILs that scheduled a retry)
     stalled_total     metrics         stalled    (counted stall recoveries)
     revived_total     metrics         revived
+
+EMQ.STATS gives each under the same name, /metrics as `emqd_jobs_<name>`.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from emqd.verbs.lanes import FLAT, LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
 
 STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed")
-COUNTERS = ("added", "completed", "failed", "retried", "dead", "stalled", "revived")
+COUNTERS = ("added", "completed", "failures", "retried", "dead", "stalled", "revived")
 SEARCH_ROWS = 10_000  # rows one payload search looks at, at most
 SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
 
@@ -55,7 +57,7 @@ def _counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
     return {
         "added": (keys.meta, b"added"),
         "completed": (keys.metrics_completed, b"count"),
-        "failed": (metrics, b"failed"),
+        "failures": (metrics, b"failed"),
         "retried": (metrics, b"retried"),
         "dead": (keys.metrics_failed, b"count"),
         "stalled": (metrics, b"stalled"),
@@ -155,11 +157,11 @@ def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures
 
 
 def rate_counters(keyspace: Keyspace, queue: bytes) -> tuple[int | None, int | None]:
-    """(completed_total, failed_total): what the overview's per-minute charts sample."""
+    """(completed_total, failures_total): what the overview's per-minute charts sample."""
     fields = _counter_fields(queue_keys(queue))
-    completed, failed = (_integer(_hget(keyspace, *fields[name]))
-                         for name in ("completed", "failed"))
-    return completed, failed
+    completed, failures = (_integer(_hget(keyspace, *fields[name]))
+                           for name in ("completed", "failures"))
+    return completed, failures
 
 
 def _hash_size(keyspace: Keyspace, key: bytes) -> int | None:
@@ -178,7 +180,8 @@ def _in_ring(keyspace: Keyspace, keys: QueueKeys) -> bool:
 
 def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: bytes | None,
              now_ms: int) -> int | None:
-    """How long the job CLAIM would hand out next has existed (now - created_ms).
+    """How long the job CLAIM would hand out next has been claimable (now - `ready_ms`,
+    else `created_ms`): a delayed job counts from its due time, not its creation.
 
     The fronts looked at: `pending`'s, and, when the next turn is a lane's,
     that lane's. For a queue without priorities that is the oldest claimable
@@ -193,11 +196,12 @@ def _latency(keyspace: Keyspace, keys: QueueKeys, ring_head: bytes | None,
         head = _front(keyspace, front)
         if head is None:
             continue
-        created = _hget(keyspace, keys.job(head), b"created_ms")
-        created_ms = None if created is None else parse_int(created)
-        if created_ms is None:
+        row_key = keys.job(head)
+        ready = _hget(keyspace, row_key, b"ready_ms") or _hget(keyspace, row_key, b"created_ms")
+        ready_ms = None if ready is None else parse_int(ready)
+        if ready_ms is None:
             return None
-        oldest = created_ms if oldest is None else min(oldest, created_ms)
+        oldest = ready_ms if oldest is None else min(oldest, ready_ms)
     return 0 if oldest is None else max(0, now_ms - oldest)
 
 

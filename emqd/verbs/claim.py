@@ -225,8 +225,8 @@ def judge(row: Hash) -> int | bytes:
 def _claimed(keys: QueueKeys, job_id: bytes, row: Hash, token: bytes, now: int) -> tuple[Any, ...]:
     """The reply row of one job and its `claimed` event."""
     failures = hashes.get(row, job.FAILURES)
-    created = parse_int(hashes.get(row, job.CREATED_MS) or b"")
-    extra = {"token": token, "wait_ms": now - created if created is not None else 0}
+    ready = parse_int(hashes.get(row, job.READY_MS) or hashes.get(row, job.CREATED_MS) or b"")
+    extra = {"token": token, "wait_ms": now - ready if ready is not None else 0}
     return ([job_id, token, hashes.get(row, job.PAYLOAD), int(failures or 0)],
             (events.CLAIMED, keys.queue, job_id, now, extra))
 

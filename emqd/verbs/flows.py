@@ -347,7 +347,7 @@ class Flows:
             seq = job.next_seq(stored, self.config)
             seqs[keys.queue] = (keys, seq)
             ops += job.enter_ops(keys, job_id, parent.row, job.first_entry_score(parent.row, seq),
-                                 ledger=self.ledger(keys))
+                                 ledger=self.ledger(keys), ready_ms=now)
             self.events.append((events.PROMOTED, keys.queue, job_id, now, None))
         if gone:
             ops.append((b"HDEL", row_key, *gone))

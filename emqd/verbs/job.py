@@ -38,6 +38,9 @@ LEASE_EPOCH: Final = b"lease_epoch"
 LAST_ERROR: Final = b"last_error"
 CREATED_MS: Final = b"created_ms"
 CLAIMED_MS: Final = b"claimed_ms"
+# When the job last became claimable again (a promotion, requeue, stall recovery, revive,
+# a parent's release): a claim's wait counts from it, else from `created_ms`.
+READY_MS: Final = b"ready_ms"
 FINISHED_MS: Final = b"finished_ms"
 PAYLOAD: Final = b"payload"
 
@@ -161,14 +164,16 @@ def reentry_score(row: Hash) -> int:
 
 
 def enter_ops(keys: QueueKeys, job_id: bytes, row: Hash, score: int, *fields: bytes,
-              ledger: lanes.Ledger) -> list[Op]:
-    """`state pending` (with `fields` written first) and the ZADD to its entry set.
+              ledger: lanes.Ledger, ready_ms: int) -> list[Op]:
+    """`state pending` (with `fields` written first, and `ready_ms`: when the job became
+    claimable again, from which its next claim's wait is counted) and the ZADD to its
+    entry set.
 
     The move is noted on `ledger`; the verb's plan must include `lanes.settle`.
     """
     ledger.enter(lanes.group_of(row))
     return [
-        (b"HSET", keys.job(job_id), *fields, STATE, PENDING),
+        (b"HSET", keys.job(job_id), *fields, READY_MS, b"%d" % ready_ms, STATE, PENDING),
         (b"ZADD", entry_key(keys, row), score, job_id),
     ]
 

@@ -95,7 +95,9 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
             seq = job.next_seq(seq_raw if seq is None else b"%d" % seq, args.config)
             score = job.first_entry_score(row, seq)
         job.check_entry(view, keys, row)
-        ops += job.enter_ops(keys, member, row, score, ledger=ledger)
+        due = scheduled.score(member) if scheduled is not None else None
+        ready = now_ms if due is None else min(now_ms, int(due))  # early by PROMOTE ID: now
+        ops += job.enter_ops(keys, member, row, score, ledger=ledger, ready_ms=ready)
         happened.append((events.PROMOTED, keys.queue, member, now_ms, None))
     ops += lanes.settle(ledger)
     if seq is not None:

@@ -49,7 +49,8 @@ def plan(args: RequeueArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
     ops = [
         *job.leave_active_ops(keys, args.id, row, ledger),
-        *job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger),
+        *job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger,
+                       ready_ms=now_ms),
         *lanes.settle(ledger),
     ]
     return Plan(ops, "OK", [(events.RECOVERED, keys.queue, args.id, now_ms, None)], ())

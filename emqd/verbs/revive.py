@@ -66,7 +66,8 @@ def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     if args.reset:
         ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger)
+    ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger,
+                         ready_ms=now_ms)
     happened: list[Event] = [(events.REVIVED, keys.queue, args.id, now_ms, None)]
     due: list[Due] = []
     if ties.tied(row):

@@ -145,11 +145,11 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
             continue
         recovered.append(member)
         if exempt:  # not counted: `stalled` neither read nor written
-            ops += job.enter_ops(keys, member, row, score, ledger=ledger)
+            ops += job.enter_ops(keys, member, row, score, ledger=ledger, ready_ms=now_ms)
             happened.append((events.RECOVERED, keys.queue, member, now_ms, None))
         else:
             ops += job.enter_ops(keys, member, row, score, job.STALLED, b"%d" % stalled,
-                                 ledger=ledger)
+                                 ledger=ledger, ready_ms=now_ms)
             counted += 1
             happened.append((events.STALLED, keys.queue, member, now_ms, None))
     tie: ties.Ties | None = None

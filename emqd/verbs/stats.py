@@ -5,8 +5,14 @@ lane together), `active`, `scheduled`, `dead`, `completed` (the set sizes),
 `completed_total` (`metrics:completed count`), `failed_total`
 (`metrics:failed count`), `trimmed_dead` (`metrics:failed trimmed`: dead
 letters deleted by retention), `paused` (0 or 1), `waiting` (flows' parents
-waiting for their children: last, so that readers of the older reply by
-position are not moved). A queue that never existed gives zeros.
+waiting for their children), then the counters under the names /metrics and
+the dashboard give them (after the others, so that readers of the older reply
+by position are not moved): `added_total` (`meta added`), `dead_total` (jobs
+that died: the same count as `failed_total`, which keeps its old name for
+existing readers), `failures_total` (every EMQ.FAIL: failed attempts, retried
+or not), `retried_total` (failures that scheduled a retry), `stalled_total`
+(counted stall recoveries) and `revived_total`, from `p.."metrics"`. A queue
+that never existed gives zeros.
 
 Cost: O(1) whatever the number of lanes. The lanes' waiting jobs are not
 counted lane by lane: whoever moves a job into or out of a lane keeps the
@@ -71,6 +77,12 @@ def counts(view: View, keys: QueueKeys) -> dict[bytes, int]:
         b"trimmed_dead": _counter(hget(view, keys.metrics_failed, TRIMMED)),
         b"paused": int(is_paused(hget(view, keys.meta, PAUSED))),
         b"waiting": zcard(view, keys.waiting),
+        b"added_total": _counter(hget(view, keys.meta, b"added")),
+        b"dead_total": _counter(hget(view, keys.metrics_failed, b"count")),
+        b"failures_total": _counter(hget(view, keys.metrics, b"failed")),
+        b"retried_total": _counter(hget(view, keys.metrics, b"retried")),
+        b"stalled_total": _counter(hget(view, keys.metrics, b"stalled")),
+        b"revived_total": _counter(hget(view, keys.metrics, b"revived")),
     }
 
 

@@ -17,7 +17,7 @@ from tests.http.web import Web
 from tests.support import ROOT, ServerProcess, free_port, start_emqd
 
 ISSUE_NAMES = {
-    "emqd_jobs", "emqd_jobs_added", "emqd_jobs_completed", "emqd_jobs_failed",
+    "emqd_jobs", "emqd_jobs_added", "emqd_jobs_completed", "emqd_jobs_failures",
     "emqd_jobs_retried", "emqd_jobs_dead", "emqd_jobs_stalled", "emqd_jobs_revived",
     "emqd_queue_latency_seconds", "emqd_job_duration_seconds", "emqd_job_wait_seconds",
     "emqd_lane_active", "emqd_lanes", "emqd_connected_clients", "emqd_blocked_clients",

@@ -175,10 +175,29 @@ def test_failed_retried_and_revived_are_counted() -> None:
     assert local.run("EMQ.FAIL", "q", "1", "2", "MAXATTEMPTS", 2) == [b"dead", 2]
     assert local.run("EMQ.REVIVE", "q", "1") == "OK"
     samples = scrape(metrics_of(local))
-    assert samples[("emqd_jobs_failed_total", q("q"))] == 2
+    assert samples[("emqd_jobs_failures_total", q("q"))] == 2  # every FAIL
+    assert ("emqd_jobs_failed_total", q("q")) not in samples  # its old, misleading name
     assert samples[("emqd_jobs_retried_total", q("q"))] == 1
     assert samples[("emqd_jobs_dead_total", q("q"))] == 1
     assert samples[("emqd_jobs_revived_total", q("q"))] == 1
+
+
+def test_every_counter_has_one_name_in_stats_and_metrics() -> None:
+    """issue 25, item 7: `emqd_jobs_failed_total` counted FAILs (279) where STATS'
+    `failed_total` counted deaths (29). Each counter now has one name: STATS'
+    `<name>_total` is /metrics' `emqd_jobs_<name>_total`, with the same value."""
+    local = Local()
+    local.run("EMQ.ADD", "q", "x")
+    local.run("EMQ.ADD", "q", "y")
+    local.run("EMQ.CLAIM", "q", 30_000, "COUNT", 2)
+    local.run("EMQ.FAIL", "q", "1", "1", "BACKOFF", 0)
+    local.run("EMQ.FAIL", "q", "2", "1", "MAXATTEMPTS", 1)
+    local.run("EMQ.REVIVE", "q", "2")
+    stats = local.run("EMQ.STATS", "q")
+    samples = scrape(metrics_of(local))
+    for name in ("added", "completed", "dead", "failures", "retried", "stalled", "revived"):
+        assert samples[(f"emqd_jobs_{name}_total", q("q"))] == stats[f"{name}_total".encode()]
+    assert (stats[b"failures_total"], stats[b"dead_total"], stats[b"failed_total"]) == (2, 1, 1)
 
 
 def test_counted_stalls_are_counted() -> None:

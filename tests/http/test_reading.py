@@ -63,7 +63,7 @@ def test_the_new_counters_are_read_where_the_core_keeps_them() -> None:
     local.run("HSET", "emq:{q}:meta", "added", 7)
     local.run("HSET", "emq:{q}:metrics", "failed", 5, "retried", 4, "stalled", 3, "revived", 2)
     totals = reading.queue_figures(local.keyspace, b"q", NOW).totals
-    assert totals == {"added": 7, "completed": 0, "failed": 5, "retried": 4, "dead": 0,
+    assert totals == {"added": 7, "completed": 0, "failures": 5, "retried": 4, "dead": 0,
                       "stalled": 3, "revived": 2}
 
 

@@ -417,3 +417,46 @@ def test_refusal_over_the_wire_writes_nothing(r: redis.Redis) -> None:
         r.execute_command("EMQ.CLAIM", "q", "10")
     assert wire_snapshot(r) == before
 
+
+
+# --- issue 25, item 7: a claim's wait counts from when the job could be claimed -------------
+@pytest.mark.parametrize(("fields", "wait"), [
+    ({"created_ms": str(NOW - 5000)}, 5000),  # added, claimable at once
+    ({"created_ms": str(NOW - 5000), "ready_ms": str(NOW - 100)}, 100),  # due, or back, then
+])
+def test_the_claimed_events_wait_counts_from_when_the_job_became_claimable(
+        fields: dict, wait: int) -> None:
+    """A delayed job claimed 100 ms after its due time waited 100 ms, not the 5 s since it
+    was added: emqd_job_wait_seconds (and an alert on it) used to count from creation."""
+    space = keyspace(**{"emq:{q}:job:1": {"state": "pending", "payload": "p", **fields},
+                        "emq:{q}:pending": [("1", 1)]})
+    plan = drive(claim, ["emq.claim", "q", "5000"], space)
+    [(name, _, _, _, extra)] = plan.events
+    assert (name, extra["wait_ms"]) == ("claimed", wait)
+
+
+def test_a_promoted_job_is_ready_from_its_due_time(emqd_port: int) -> None:
+    """Over the wire: ADD with DELAY, promoted by the server on time, then claimed: its
+    wait is from the due time (the row's `ready_ms`), a few ms, not the delay."""
+    r = redis.Redis(port=emqd_port)
+    job_id = r.execute_command("EMQ.ADD", "due", "x", "DELAY", 300)
+    pubsub = r.pubsub()
+    pubsub.subscribe("emq:{due}:events")
+    deadline = time.monotonic() + 5
+    while r.hget(b"emq:{due}:job:" + job_id, "state") != b"pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    created, ready = (int(v) for v in r.hmget(b"emq:{due}:job:" + job_id, "created_ms",
+                                               "ready_ms"))
+    assert ready - created >= 300
+    r.execute_command("EMQ.CLAIM", "due", 5000)
+    claimed = None
+    while claimed is None and time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=0.5)
+        if message and message["type"] == "message" and b'"claimed"' in message["data"]:
+            claimed = message["data"]
+    assert claimed is not None
+    wait_ms = int(claimed.rsplit(b'"wait_ms":', 1)[1].rstrip(b"}"))
+    assert wait_ms < 300  # counted from the due time
+    pubsub.close()
+    r.close()

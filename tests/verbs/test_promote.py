@@ -33,7 +33,7 @@ def test_first_entry_gets_a_new_seq_at_the_back_of_its_band() -> None:
     assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(
         [
             (b"ZREM", P + b"scheduled", b"a"),
-            (b"HSET", P + b"job:a", b"state", b"pending"),
+            (b"HSET", P + b"job:a", b"ready_ms", b"%d" % NOW, b"state", b"pending"),
             (b"ZADD", P + b"pending", 2 * BAND + 8, b"a"),
             (b"HSET", P + b"meta", b"seq", b"8"),
         ],
@@ -49,7 +49,7 @@ def test_claimed_before_re_enters_at_the_front_without_a_seq() -> None:
     assert effects(drive(promote, ["emq.promote", "q"], space)) == effects(Plan(
         [
             (b"ZREM", P + b"scheduled", b"a"),
-            (b"HSET", P + b"job:a", b"state", b"pending"),
+            (b"HSET", P + b"job:a", b"ready_ms", b"%d" % NOW, b"state", b"pending"),
             (b"ZADD", P + b"pending", 0, b"a"),
         ],
         1,

@@ -31,7 +31,7 @@ def test_exactly_three_writes() -> None:
     assert effects(drive(requeue, ["emq.requeue", "q", "1", "3"], space)) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
-            (b"HSET", P + b"job:1", b"state", b"pending"),
+            (b"HSET", P + b"job:1", b"ready_ms", b"%d" % NOW, b"state", b"pending"),
             (b"ZADD", P + b"pending", 0, b"1"),
         ],
         "OK",
@@ -47,7 +47,7 @@ def test_counters_untouched_and_front_of_the_band() -> None:
     before = dict(row(space, "4"))
     assert run(requeue, ["emq.requeue", "q", job_id, token], space) == "OK"
     after = row(space, "4")
-    assert after == {**before, b"state": b"pending"}
+    assert after == {**before, b"state": b"pending", b"ready_ms": b"%d" % NOW}  # its wait
     assert members(space, b"pending")[0] == (b"4", float(-(2**40)))
     job_id, token, _, _ = claim_one(space)  # back at the front of its band, token one higher
     assert (job_id, token) == (b"4", b"2")

@@ -9,7 +9,7 @@ from emqd import errors
 from emqd.plan import Plan
 from emqd.verbs import revive
 from tests.verbs.jobs import P, check_invariant, members, row, run, snapshot, wire_error
-from tests.verbs.planner import drive, effects, keyspace
+from tests.verbs.planner import NOW, drive, effects, keyspace
 
 DEAD = {"state": "dead", "attempts": "3", "failures": "3", "stalled": "1", "last_error": "e",
         "priority": "-1"}
@@ -23,7 +23,7 @@ def test_plan() -> None:
     assert effects(drive(revive, ["emq.revive", "q", "1"], dead_space())) == effects(Plan(
         [
             (b"ZREM", P + b"dead", b"1"),
-            (b"HSET", P + b"job:1", b"state", b"pending"),
+            (b"HSET", P + b"job:1", b"ready_ms", b"%d" % NOW, b"state", b"pending"),
             (b"ZADD", P + b"pending", -(2**40), b"1"),
             (b"HSET", P + b"metrics", b"revived", b"1"),
         ],
@@ -35,7 +35,7 @@ def test_counters_kept_without_reset_and_deleted_with_it() -> None:
     space = dead_space()
     assert run(revive, ["emq.revive", "q", "1"], space) == "OK"
     assert row(space, "1") == {**{k.encode(): v.encode() for k, v in DEAD.items()},
-                               b"state": b"pending"}
+                               b"state": b"pending", b"ready_ms": b"%d" % NOW}
     check_invariant(space)
     space = dead_space()
     assert run(revive, ["emq.revive", "q", "1", "reset"], space) == "OK"

@@ -63,7 +63,7 @@ def test_exempt_after_a_restart_is_recovered_uncounted(epoch: dict) -> None:
     assert effects(result) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
-            (b"HSET", P + b"job:1", b"state", b"pending"),
+            (b"HSET", P + b"job:1", b"ready_ms", b"%d" % NOW, b"state", b"pending"),
             (b"ZADD", P + b"pending", 3 * 2**40, b"1"),
         ],
         [[b"1"], []],
@@ -82,7 +82,8 @@ def test_counted_recover() -> None:
     assert effects(result) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
-            (b"HSET", P + b"job:1", b"stalled", b"1", b"state", b"pending"),
+            (b"HSET", P + b"job:1", b"stalled", b"1", b"ready_ms", b"%d" % NOW,
+             b"state", b"pending"),
             (b"ZADD", P + b"pending", 0, b"1"),
             (b"HSET", P + b"metrics", b"stalled", b"1"),
         ],
