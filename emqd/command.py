@@ -60,12 +60,21 @@ def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: s
     the time of the call, with this process's epoch (emqd/verbs/__init__.py)."""
     parse = verb.parse
     plan = verb.plan
+    with_session = getattr(verb, "with_session", None)
 
-    def handler(session: Session, argv: list[bytes]) -> Any:
-        core = session.core
-        epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
-                 else core.epoch_of(argv[1]))
-        return plan(parse(argv, core.config), core.keyspace, clock.now_ms(), epoch)
+    if with_session is None:
+        def handler(session: Session, argv: list[bytes]) -> Any:
+            core = session.core
+            epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
+                     else core.epoch_of(argv[1]))
+            return plan(parse(argv, core.config), core.keyspace, clock.now_ms(), epoch)
+    else:
+        def handler(session: Session, argv: list[bytes]) -> Any:
+            core = session.core
+            epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
+                     else core.epoch_of(argv[1]))
+            return plan(with_session(parse(argv, core.config), session), core.keyspace,
+                        clock.now_ms(), epoch)
 
     handler.__name__ = name.replace(".", "_")
     return command(

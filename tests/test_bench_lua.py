@@ -21,7 +21,7 @@ from tests.support import ServerProcess, start_emqd
 
 Q = b"q"
 K = queue_keys(Q)
-TIMES = {b"created_ms", b"claimed_ms", b"finished_ms", b"lease_epoch"}
+TIMES = {b"created_ms", b"claimed_ms", b"finished_ms", b"lease_epoch", b"ready_ms"}
 TIME_SCORED = (K.active, K.scheduled, K.dead, K.completed, QUEUES)
 KEYS = (*[K.job(b"%d" % n) for n in (1, 2, 3, 4)], K.pending, K.active, K.scheduled, K.dead,
         K.completed, K.meta, K.config, K.metrics_completed, K.metrics_failed, QUEUES)

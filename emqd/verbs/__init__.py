@@ -7,6 +7,9 @@ a command-table row of:
                                               server Config gives defaults (max-payload, ...)
     plan(args, view, now_ms, run_id)          -> Plan | Block | reply value
 
+and, when what it writes depends on who asks (CLAIM and EXTEND stamp a named
+connection as the lease's holder), `with_session(args, session) -> args`.
+
 `plan` reads the store through `view` (emqd/store/keyspace.py `View`: the
 hashes and sorted sets, read-only), decides, and returns the plan of ops with
 its reply; it never writes the store, touches a socket or reads the clock:

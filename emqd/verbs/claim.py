@@ -5,7 +5,9 @@ ties to the smaller id); when the queue has lanes that can be served (its
 ring exists), it goes round the ring job by job instead (lanes.serve), and
 each lane job taken also takes a slot of its lane. For each: `attempts` =
 next(attempts) (the token), `state active`, `lease_epoch` = run_id, `claimed_ms` = now, and
-`ZADD active (now + LEASE_MS) id`. On the way, a member whose row is missing
+`ZADD active (now + LEASE_MS) id`; from a connection with a name (CLIENT
+SETNAME: a worker), `holder` = its CLIENT ID too (job.holder_of), which the
+dashboard's Workers page reads. On the way, a member whose row is missing
 (a ghost) is removed from pending; a row whose `attempts` or `failures` HINCRBY
 would refuse is dead-lettered with that text as `last_error`. Skipped members
 do not count towards n, and their writes are made even when nothing is
@@ -53,6 +55,7 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS, parse_int
 from emqd.plan import AGING, LEASED, Block, Due, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
+from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
@@ -68,15 +71,19 @@ MAX_SKIPPED: Final = 1000  # ghosts and corrupt rows one call walks past before 
 
 _ROW = (b"HSET", Slot("row"), job.ATTEMPTS, Slot("token"), job.STATE, job.ACTIVE,
         job.LEASE_EPOCH, Slot("run_id"), job.CLAIMED_MS, Slot("now"))
+_ROW_HELD = (*_ROW, job.HOLDER, Slot("holder"))  # from a named connection
 _LEASE = (b"ZADD", Slot("active"), Slot("deadline"), Slot("id"))
 
-# One flat job claimed, nothing skipped: the plan of nearly every CLAIM.
+# One flat job claimed, nothing skipped: the plan of nearly every CLAIM (ONE_HELD from a
+# named connection).
 ONE: Final = Shape("claim one", (b"ZREM", Slot("pending"), Slot("id")), _ROW, _LEASE)
+ONE_HELD: Final = Shape("claim one held", (b"ZREM", Slot("pending"), Slot("id")), _ROW_HELD,
+                        _LEASE)
 
 
-def _lane_shape(stays: bool) -> Shape:
+def _lane_shape(stays: bool, held: bool) -> Shape:
     """One job from the ring's head lane (lanes.serve_one): the lane goes to the back of the
-    ring (`stays`), or out of it (empty or full)."""
+    ring (`stays`), or out of it (empty or full); `held`: from a named connection."""
     ring: tuple[tuple[Any, ...], ...]
     if stays:
         ring = ((b"ZADD", Slot("ring"), Slot("rr"), Slot("group")),
@@ -85,17 +92,19 @@ def _lane_shape(stays: bool) -> Shape:
     else:
         ring = ((b"ZREM", Slot("ring"), Slot("group")),
                 (b"HSET", Slot("meta"), lanes.LANES_PENDING, Slot("lanes_pending")))
-    return Shape(f"claim lane stays={stays}", (b"ZREM", Slot("lane"), Slot("id")), _ROW, _LEASE,
+    return Shape(f"claim lane stays={stays} held={held}", (b"ZREM", Slot("lane"), Slot("id")),
+                 _ROW_HELD if held else _ROW, _LEASE,
                  (b"HSET", Slot("gactive"), Slot("group"), Slot("running")), *ring)
 
 
-LANE_SHAPES: Final = {stays: _lane_shape(stays) for stays in (False, True)}
+LANE_SHAPES: Final = {(stays, held): _lane_shape(stays, held)
+                      for stays in (False, True) for held in (False, True)}
 
 
 class ClaimArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
-    __slots__ = ("keys", "lease_ms", "count", "block", "config")
+    __slots__ = ("keys", "lease_ms", "count", "block", "config", "holder")
 
     def __init__(
             self, keys: QueueKeys, lease_ms: int, count: int | None, block: int | None,
@@ -105,6 +114,12 @@ class ClaimArgs:
         self.count = count
         self.block = block
         self.config = config
+        self.holder = b""  # with_session: a named connection's id
+
+
+def with_session(args: ClaimArgs, session: Session) -> ClaimArgs:
+    args.holder = job.holder_of(session)
+    return args
 
 
 def parse(argv: list[bytes], config: Config) -> ClaimArgs:
@@ -238,11 +253,18 @@ def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, 
     job_id, row, number = found
     token = b"%d" % number
     reply, event = _claimed(keys, job_id, row, token, now)
-    ops = ONE.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
-                  keys.active, b"%d" % deadline)
-    shape: Shape | None = ONE
+    holder = args.holder
+    if holder:
+        ops = ONE_HELD.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
+                           holder, keys.active, b"%d" % deadline)
+        one = ONE_HELD
+    else:
+        ops = ONE.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
+                      keys.active, b"%d" % deadline)
+        one = ONE
+    shape: Shape | None = one
     if number > 1:  # a row that held a token already: the floor may rise (tokens.py)
-        shape = _raise_floor(view, keys, number, ops, ONE)
+        shape = _raise_floor(view, keys, number, ops, one)
     return Plan(ops, reply if args.count is None else [reply], [event],
                 ((LEASED, keys.queue, deadline),), shape)
 
@@ -265,13 +287,15 @@ def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline:
     job_id, group = turn.job_id, turn.group
     token = b"%d" % turn.token
     reply, event = _claimed(keys, job_id, turn.row, token, now)
-    values = [turn.lane_key, job_id, turn.row_key, token, run_id, b"%d" % now,
-              keys.active, b"%d" % deadline, keys.gactive, group, b"%d" % turn.running,
-              keys.ring]
+    values = [turn.lane_key, job_id, turn.row_key, token, run_id, b"%d" % now]
+    if args.holder:
+        values.append(args.holder)
+    values += [keys.active, b"%d" % deadline, keys.gactive, group, b"%d" % turn.running,
+               keys.ring]
     if turn.rr is not None:
         values.append(b"%d" % turn.rr)
     values += [keys.meta, b"%d" % turn.lanes_pending]
-    shape = LANE_SHAPES[turn.rr is not None]
+    shape = LANE_SHAPES[(turn.rr is not None, bool(args.holder))]
     ops = shape.ops(*values)
     planned: Shape | None = shape
     if turn.token > 1:  # a row that held a token already: the floor may rise (tokens.py)
@@ -291,8 +315,11 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], co
     zadd: list[Any] = [b"ZADD", keys.active]
     for job_id, row, number in jobs:
         token = b"%d" % number
-        ops.append((b"HSET", keys.job(job_id), job.ATTEMPTS, token, job.STATE, job.ACTIVE,
-                    job.LEASE_EPOCH, run_id, job.CLAIMED_MS, b"%d" % now))
+        stamp: tuple[bytes, ...] = (job.ATTEMPTS, token, job.STATE, job.ACTIVE,
+                                    job.LEASE_EPOCH, run_id, job.CLAIMED_MS, b"%d" % now)
+        if args.holder:
+            stamp += (job.HOLDER, args.holder)
+        ops.append((b"HSET", keys.job(job_id), *stamp))
         zadd += [deadline, job_id]
         reply, event = _claimed(keys, job_id, row, token, now)
         replies.append(reply)

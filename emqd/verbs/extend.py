@@ -3,7 +3,8 @@
 Heartbeat: the holder of TOKEN pushes its lease deadline to now + LEASE_MS
 and stamps the current process's run_id as `lease_epoch` (a lease extended
 after a restart is this process's lease again, and counts if it stalls).
-Plan: `ZADD active (now + LEASE_MS) id`, `HSET lease_epoch run_id`.
+Plan: `ZADD active (now + LEASE_MS) id`, `HSET lease_epoch run_id` (and `holder`,
+the connection's id, when the connection has a name: job.holder_of).
 
 Returns: the new deadline (integer, ms).
 
@@ -24,6 +25,7 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS
 from emqd.plan import LEASED, Plan
+from emqd.session import Session
 from emqd.store.keyspace import View
 from emqd.verbs import args as parse_args
 from emqd.verbs import job
@@ -34,13 +36,19 @@ NAME: Final = "emq.extend"
 class ExtendArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
-    __slots__ = ("keys", "id", "token", "lease_ms")
+    __slots__ = ("keys", "id", "token", "lease_ms", "holder")
 
     def __init__(self, keys: QueueKeys, id: bytes, token: bytes, lease_ms: int) -> None:
         self.keys = keys
         self.id = id
         self.token = token
         self.lease_ms = lease_ms
+        self.holder = b""  # with_session: a named connection's id
+
+
+def with_session(args: ExtendArgs, session: Session) -> ExtendArgs:
+    args.holder = job.holder_of(session)
+    return args
 
 
 def parse(argv: list[bytes], config: Config) -> ExtendArgs:
@@ -55,10 +63,13 @@ def plan(args: ExtendArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     deadline = now_ms + args.lease_ms
     if deadline > MAX_TIME_MS:
         raise errors.invalid_time("LEASE_MS", NAME)
+    stamp: tuple[bytes, ...] = (job.LEASE_EPOCH, run_id)
+    if args.holder:
+        stamp += (job.HOLDER, args.holder)
     return Plan(
         [
             (b"ZADD", keys.active, deadline, args.id),
-            (b"HSET", keys.job(args.id), job.LEASE_EPOCH, run_id),
+            (b"HSET", keys.job(args.id), *stamp),
         ],
         deadline,
         None,

@@ -22,6 +22,7 @@ from emqd.config import Config
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
 from emqd.plan import Op
+from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
@@ -41,6 +42,15 @@ CLAIMED_MS: Final = b"claimed_ms"
 # When the job last became claimable again (a promotion, requeue, stall recovery, revive,
 # a parent's release): a claim's wait counts from it, else from `created_ms`.
 READY_MS: Final = b"ready_ms"
+# The CLIENT ID of the named connection that claimed or last extended the lease (in the
+# process `lease_epoch` names): the dashboard's Workers page, which jobs a worker holds.
+HOLDER: Final = b"holder"
+
+
+def holder_of(session: Session) -> bytes:
+    """What CLAIM and EXTEND stamp as `holder`: a named connection's id (a worker names
+    itself, emqd/worker_name.py), nothing for an unnamed one, which pays nothing."""
+    return b"%d" % session.id if session.name else b""
 FINISHED_MS: Final = b"finished_ms"
 PAYLOAD: Final = b"payload"
 

@@ -460,3 +460,27 @@ def test_a_promoted_job_is_ready_from_its_due_time(emqd_port: int) -> None:
     assert wait_ms < 300  # counted from the due time
     pubsub.close()
     r.close()
+
+
+# --- issue 25, item 8: which connection holds a lease, for the dashboard's Workers page ----
+def test_a_named_connection_is_stamped_as_the_holder_and_an_unnamed_one_pays_nothing(
+        emqd_port: int) -> None:
+    """CLAIM (the one-job template, a lane's, the general path) and EXTEND from a connection
+    with a name write its CLIENT ID as `holder`; from one without, no field at all."""
+    named, plain = redis.Redis(port=emqd_port), redis.Redis(port=emqd_port)
+    named.client_setname("emqd-worker?host=h&pid=1")
+    me = named.client_id()
+    for n in range(4):
+        plain.execute_command("EMQ.ADD", "held", f"p{n}", *(["GROUP", "g"] if n == 3 else []))
+    flat = named.execute_command("EMQ.CLAIM", "held", 5000)  # the template
+    two = named.execute_command("EMQ.CLAIM", "held", 5000, "COUNT", 2)  # the general path
+    lane = named.execute_command("EMQ.CLAIM", "held", 5000)  # the lane's template
+    for job_id in (flat[0], two[0][0], two[1][0], lane[0]):
+        assert named.hget(b"emq:{held}:job:" + job_id, "holder") == b"%d" % me, job_id
+    plain.execute_command("EMQ.ADD", "held", "unnamed")
+    [job_id, token, _, _] = plain.execute_command("EMQ.CLAIM", "held", 5000)
+    assert plain.hget(b"emq:{held}:job:" + job_id, "holder") is None
+    named.execute_command("EMQ.EXTEND", "held", job_id, token, 5000)
+    assert plain.hget(b"emq:{held}:job:" + job_id, "holder") == b"%d" % me  # re-stamped
+    named.close()
+    plain.close()

@@ -126,7 +126,7 @@ def test_the_head_lane_going_to_the_back_and_out() -> None:
     fill(space, 3, 2)
     planned = claim.plan(claim.parse([b"emq.claim", b"q", b"1000"], Config()), space, NOW,
                          RUN_ID)
-    assert planned.shape is claim.LANE_SHAPES[True]
+    assert planned.shape is claim.LANE_SHAPES[(True, False)]
     ops = effects(planned)[0]
     assert ops[3:] == [(b"HSET", KEYS.gactive, b"g0", b"1"),
                        (b"ZADD", KEYS.ring, b"4", b"g0"),

@@ -41,7 +41,7 @@ for i, id in ipairs(exp) do
   local jk = p .. 'job:' .. id
   redis.call('ZREM', KEYS[1], id)
   if v[1] == 'exempt' then
-    redis.call('HSET', jk, 'state', 'pending')
+    redis.call('HSET', jk, 'ready_ms', now, 'state', 'pending')
     redis.call('ZADD', KEYS[2], v[2], id)
     table.insert(recovered, id)
   elseif v[1] == 'counted' then
@@ -52,7 +52,7 @@ for i, id in ipairs(exp) do
       redis.call('HINCRBY', KEYS[4], 'count', 1)
       table.insert(dead, id)
     else
-      redis.call('HSET', jk, 'stalled', v[3], 'state', 'pending')
+      redis.call('HSET', jk, 'stalled', v[3], 'ready_ms', now, 'state', 'pending')
       redis.call('ZADD', KEYS[2], v[2], id)
       redis.call('HINCRBY', p .. 'metrics', 'stalled', 1)
       table.insert(recovered, id)
