@@ -26,7 +26,7 @@ from aiohttp import web
 
 from emqd import clock
 from emqd.core import Core
-from emqd.http import actions, pages
+from emqd.http import actions, cleaning, pages, workers
 from emqd.http.context import DASHBOARD, Dashboard
 from emqd.http.gate import Gate
 from emqd.http.rates import MINUTE_MS
@@ -60,11 +60,13 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
     get("/", pages.overview)
     get("/live/overview", pages.overview_live)
     get("/metrics", pages.metrics)
+    get("/workers", workers.workers_page)
     get("/queues/{queue}", pages.queue_page)
     get("/queues/{queue}/dead", pages.dead_page)
     get("/queues/{queue}/dead/revive-all", pages.revive_all_confirm)
     post("/queues/{queue}/dead/revive-all", actions.revive_all)
     post("/queues/{queue}/{verb:pause|resume}", actions.steer)
+    post("/queues/{queue}/completed/clean", cleaning.clean_completed)
     get("/queues/{queue}/jobs/{id}", pages.job_page)
     post("/queues/{queue}/jobs/{id}/{action:revive|promote|remove}", actions.job_action)
     app.router.add_static("/static/", STATIC)

@@ -38,6 +38,7 @@ def _environment() -> jinja2.Environment:
         shown=present.shown, part=present.path_part, number=present.number,
         when=present.when, span=present.span,
     )
+    env.globals["took"] = present.took
     env.globals["relative"] = present.relative
     env.globals.update(queue_url=queue_url, job_url=job_url, version=__version__)
     return env

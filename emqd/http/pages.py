@@ -15,6 +15,7 @@ from emqd import clock
 from emqd.memory import rss_bytes
 from emqd.http import present, reading
 from emqd.http.actions import REVIVE_ALL_MAX
+from emqd.http.cleaning import CLEAN_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
 from emqd.http.rates import MINUTE_MS, MINUTES
 from emqd.keys import split_job_key
@@ -57,9 +58,15 @@ def _page_number(request: web.Request) -> int:
 
 def _notice(request: web.Request) -> str | None:
     done = request.query.get("done")
+    count = parse_int(request.query.get("n", "").encode())
     if done == "revived_all":
-        count = parse_int(request.query.get("n", "").encode())
         return None if count is None else f"{count} dead letters are pending again."
+    if done == "cleaned":
+        left = parse_int(request.query.get("left", "").encode())
+        if count is None or left is None:
+            return None
+        more = f" {left} older ones are left: clean again." if left else ""
+        return f"{count} completed jobs were removed.{more}"
     return NOTICES.get(done or "")
 
 
@@ -67,6 +74,10 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
     state = dashboard.core
     now = clock.now_ms()
     first_minute = now // MINUTE_MS - MINUTES + 1
+    # The charts' figures are this process's own samples (rates.py): until it has run an
+    # hour they cover only the time since it started, and say so.
+    window = "in the last hour" if now - state.started_ms >= MINUTES * MINUTE_MS else \
+        "since the start"
     queues = []
     for queue in reading.queue_names(state.keyspace):
         figures = reading.queue_figures(state.keyspace, queue, now)
@@ -84,7 +95,7 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
         "run_id": state.run_id,
         "commands": state.stats.total_commands,
     }
-    return {"queues": queues, "server": server, "states": reading.STATES}
+    return {"queues": queues, "server": server, "states": reading.STATES, "window": window}
 
 
 async def overview(request: web.Request) -> web.Response:
@@ -113,13 +124,19 @@ async def queue_page(request: web.Request) -> web.Response:
             raise web.HTTPSeeOther(job_url(queue, wanted_id))
     needle = query_bytes(request, "q")
     page = _page_number(request)
+    # Pending lists in the order claims take the jobs (priority, then arrival), so the
+    # next to run is first; `order=newest` lists it newest first like the other states.
+    order = request.query.get("order", "next" if state == "pending" else "newest")
+    if order not in ("next", "newest") or (order == "next" and state != "pending"):
+        raise web.HTTPBadRequest(reason="order must be next (pending only) or newest")
     figures = reading.queue_figures(keyspace, queue, clock.now_ms())
     context: dict[str, Any] = {
         "queue": queue, "figures": figures, "state": state, "states": reading.STATES,
         "notice": _notice(request), "wanted_id": wanted_id, "needle": needle,
         "meaning": SCORE_MEANING.get(state), "page": page, "search": None,
         "schedules": reading.schedules(keyspace, queue),
-        "rate": reading.rate_limit(keyspace, queue),
+        "rate": reading.rate_limit(keyspace, queue), "order": order,
+        "clean_max": CLEAN_MAX, "now": clock.now_ms(),
     }
     if needle:
         offset = parse_int(request.query.get("from", "0").encode())
@@ -130,8 +147,10 @@ async def queue_page(request: web.Request) -> web.Response:
                        offset=offset,
                        rows=reading.SEARCH_ROWS)
     else:
-        total, jobs = reading.job_page(keyspace, queue, state, (page - 1) * PAGE, PAGE)
-        context.update(jobs=present.lines(jobs), total=total, pages=max(1, -(-total // PAGE)))
+        total, jobs = reading.job_page(keyspace, queue, state, (page - 1) * PAGE, PAGE,
+                                       lowest_first=order == "next")
+        context.update(jobs=present.lines(jobs), total=total, pages=max(1, -(-total // PAGE)),
+                       first=(page - 1) * PAGE)
     return dashboard.render(request, "queue.html", **context)
 
 
@@ -166,13 +185,18 @@ async def job_page(request: web.Request) -> web.Response:
     if row is None:
         raise web.HTTPNotFound(reason="no such job")
     state = present.shown(row.get(b"state"))
+    lines, kept = reading.log_lines(keyspace, queue, job_id)
     return dashboard.render(
         request, "job.html", queue=queue, job_id=job_id, state=state,
         items=[(present.shown(field), _kind(field), value) for field, value in row.items()],
         present_fields={present.shown(field) for field in row},
         payload=present.payload(row.get(b"payload", b"")),
-        score=reading.job_score(keyspace, queue, state, job_id),
+        # A finished job's score is its finished_ms, shown once, with the row's fields.
+        score=None if b"finished_ms" in row else reading.job_score(keyspace, queue, state,
+                                                                    job_id),
         meaning=SCORE_MEANING.get(state), explained=COUNTERS_EXPLAINED,
+        progress=present.progress(row.get(b"progress")), log_lines=lines, log_kept=kept,
+        log_shown=reading.LOG_LINES_SHOWN,
         notice=_notice(request), children=reading.children(keyspace, queue, job_id),
         parent=split_job_key(row.get(b"parent", b"")))
 

@@ -104,6 +104,32 @@ def lines(listed: list[Any]) -> list[Line]:
     return [Line(job.id, job.score, text_keys(job.row)) for job in listed]
 
 
+def progress(raw: bytes | None) -> float | None:
+    """A job's progress as a percentage for its bar, when it is a number from 0 to 100 (as
+    `job.progress(50)` sends it); None for anything else (it is shown as stored)."""
+    if raw is None or len(raw) > 32:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 100 else None
+
+
+def took(fields: dict[str, bytes] | None, now_ms: int) -> str:
+    """How long a job ran: from its last claim to its finish, or to now while active; empty
+    when it was never claimed."""
+    if not fields:
+        return ""
+    claimed = parse_int(fields.get("claimed_ms") or b"")
+    if claimed is None:
+        return ""
+    finished = parse_int(fields.get("finished_ms") or b"")
+    if fields.get("state") == b"active" or finished is None:
+        return span(now_ms - claimed)
+    return span(finished - claimed) if finished >= claimed else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Payload:
     text: str

@@ -32,6 +32,7 @@ EMQ.STATS gives each under the same name, /metrics as `emqd_jobs_<name>`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,7 @@ from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
 from emqd.verbs import children as children_verb
-from emqd.verbs import rates, repeats
+from emqd.verbs import job_log, rates, repeats
 from emqd.verbs.lanes import FLAT, LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
 
@@ -258,14 +259,36 @@ def set_key(queue: bytes, state: str) -> bytes:
 
 
 def job_page(keyspace: Keyspace, queue: bytes, state: str, offset: int,
-             limit: int) -> tuple[int, list[Listed]]:
-    """(jobs in the set, the `limit` jobs from `offset`, newest first: highest score first)."""
+             limit: int, lowest_first: bool = False) -> tuple[int, list[Listed]]:
+    """(jobs in the set, the `limit` jobs from `offset`), newest first (highest score
+    first), or `lowest_first`: for pending, the order claims take them in."""
     zset = _zset(keyspace, set_key(queue, state))
     if zset is None:
         return 0, []
-    pairs = zset.walk(max(0, len(zset) - offset - limit), max(0, len(zset) - offset), reverse=True)
+    if lowest_first:
+        pairs = zset.walk(offset, offset + limit)
+    else:
+        pairs = zset.walk(max(0, len(zset) - offset - limit), max(0, len(zset) - offset),
+                          reverse=True)
     return len(zset), [Listed(member, score, job_row(keyspace, queue, member))
                        for score, member in pairs]
+
+
+def ids_of(keyspace: Keyspace, queue: bytes, state: str) -> Iterator[bytes]:
+    """The ids of a state's set, lowest score first, as they are walked (lazily)."""
+    zset = _zset(keyspace, set_key(queue, state))
+    return iter(()) if zset is None else zset.members()
+
+
+def scored_before(keyspace: Keyspace, queue: bytes, state: str, before: int,
+                  count: int) -> tuple[list[bytes], int]:
+    """The ids of the first `count` jobs of a state scored at or before `before` (finished
+    by then, for completed jobs), oldest first, and how many there are in all. O(log n +
+    count)."""
+    zset = _zset(keyspace, set_key(queue, state))
+    if zset is None:
+        return [], 0
+    return zset.due(before, count), zset.end_of(before)
 
 
 def oldest(keyspace: Keyspace, queue: bytes, state: str, count: int) -> list[bytes]:
@@ -281,6 +304,20 @@ def job_row(keyspace: Keyspace, queue: bytes, job_id: bytes) -> dict[Any, Any] |
     except ReplyError:
         return None
     return None if row is None else hashes.as_dict(row)
+
+
+LOG_LINES_SHOWN = 500  # a job page shows its newest log lines
+
+
+def log_lines(keyspace: Keyspace, queue: bytes, job_id: bytes) -> tuple[list[bytes], int]:
+    """The job's newest LOG_LINES_SHOWN log lines (EMQ.LOGS' lines, oldest first), and how
+    many it keeps in all."""
+    log = _zset(keyspace, queue_keys(queue).log(job_id))
+    if log is None:
+        return [], 0
+    total = len(log)
+    shown = log.walk(max(0, total - LOG_LINES_SHOWN), total)
+    return [job_log.line_of(member) for _, member in shown], total
 
 
 def job_score(keyspace: Keyspace, queue: bytes, state: str, job_id: bytes) -> float | None:

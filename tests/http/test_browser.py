@@ -10,6 +10,10 @@ $EMQD_SCREENSHOT when set (the README's docs/dashboard.png is made so).
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +23,7 @@ import redis
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.http.browser import chromium
-from tests.support import ServerProcess, start_emqd
+from tests.support import ROOT, ServerProcess, start_emqd
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -144,7 +148,7 @@ def test_the_overview_screenshot(server: ServerProcess, r: redis.Redis, watched:
     page = watched.page
     page.goto(f"http://127.0.0.1:{server.http_port}/")
     mail = page.locator("table.queues tr", has_text="mail")
-    assert "30 in the last hour" in mail.locator(".chart-label").first.inner_text()
+    assert "30 since the start" in mail.locator(".chart-label").first.inner_text()
     assert mail.locator('svg.completed rect[height="32.0"]').count() == 1  # this minute, the peak
     path = Path(os.environ.get("EMQD_SCREENSHOT") or tmp_path / "dashboard.png")
     page.screenshot(path=str(path), full_page=True)
@@ -194,3 +198,71 @@ def test_log_in_with_the_password(browser: object, protected: ServerProcess) -> 
         assert watched.errors == []
     finally:
         context.close()
+
+
+# --- issue 25, item 8: the Workers page, a job's log and progress, cleaning ------------------
+WORKER = """
+import asyncio, os, sys
+from emqd.client import Queue, Worker
+
+async def photo(job):
+    await job.progress(40)
+    await job.log("resizing cat.jpg")
+    await asyncio.sleep(60)  # held until the test stops the worker
+
+Worker(Queue("thumbs", sys.argv[1]), photo, concurrency=3).run_sync()
+"""
+
+
+def test_the_workers_page_shows_a_running_worker_and_its_job(
+        server: ServerProcess, r: redis.Redis, watched: Watched) -> None:
+    """A real emqd Worker (it names its connections itself) holding a job: the Workers page
+    shows its host, pid, queue, concurrency and the job; the job's page its log and
+    progress."""
+    job_id = r.execute_command("EMQ.ADD", "thumbs", "cat.jpg").decode()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, f"redis://127.0.0.1:{server.port}"],
+                              env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 15
+        while r.execute_command("EMQ.LOGS", "thumbs", job_id) == []:
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.05)
+        page = watched.page
+        page.goto(f"http://127.0.0.1:{server.http_port}/")
+        page.get_by_role("link", name="Workers").click()
+        page.wait_for_url("**/workers")
+        row = page.locator("table.workers tbody tr")
+        assert row.count() == 1
+        text = row.inner_text()
+        assert f"{socket.gethostname()} · pid {worker.pid}" in text
+        assert "thumbs" in text and "\t3\t" in text  # the queue, the concurrency
+        assert row.locator("td.held").get_attribute("data-held") == "1"
+        row.locator("td.held a.job").click()
+        page.wait_for_url(f"**/queues/thumbs/jobs/{job_id}")
+        assert page.locator("section.log pre").inner_text().strip() == "resizing cat.jpg"
+        assert page.locator("section.progress progress").get_attribute("value") == "40.0"
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
+
+
+def test_clean_completed_jobs_by_clicking(server: ServerProcess, r: redis.Redis,
+                                          watched: Watched) -> None:
+    for i in range(3):
+        r.execute_command("EMQ.ADD", "mail", f"p{i}")
+    for job_id, token, _, _ in r.execute_command("EMQ.CLAIM", "mail", 30_000, "COUNT", 3):
+        r.execute_command("EMQ.COMPLETE", "mail", job_id, token)
+    old = r.zscore("emq:{mail}:completed", b"1") - 2 * 3_600_000  # finished two hours ago
+    r.zadd("emq:{mail}:completed", {b"1": old})
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.http_port}/queues/mail?state=completed")
+    assert page.locator("table.jobs td.took").count() == 3  # each one's duration
+    form = page.locator("form.clean")
+    form.locator('input[name="age"]').fill("1")
+    form.locator('select[name="unit"]').select_option("hours")
+    form.locator('input[name="confirm"]').check()
+    form.get_by_role("button", name="Clean").click()
+    page.wait_for_url("**done=cleaned**")
+    assert "1 completed jobs were removed." in page.locator(".notice").inner_text()
+    assert sorted(r.zrange("emq:{mail}:completed", 0, -1)) == [b"2", b"3"]

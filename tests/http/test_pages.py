@@ -115,16 +115,31 @@ def test_bad_parameters_are_a_400_page(r: redis.Redis, web: Web) -> None:
 def test_jobs_are_paged_newest_first(r: redis.Redis, web: Web) -> None:
     for i in range(1, 121):
         r.execute_command("EMQ.ADD", "q", f"p{i}")
-    first = web.get("/queues/q")
+    first = web.get("/queues/q?order=newest")
     assert ids_listed(first.text) == [str(i) for i in range(120, 70, -1)]
     assert "page 1 of 3" in first.text
-    assert 'rel="next" href="/queues/q?state=pending&amp;page=2"' in first.text
-    second = web.get("/queues/q?state=pending&page=2")
-    third = web.get("/queues/q?state=pending&page=3")
+    assert 'rel="next" href="/queues/q?state=pending&amp;order=newest&amp;page=2"' in first.text
+    second = web.get("/queues/q?state=pending&order=newest&page=2")
+    third = web.get("/queues/q?state=pending&order=newest&page=3")
     assert ids_listed(second.text) == [str(i) for i in range(70, 20, -1)]
     assert ids_listed(third.text) == [str(i) for i in range(20, 0, -1)]
     assert 'rel="next"' not in third.text
-    assert ids_listed(web.get("/queues/q?state=pending&page=9").text) == []
+    assert ids_listed(web.get("/queues/q?state=pending&order=newest&page=9").text) == []
+
+
+def test_the_pending_tab_lists_the_claim_order_with_priorities(r: redis.Redis, web: Web) -> None:
+    """issue 25, item 8: newest first with no priority, nobody could tell which runs next.
+    By default pending lists what claims take next first, numbered, with the priority."""
+    r.execute_command("EMQ.ADD", "q", "low")
+    r.execute_command("EMQ.ADD", "q", "urgent", "PRIORITY", -5)
+    r.execute_command("EMQ.ADD", "q", "later")
+    page = web.get("/queues/q").text
+    assert ids_listed(page) == ["2", "1", "3"]
+    claimed = r.execute_command("EMQ.CLAIM", "q", 5000, "COUNT", 3)
+    assert [job[0] for job in claimed] == [b"2", b"1", b"3"]  # the page's order
+    assert re.findall(r'<td class="num priority">(-?\d+)</td>', page) == ["-5", "0", "0"]
+    assert re.findall(r'<td class="num position">(\d+)</td>', page) == ["1", "2", "3"]
+    assert web.get("/queues/q?state=dead&order=next").status == 400
 
 
 def test_each_state_has_its_tab(r: redis.Redis, web: Web) -> None:
@@ -304,3 +319,79 @@ def test_static_files_are_served(web: Web) -> None:
     assert script.status == 200 and "data-refresh" in script.text
     assert web.get("/static/style.css").status == 200
     assert web.get("/static/../app.py").status == 404
+
+
+# --- issue 25, item 8: what a Sidekiq Web or bull-board user misses ---------------------------
+def test_lists_show_how_long_each_job_ran(r: redis.Redis, web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "done")
+    r.execute_command("EMQ.ADD", "q", "running")
+    r.execute_command("EMQ.CLAIM", "q", 30_000)
+    r.hset("emq:{q}:job:1", "claimed_ms", 1_000_000)  # a run of exactly 2.5 s, to read back
+    r.execute_command("EMQ.COMPLETE", "q", "1", "1")
+    r.hset("emq:{q}:job:1", "finished_ms", 1_002_500)
+    r.execute_command("EMQ.CLAIM", "q", 30_000)
+    completed = web.get("/queues/q?state=completed").text
+    assert "<th>took</th>" in completed and '<td class="took">2.5 s</td>' in completed
+    active = web.get("/queues/q?state=active").text
+    assert "<th>running for</th>" in active and re.search(r'<td class="took">\d+ ms</td>', active)
+
+
+def test_the_job_page_shows_its_log_its_progress_and_finished_once(r: redis.Redis,
+                                                                    web: Web) -> None:
+    r.execute_command("EMQ.ADD", "q", "x")
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
+    r.execute_command("EMQ.PROGRESS", "q", job_id, token, "40")
+    for line in ("resizing <cat.jpg>", "uploading"):
+        r.execute_command("EMQ.LOG", "q", job_id, token, line)
+    page = web.get("/queues/q/jobs/1").text
+    assert '<progress max="100" value="40.0">' in page
+    assert "resizing &lt;cat.jpg&gt;\nuploading\n" in page  # escaped, oldest first
+    r.execute_command("EMQ.COMPLETE", "q", job_id, token)
+    done = web.get("/queues/q/jobs/1").text
+    assert done.count("<th>finished") == 1 and "<th>finished_ms</th>" in done
+
+
+def test_completed_jobs_older_than_an_age_are_cleaned(r: redis.Redis, web: Web) -> None:
+    for i in range(4):
+        r.execute_command("EMQ.ADD", "q", f"p{i}")
+    for job_id, token, _, _ in r.execute_command("EMQ.CLAIM", "q", 30_000, "COUNT", 4):
+        r.execute_command("EMQ.COMPLETE", "q", job_id, token)
+    day = 86_400_000
+    for job_id, days in ((b"1", 3), (b"2", 2)):  # finished days ago
+        r.zadd("emq:{q}:completed", {job_id: r.zscore("emq:{q}:completed", job_id) - days * day})
+    page = web.get("/queues/q?state=completed")
+    unconfirmed = web.submit(page, "/queues/q/completed/clean", age="1", unit="days")
+    assert r.zcard("emq:{q}:completed") == 4  # the box was not ticked: nothing removed
+    assert web.submit(page, "/queues/q/completed/clean", age="x", unit="days",
+                      confirm="yes").status == 400
+    done = web.submit(page, "/queues/q/completed/clean", age="1", unit="days", confirm="yes")
+    assert done.status == 200 and "2 completed jobs were removed." in done.text
+    assert sorted(r.zrange("emq:{q}:completed", 0, -1)) == [b"3", b"4"]
+    assert not r.exists("emq:{q}:job:1") and r.exists("emq:{q}:job:3")
+    assert unconfirmed.url.endswith("/queues/q?state=completed")
+
+
+def test_the_workers_page_shows_each_worker_and_the_jobs_it_holds(r: redis.Redis,
+                                                                  web: Web,
+                                                                  server: ServerProcess) -> None:
+    from emqd import worker_name
+    name = worker_name.build("web 1", 4242, ["mail", "q w"], 8, 1_700_000_000_000)
+    worker, other = redis.Redis(port=server.port), redis.Redis(port=server.port)
+    worker.client_setname(name)
+    second = redis.Redis(port=server.port)
+    second.client_setname(name)  # a pooled connection of the same worker: one row
+    for n in range(3):
+        r.execute_command("EMQ.ADD", "mail", f"p{n}")
+    held = [worker.execute_command("EMQ.CLAIM", "mail", 30_000)[0],
+            second.execute_command("EMQ.CLAIM", "mail", 30_000)[0]]
+    nobody = other.execute_command("EMQ.CLAIM", "mail", 30_000)[0]  # an unnamed client's
+    page = web.get("/workers").text
+    assert "<strong>web 1</strong> · pid 4242" in page
+    assert 'href="/queues/q%20w">q w</a>' in page
+    assert '<td class="held" data-held="2">' in page
+    row = page.split('<td class="held" data-held="2">')[1].split("</td>")[0]
+    assert sorted(re.findall(r"mail › (\w+)", row)) == sorted(j.decode() for j in held)
+    unheld = page.split('aria-label="active jobs no connected worker holds"')[1]
+    assert f"mail › {nobody.decode()}" in unheld
+    for client in (worker, other, second):
+        client.close()
