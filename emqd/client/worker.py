@@ -209,7 +209,7 @@ class Worker:
         """CLIENT SETNAME on every connection of the queue's pool (emqd/worker_name.py), and
         emqd in CLIENT SETINFO's lib-name: idle connections made before are closed, so the
         next ones are named. A queue that is not redis-py's (a test's fake) is left alone."""
-        pool = getattr(getattr(self.queue, "client", None), "connection_pool", None)
+        pool = self._pool()
         if pool is None:
             return
         pool.connection_kwargs["client_name"] = worker_name.build(
@@ -222,9 +222,13 @@ class Worker:
 
     def _close_idle_connections(self) -> None:
         """The outage's `on_lost` (reconnect.Outage): idle connections are closed."""
-        pool = getattr(getattr(self.queue, "client", None), "connection_pool", None)
+        pool = self._pool()
         if pool is not None:
             self._closing = asyncio.ensure_future(pool.disconnect(inuse_connections=False))
+
+    def _pool(self) -> Any:
+        """The queue's redis-py connection pool; None for a queue that is not redis-py's."""
+        return getattr(getattr(self.queue, "client", None), "connection_pool", None)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         installed: list[int] = []
