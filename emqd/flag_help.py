@@ -34,6 +34,11 @@ FLAG_HELP: Final = {
     "max_payload": "Largest payload a job may carry, in bytes.",
     "maxclients": "Most client connections at once.",
     "loglevel": "What the server logs to stderr: debug, info or warning.",
+    "maxmemory": "Memory the data may use, in bytes; past it, commands that would grow the "
+                 "data are refused with OOM while claims, settles and reads go on; 0 = no "
+                 "limit.",
+    "maxmemory_policy": "What to do past --maxmemory: noeviction (refuse the writes; a job "
+                        "queue never evicts), the only policy.",
     "pubsub_hard_limit": "A subscriber with this many bytes unsent is disconnected; 0 = no "
                          "limit.",
     "pubsub_soft_limit": "A subscriber over this many unsent bytes for --pubsub-soft-seconds "

@@ -5,7 +5,8 @@ form of emqd/worker_name.py: host, pid, queues, concurrency, start), which the
 emqd Worker sets and any client can; a worker's pooled connections share it and
 are one row. Which jobs it holds comes from the rows themselves: CLAIM and
 EXTEND from a named connection write its CLIENT ID as `holder`, and a lease
-granted in this process (`lease_epoch` is this run_id) whose holder is one of
+granted in this process (`lease_epoch` is this run_id, or in a cluster the
+queue's term) whose holder is one of
 the worker's connections is the worker's. So a held job shows here after its
 worker's next heartbeat even across a restart or a reconnect.
 
@@ -87,6 +88,7 @@ def roster(state: Core) -> Roster:
     cut = False
     keyspace = state.keyspace
     for queue in reading.queue_names(keyspace):
+        epoch = state.epoch_of(queue)  # this process's leases on the queue (a cluster's term)
         for job_id in reading.ids_of(keyspace, queue, "active"):
             if read == ACTIVE_SHOWN:
                 cut = True
@@ -95,8 +97,7 @@ def roster(state: Core) -> Roster:
             row = reading.job_row(keyspace, queue, job_id) or {}
             claimed = row.get(CLAIMED_MS)
             held = Held(queue, job_id, None if claimed is None else parse_int(claimed))
-            holder = by_id.get(row.get(HOLDER, b"")) if (
-                row.get(LEASE_EPOCH) == state.run_id_bytes) else None
+            holder = by_id.get(row.get(HOLDER, b"")) if row.get(LEASE_EPOCH) == epoch else None
             (unheld if holder is None else holder.held).append(held)
     workers = [worker for worker in by_name.values()
                if worker.known is not None or worker.held]
