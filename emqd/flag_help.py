@@ -89,4 +89,9 @@ FLAG_HELP: Final = {
     "cluster_timeout_ms": "Cluster mode: how long a write may wait for the cluster, in "
                           "milliseconds, before it answers TRYAGAIN.",
     "cluster_announce": "Cluster mode: the HOST:PORT other fronts reach this one at.",
+    "http_maxclients": "The dashboard's own cap on open HTTP connections (an integer): past "
+                       "it, 503 and closed, so the HTTP side never takes the RESP port's "
+                       "descriptors.",
+    "http_head_timeout_ms": "How long an HTTP request's head may take to arrive, in "
+                            "milliseconds, before 408 and the connection closed.",
 }
