@@ -86,7 +86,9 @@ def test_the_cluster_scenario_runs_fronts_over_clusters_of_its_own(tmp_path) -> 
         pytest.skip("redis-server not installed: the cluster scenario needs it")
     done, result = run_bench(tmp_path, "--scenarios", "cluster", timeout=120)
     rows = {row["figure"]: row for row in result["rows"] if row["scenario"] == "cluster"}
-    assert rows and all(row["emqd"] is not None and row["emqd"] > 0 for row in rows.values())
+    assert rows and all(row["emqd"] is not None and row["emqd"] >= 0 for row in rows.values())
+    # (CPU per job can read 0 in a tiny run: /proc counts 10 ms ticks)
+    assert all(row["emqd"] > 0 for name, row in rows.items() if "CPU" not in name)
     assert rows["cluster: takeover s per 100,000 jobs"]["redis"] is None
     assert rows["cluster: cycles/s, 3 primaries, no replica"]["redis"] > 0
     assert all(_gone(server["pid"]) for server in result["servers"])

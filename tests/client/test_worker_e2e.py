@@ -19,10 +19,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from emqd.client import Job, Queue, StaleJob, SyncQueue, Worker
 from emqd.client.errors import TRANSPORT_ERRORS
 from tests.support import ROOT, ServerProcess, start_emqd
+
+
+def generated(port: int, queue: str, payload: bytes) -> str:
+    """A job added with an id the server generates, whose first token is 1 (the client
+    names every job it adds, and a named job's tokens start above the queue's floor:
+    PROTOCOL.md 6.1): these tests count the claims of a job by its token."""
+    with redis.Redis(port=port) as client:
+        return client.execute_command("EMQ.ADD", queue, payload).decode()
 
 pytestmark = pytest.mark.slow
 
@@ -151,8 +160,8 @@ def test_sigterm_requeues_unfinished_jobs_and_exits_0_within_grace(
     server = start_emqd()
     try:
         queue = SyncQueue("graceful", f"redis://127.0.0.1:{server.port}")
-        slow = [queue.add_json({"sleep": 30}) for _ in range(2)]
-        quick = queue.add_json({"sleep": 0.3})
+        slow = [generated(server.port, "graceful", b'{"sleep": 30}') for _ in range(2)]
+        quick = generated(server.port, "graceful", b'{"sleep": 0.3}')
         worker = WorkerProcess("tests.client.e2e_handlers:sleepy", "graceful", server.port,
                                "--grace-ms", "1500", "--concurrency", "5")
         workers.append(worker)
@@ -190,7 +199,7 @@ async def test_heartbeat_keeps_a_long_handler_from_being_swept(
         assert (await queue.get(abandoned.id)).stalled == 1
         await queue.remove(abandoned.id)
 
-        job_id = await queue.add(b"long")
+        job_id = generated(sweeping_server.port, "beat", b"long")
 
         async def handler(job: Job) -> str:
             await asyncio.sleep(0.9)  # three times the lease
@@ -234,7 +243,7 @@ async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture
                 gate.set()
                 # Every old run is dropped before new jobs (with the same ids!) arrive.
                 await wait_async(lambda: _value(worker.counts.lost), 4, 5)
-                after = await queue.add_many([b"after"] * 6)
+                after = [generated(port, "restart", b"after") for _ in range(6)]
                 await wait_async(lambda: count_stat(queue, "completed"), 6, 10)
             finally:
                 worker.stop()
