@@ -11,7 +11,8 @@ make a second job. The queue's own retries are for the batches an operation
 marks `Retried`, those that do the same when sent twice (an ADD with the id the
 client picked before the first try, a FLOW with its parent's, a WAIT): they
 are sent again, backing off, for up to `reconnect_s`, then the operation hears
-of the error (`ConnectionLost` names its job). Everything else raises at once,
+of the error (`ConnectionLost` names its job); so are they when a cluster's front
+answers TRYAGAIN or CLUSTERDOWN (docs/CLUSTER.md: a write not acknowledged). Everything else raises at once,
 and reconnecting is the caller's decision (the Worker backs off and
 resynchronises its leases first).
 
@@ -34,7 +35,7 @@ import redis
 import redis.asyncio
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
-from redis.exceptions import ResponseError
+from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 from redis.retry import Retry as SyncRetry
 
 from emqd.client.commands import Command, Operation, QueueCommands, QueueEvent, Retried
@@ -46,6 +47,19 @@ log = logging.getLogger("emqd.client")
 DEFAULT_URL = "redis://127.0.0.1:6390"
 URL_ENV = "EMQD_URL"
 RECONNECT_S = 30.0  # how long a Retried batch is sent again over a lost connection
+
+
+# A cluster's "not now" (docs/CLUSTER.md): the write was not acknowledged (a failover, a
+# queue that moved), or the slot has no primary yet. A Retried batch is sent again.
+NOT_NOW = (TryAgainError, ClusterDownError)
+
+
+def _raise_not_now(replies: list[Any]) -> None:
+    """Raise the first "not now" among a Retried batch's replies (it is sent again whole:
+    sending it twice does what sending it once does)."""
+    for reply in replies:
+        if isinstance(reply, NOT_NOW):
+            raise reply
 
 
 def _redis_options(given: dict[str, Any], retry: object) -> dict[str, Any]:
@@ -147,7 +161,9 @@ class Queue:
         while True:
             try:
                 replies = await self._round_trip(batch)
-            except TRANSPORT_ERRORS as error:
+                if isinstance(batch, Retried):
+                    _raise_not_now(replies)
+            except (*TRANSPORT_ERRORS, *NOT_NOW) as error:
                 delay = patience.retry_in(error) if isinstance(batch, Retried) else None
                 if delay is None:
                     raise
@@ -248,7 +264,9 @@ class SyncQueue:
         while True:
             try:
                 replies = self._round_trip(batch)
-            except TRANSPORT_ERRORS as error:
+                if isinstance(batch, Retried):
+                    _raise_not_now(replies)
+            except (*TRANSPORT_ERRORS, *NOT_NOW) as error:
                 delay = patience.retry_in(error) if isinstance(batch, Retried) else None
                 if delay is None:
                     raise

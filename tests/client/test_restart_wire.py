@@ -148,3 +148,31 @@ def test_a_retried_add_makes_one_job(tmp_path: Path) -> None:
         queue.close()
     finally:
         server.stop()
+
+
+def test_a_cluster_s_tryagain_sends_the_add_again_and_makes_one_job(tmp_path: Path) -> None:
+    """A front answers TRYAGAIN when the cluster did not acknowledge a write (it may or may
+    not have been applied): the client sends the same ADD again, with its id, and one job
+    results (docs/CLUSTER.md, how a client retries)."""
+    server = start_emqd(*FLAGS, dir=str(tmp_path))
+    try:
+        queue = SyncQueue("again", f"redis://127.0.0.1:{server.port}")
+        real = queue.client.execute_command
+        calls = []
+
+        def unacknowledged_first(*argv: object, **options: object) -> object:
+            reply = real(*argv, **options)  # applied, but the front could not say so
+            calls.append(argv)
+            if len(calls) == 1:
+                from redis.exceptions import TryAgainError
+                raise TryAgainError("the cluster did not acknowledge this write")
+            return reply
+
+        queue.client.execute_command = unacknowledged_first  # type: ignore[method-assign]
+        job_id = queue.add(b"hello")
+        queue.client.execute_command = real  # type: ignore[method-assign]
+        assert len(calls) == 2 and calls[0] == calls[1]
+        assert queue.stats().pending == 1 and queue.get(job_id).payload == b"hello"
+        queue.close()
+    finally:
+        server.stop()
