@@ -30,7 +30,13 @@ def test_a_rounded_value_has_a_64_bit_significand_and_is_the_nearest(value: Frac
     if value == 0:
         assert result == 0
         return
-    exponent = math.floor(math.log2(abs(result))) - 63 if result else 0
+    # floor(log2) exactly (math.log2 of a Fraction goes through a float, which rounds
+    # 2**64 - 46079 up to 2**64)
+    magnitude = abs(result)
+    log2 = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** log2 > magnitude:
+        log2 -= 1
+    exponent = log2 - 63
     significand = abs(result) / Fraction(2) ** exponent
     assert significand.denominator == 1 and significand < 2**64
     ulp = Fraction(2) ** exponent
