@@ -26,6 +26,7 @@ from emqd.dispatch import SUBTABLES, TABLE, execute
 from emqd.plan import Block
 from emqd.session import Session
 from emqd.wire.resp import encode
+from tests.syntax import tokens
 
 EXAMPLES = int(os.environ.get("EMQD_FUZZ_EXAMPLES", "12"))
 
@@ -48,15 +49,6 @@ NUMBERS = [b"0", b"1", b"-1", b"2", b"3", b"1000", b"-1000", b"1001", b"92233720
 WORDS = [b"h", b"z", b"q", b"g", b"f", b"a", b"nope", b"emq:{q}:pending", b"emq:{q}:job:1",
          b"emq:queues", b"job-x", b"*", b"h*", b"[a-", b"\\", b"fixed:1000", b"exp:1:2",
          b"exp:100:10", b"max_attempts", b"backoff", b"lane_limit", b"{q}", b"q" * 300]
-
-
-def _tokens(arguments: list[dict[bytes, Any]]) -> set[bytes]:
-    found: set[bytes] = set()
-    for arg in arguments:
-        if b"token" in arg:
-            found.add(arg[b"token"])
-        found |= _tokens(arg.get(b"arguments", []))
-    return found
 
 
 def _rows() -> list[tuple[list[bytes], Any]]:
@@ -85,7 +77,7 @@ def _case(word: bytes) -> st.SearchStrategy[bytes]:
 
 
 def _arguments(row: Any) -> st.SearchStrategy[list[bytes]]:
-    words = sorted(_tokens(ARGUMENTS.get(row.name, [])))
+    words = sorted(tokens(ARGUMENTS.get(row.name, [])))
     choices = [st.sampled_from(NUMBERS), st.sampled_from(WORDS), st.binary(max_size=12)]
     if words:
         choices += [st.sampled_from(words).flatmap(_case)] * 2

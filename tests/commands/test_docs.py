@@ -11,6 +11,7 @@ import pytest
 from emqd.commands.docs import ARGUMENTS
 from emqd.dispatch import SUBTABLES, TABLE
 from tests.support import RawClient, map_elements
+from tests.syntax import words
 
 # Where emqd accepts less than Redis, its hints say so (docs/SERVER.md).
 NARROWER = {"command|list"}  # FILTERBY PATTERN only, not MODULE or ACLCAT
@@ -59,26 +60,6 @@ def test_the_plain_commands_arguments_are_redis_s(emqd_port: int, redis_ref: int
         theirs.close()
 
 
-def _mandatory_words(arguments: list[dict[bytes, Any]]) -> int:
-    """How many words a call needs at least: a token is a word, a block its parts."""
-    words = 0
-    for arg in arguments:
-        flags = arg.get(b"flags")
-        if flags is not None and "optional" in flags.items:
-            continue
-        own = 1 if b"token" in arg else 0
-        kind = arg[b"type"]
-        if kind == b"block":
-            words += own + _mandatory_words(arg[b"arguments"])
-        elif kind == b"oneof":
-            words += own + min(_mandatory_words([choice]) for choice in arg[b"arguments"])
-        elif kind == b"pure-token":
-            words += 1
-        else:
-            words += own + 1
-    return words
-
-
 def _rows() -> dict[str, Any]:
     rows = {name.decode(): row for name, row in TABLE.items()}
     for subtable in SUBTABLES.values():
@@ -91,8 +72,10 @@ def test_every_entry_names_a_command_and_fits_its_arity() -> None:
     assert set(ARGUMENTS) <= set(rows)
     for name, arguments in ARGUMENTS.items():
         arity = rows[name].arity
-        words = 1 + ("|" in name) + _mandatory_words(arguments)
-        assert words == abs(arity), name  # "at least N" is N words with every option left out
+        least, most = words(arguments)
+        names = 1 + ("|" in name)  # the command's own name, and a subcommand's
+        assert names + least == abs(arity), name  # "at least N": every option left out
+        assert (arity > 0) is (least == most), name  # a fixed arity: nothing varies
 
 
 def test_every_verb_that_takes_arguments_has_its_hints(emqd_port: int) -> None:
