@@ -11,7 +11,9 @@ the command's name and each token in capitals, typed as they are; each value
 by its argument's name, in lower case; `[...]` around what is optional;
 `a | b` for a choice, inside `<...>` unless the brackets of an optional
 choice without a token already hold it; `x [x ...]` for what repeats (with
-its token only when the token repeats too).
+its token only when the token repeats too). One departure from redis.io, so
+that EMQ.FLOW's line stays readable: a repeated block that opens with a token
+repeats as that token, `CHILD child-queue child-payload ... [CHILD ...]`.
 
 `matches` says whether an argv (the words after the command's name) is one the
 arguments describe: tokens in any case, the parts in the table's order, an
@@ -59,9 +61,20 @@ def _render(arg: Argument) -> str:
         body = arg[b"name"].decode()
     text = " ".join(part for part in (token, body) if part)
     if "multiple" in flags:
-        again = text if "multiple_token" in flags else body
-        text = f"{text} [{again} ...]"
+        text = f"{text} [{_again(arg, text, body)} ...]"
     return f"[{text}]" if optional else text
+
+
+def _again(arg: Argument, text: str, body: str) -> str:
+    """What a repetition writes before its `...`: the token only when it repeats too,
+    and of a block that opens with a token, that token alone."""
+    if "multiple_token" in _flags(arg):
+        return text
+    if arg[b"type"] == b"block":
+        first = _token(arg[b"arguments"][0])
+        if first is not None:
+            return first
+    return body
 
 
 def matches(argv: list[bytes], arguments: list[Argument]) -> bool:

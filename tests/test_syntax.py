@@ -35,6 +35,9 @@ REDIS_IO = {
 SORT_GET = [docs.string("pattern", token="GET", optional=True, multiple=True,
                         multiple_token=True)]
 WEIGHTS = [docs.integer("weight", token="WEIGHTS", optional=True, multiple=True)]
+# A repeated block that opens with a token repeats as that token (EMQ.FLOW's CHILD).
+CHILDREN = docs.block("child", docs.string("queue", token="CHILD"), docs.string("payload"),
+                      docs.integer("under", token="UNDER", optional=True), multiple=True)
 
 
 @pytest.mark.parametrize(("name", "line"), REDIS_IO.items())
@@ -45,6 +48,7 @@ def test_a_redis_command_renders_as_redis_io_writes_it(name: str, line: str) -> 
 def test_a_repeated_token_is_written_with_each_repetition_only_when_it_repeats() -> None:
     assert render("sort", SORT_GET) == "SORT [GET pattern [GET pattern ...]]"
     assert render("zunion", WEIGHTS) == "ZUNION [WEIGHTS weight [weight ...]]"
+    assert render("x", [CHILDREN]) == "X CHILD queue payload [UNDER under] [CHILD ...]"
 
 
 def _argv(line: str) -> list[bytes]:
@@ -91,6 +95,11 @@ def test_the_matcher_takes_what_the_syntax_allows(name: str, argv: str, ok: bool
     (SORT_GET, "GET a b", False),
     (WEIGHTS, "WEIGHTS 1 2", True),
     (WEIGHTS, "WEIGHTS 1 WEIGHTS 2", False),
+    ([CHILDREN], "CHILD q p", True),
+    ([CHILDREN], "CHILD q p UNDER 0 CHILD r s UNDER 1 CHILD t u", True),
+    ([CHILDREN], "", False),
+    ([CHILDREN], "CHILD q p r", False),
+    ([CHILDREN], "CHILD q p UNDER", False),
 ])
 def test_a_repeated_token_matches_only_where_it_repeats(arguments: list, argv: str,
                                                        ok: bool) -> None:
