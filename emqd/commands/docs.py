@@ -1,16 +1,21 @@
-"""COMMAND DOCS `arguments`: every command"s arguments, as Redis describes its own.
+"""COMMAND DOCS `arguments`: every command's arguments, as Redis describes its own.
 
 redis-cli (7.2 and later) and IDEs build their argument hints from COMMAND
 DOCS, so each command and subcommand that takes arguments is listed here,
-with Redis"s names, types, tokens and flags. The plain Redis commands" lists
-are Redis 7.0"s (tests/commands/test_docs.py compares them byte for byte with
+with Redis's names, types, tokens and flags. The plain Redis commands' lists
+are Redis 7.0's (tests/commands/test_docs.py compares them byte for byte with
 a redis-server), except where emqd accepts less (`COMMAND LIST FILTERBY`
-takes PATTERN only); the EMQ verbs" lists follow docs/PROTOCOL.md section 5.
-This table lives apart from the command rows so that a verb"s module stays
-its parser and planner, and the hints can grow without touching it.
+takes PATTERN only). For the EMQ verbs this table is the one source of their
+syntax: the heading of each verb in docs/PROTOCOL.md section 5 and the first
+lines of its module's docstring are its entry rendered (tests/syntax.py, as
+redis.io renders Redis's), the Python client's argv must match it, and the
+verb's parser must take that argv (tests/commands/test_docs_copies.py,
+tests/client/test_commands_syntax.py). This table lives apart from the
+command rows so that a verb's module stays its parser and planner, and the
+hints can grow without touching it.
 
 Each builder returns one argument as the map Redis replies with, its fields
-in Redis"s order (name, type, key_spec_index, token, since, flags, arguments).
+in Redis's order (name, type, key_spec_index, token, since, flags, arguments).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def _arg(name: str, kind: str, *, token: str | None = None, since: str | None = 
 
 
 def key(name: str = "key", spec: int = 0, **options: Any) -> dict[bytes, Any]:
-    """A key; `spec` is its index in COMMAND INFO"s key specs (one spec: 0)."""
+    """A key; `spec` is its index in COMMAND INFO's key specs (one spec: 0)."""
     return _arg(name, "key", key_spec=spec, **options)
 
 
@@ -321,7 +326,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
         key(optional=True, multiple=True),
         string("arg", optional=True, multiple=True),
     ],
-    # The EMQ verbs (docs/PROTOCOL.md section 5).
+    # The EMQ verbs: the source of their syntax (docs/PROTOCOL.md section 5 renders it).
     "emq.add": [
         _QUEUE, string("payload"), *_JOB_OPTIONS,
         block("unique", string("key", token="UNIQUE"),

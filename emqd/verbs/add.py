@@ -1,5 +1,5 @@
-"""EMQ.ADD QUEUE PAYLOAD [ID id] [DELAY ms | AT unix_ms] [PRIORITY p] [MAXATTEMPTS n]
-[BACKOFF rule] [GROUP g] [UNIQUE key [TTL ms]]
+"""EMQ.ADD queue payload [ID id] [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [UNIQUE key [TTL ttl-ms]]
 
 Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
 enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane

@@ -1,4 +1,4 @@
-"""EMQ.CHILDREN QUEUE ID
+"""EMQ.CHILDREN queue id
 
 A flow's parent's children (verbs/flows.py), so that the parent's handler can
 use their results: for each child, in the order the flow gave them, `[queue,

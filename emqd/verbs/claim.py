@@ -1,4 +1,4 @@
-"""EMQ.CLAIM QUEUE LEASE_MS [COUNT n] [BLOCK ms]
+"""EMQ.CLAIM queue lease-ms [COUNT count] [BLOCK block-ms]
 
 Takes up to n (default 1) jobs from the front of `pending` (lowest score,
 ties to the smaller id); when the queue has lanes that can be served (its

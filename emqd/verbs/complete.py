@@ -1,4 +1,4 @@
-"""EMQ.COMPLETE QUEUE ID TOKEN [RESULT bytes]
+"""EMQ.COMPLETE queue id token [RESULT result]
 
 The holder of TOKEN finishes the job. Plan: `ZREM active`, `state
 completed`, `finished_ms`, `result` if given, `ZADD completed now id`,

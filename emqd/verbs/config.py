@@ -1,4 +1,4 @@
-"""EMQ.CONFIG QUEUE GET [field] | EMQ.CONFIG QUEUE SET field value [field value ...]
+"""EMQ.CONFIG queue <GET [field] | SET field value [field value ...]>
 
 A queue's own settings (protocol section 6.3), stored in `p.."config"` over the
 server's defaults. Field names are case-insensitive and stored in lower case.

@@ -1,4 +1,4 @@
-"""EMQ.EXTEND QUEUE ID TOKEN LEASE_MS
+"""EMQ.EXTEND queue id token lease-ms
 
 Heartbeat: the holder of TOKEN pushes its lease deadline to now + LEASE_MS
 and stamps the current process's run_id as `lease_epoch` (a lease extended

@@ -1,4 +1,4 @@
-"""EMQ.FAIL QUEUE ID TOKEN [ERROR text] [MAXATTEMPTS n] [BACKOFF ms]
+"""EMQ.FAIL queue id token [ERROR error] [MAXATTEMPTS max-attempts] [BACKOFF backoff-ms]
 
 The holder of TOKEN reports a failure: the seed's `decide_fail`, step by
 step. The guard (`job.held`), then `f = next(failures)`; the cap is

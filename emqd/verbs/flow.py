@@ -1,4 +1,9 @@
-"""EMQ.FLOW PQUEUE PPAYLOAD [options] CHILD CQUEUE CPAYLOAD [options] [UNDER n] [CHILD ...]
+"""EMQ.FLOW queue payload [ID id] [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group]
+[ONCHILDFAIL <FAIL | IGNORE | REMOVE>] CHILD child-queue child-payload [ID id]
+[DELAY delay-ms | AT unix-time-ms] [PRIORITY priority] [MAXATTEMPTS max-attempts]
+[BACKOFF backoff-rule] [GROUP group] [ONCHILDFAIL <FAIL | IGNORE | REMOVE>] [UNDER under]
+[CHILD ...]
 
 One plan adds a parent and its children (verbs/flows.py): each child may live
 in another queue, and may itself be the parent of later children (`UNDER n`

@@ -1,4 +1,4 @@
-"""EMQ.GET QUEUE ID
+"""EMQ.GET queue id
 
 Returns: the job row as HGETALL gives it (a map: a flat field/value array in
 RESP2, fields in the row's own order), or nil (`*-1` in RESP2, `_` in RESP3)

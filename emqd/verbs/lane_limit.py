@@ -1,4 +1,4 @@
-"""EMQ.LANE.LIMIT QUEUE GROUP n
+"""EMQ.LANE.LIMIT queue group limit
 
 Sets lane GROUP's own concurrency limit: at most n of its jobs active at
 once, 0 for no limit (protocol section 8). Without it a lane has the queue's

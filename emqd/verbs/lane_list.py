@@ -1,4 +1,4 @@
-"""EMQ.LANES QUEUE
+"""EMQ.LANES queue
 
 Returns: a map of every lane that has waiting or active jobs, group ->
 `[pending, active]` (two integers), in group-name order (a flat array in

@@ -1,4 +1,4 @@
-"""EMQ.LANE.RATE QUEUE GROUP MAX PER_MS | EMQ.LANE.RATE QUEUE GROUP OFF
+"""EMQ.LANE.RATE queue group <max per-ms | OFF>
 
 Lane GROUP's rate limit (verbs/rates.py), beside EMQ.LANE.LIMIT's
 concurrency: at most MAX claims of its jobs in any window of PER_MS. Plan:

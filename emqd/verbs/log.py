@@ -1,4 +1,4 @@
-"""EMQ.LOG QUEUE ID TOKEN LINE
+"""EMQ.LOG queue id token line
 
 The holder of TOKEN appends LINE (up to 4 KiB) to the job's log, which keeps
 its newest `keep_log_lines` lines (queue setting, default 100; 0 keeps none).

@@ -1,4 +1,4 @@
-"""EMQ.LOGS QUEUE ID [START n] [COUNT n]
+"""EMQ.LOGS queue id [START start] [COUNT count]
 
 The job's log lines (EMQ.LOG; job_log.py), oldest first: from the START-th
 line kept (0-based, default 0), at most COUNT of them (default all). Any

@@ -1,4 +1,4 @@
-"""EMQ.PAUSE QUEUE
+"""EMQ.PAUSE queue
 
 Stops CLAIM from handing out the queue's jobs: `HSET meta paused 1`. Jobs can
 still be added, completed, failed and recovered while paused.

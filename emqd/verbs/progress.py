@@ -1,4 +1,4 @@
-"""EMQ.PROGRESS QUEUE ID TOKEN VALUE
+"""EMQ.PROGRESS queue id token value
 
 The holder of TOKEN records how far it got: VALUE is any bulk string up to
 4 KiB (a percentage, a count, a JSON document), kept in the row's `progress`

@@ -1,4 +1,4 @@
-"""EMQ.PROMOTE QUEUE [LIMIT n] | EMQ.PROMOTE QUEUE ID id
+"""EMQ.PROMOTE queue [LIMIT limit | ID id]
 
 Scheduled jobs whose due time is <= now (the first LIMIT, default 1000, in
 due order) enter pending (a lane job: its lane, with the lane bookkeeping of

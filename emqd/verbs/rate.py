@@ -1,4 +1,4 @@
-"""EMQ.RATE QUEUE MAX PER_MS | EMQ.RATE QUEUE OFF
+"""EMQ.RATE queue <max per-ms | OFF>
 
 The queue's rate limit (verbs/rates.py): at most MAX claims of QUEUE in any
 window of PER_MS, lanes included. Plan: `HSET meta rate_max MAX rate_per_ms

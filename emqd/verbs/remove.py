@@ -1,4 +1,4 @@
-"""EMQ.REMOVE QUEUE ID
+"""EMQ.REMOVE queue id
 
 Deletes a job that is not active: its row (with its log, job_log.py), and its
 entry in the set its `state` names (pending or its lane, scheduled, waiting,

@@ -1,5 +1,5 @@
-"""EMQ.REPEAT QUEUE NAME (EVERY ms | CRON expr [TZ zone]) PAYLOAD [PRIORITY p] [MAXATTEMPTS n]
-[BACKOFF rule] [GROUP g]
+"""EMQ.REPEAT queue name <EVERY every-ms | CRON expression [TZ zone]> payload [PRIORITY priority]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group]
 
 Creates or replaces the schedule NAME of QUEUE (verbs/schedules.py): the
 server adds one job per slot, itself (housekeeping runs verbs/repeat_fire.py

@@ -1,4 +1,4 @@
-"""EMQ.REPEAT.DEL QUEUE NAME
+"""EMQ.REPEAT.DEL queue name
 
 Deletes the schedule NAME of QUEUE (verbs/schedules.py): `DEL
 p.."repeat:"..NAME`, `ZREM p.."repeats" NAME`. The jobs it already added stay.

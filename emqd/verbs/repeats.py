@@ -1,4 +1,4 @@
-"""EMQ.REPEATS QUEUE
+"""EMQ.REPEATS queue
 
 Every schedule of QUEUE (verbs/schedules.py), in the order of their next
 slot: for each, a map of `name`, `next_ms` (integer), `every` (integer ms) or

@@ -1,4 +1,4 @@
-"""EMQ.REQUEUE QUEUE ID TOKEN
+"""EMQ.REQUEUE queue id token
 
 The holder gives the job back without failing it. The plan for a flat job is
 exactly three writes: `ZREM active`, `HSET state pending`, `ZADD pending

@@ -1,4 +1,4 @@
-"""EMQ.RESUME QUEUE
+"""EMQ.RESUME queue
 
 Lets CLAIM serve the queue again: `HDEL meta paused`. Blocking CLAIMs watch
 the queue's `meta` key, so this write wakes the clients parked on the queue.

@@ -1,4 +1,4 @@
-"""EMQ.REVIVE QUEUE ID [RESET]
+"""EMQ.REVIVE queue id [RESET]
 
 The dead-letter return: a dead job re-enters pending (a lane job: its lane,
 with the lane bookkeeping of lanes.py) at the front of its band (`ZREM

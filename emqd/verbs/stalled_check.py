@@ -1,4 +1,4 @@
-"""EMQ.STALLED.CHECK QUEUE [MAXSTALLED n] [LIMIT n]
+"""EMQ.STALLED.CHECK queue [MAXSTALLED max-stalled] [LIMIT limit]
 
 The one recovery verb (there is no reaper): jobs whose lease ran out go back
 to pending, or die when their stall budget is spent. Housekeeping runs this

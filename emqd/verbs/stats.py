@@ -1,4 +1,4 @@
-"""EMQ.STATS QUEUE
+"""EMQ.STATS queue
 
 Returns: a map of integers, in this order: `pending` (the flat queue and every
 lane together), `active`, `scheduled`, `dead`, `completed` (the set sizes),

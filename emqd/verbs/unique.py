@@ -1,4 +1,4 @@
-"""Unique jobs (`EMQ.ADD ... UNIQUE key [TTL ms]`): one live job per key.
+"""Unique jobs (`EMQ.ADD ... UNIQUE key [TTL ttl-ms]`): one live job per key.
 
 Keys: `p.."unique"` (hash: key -> the id of the job holding it) and
 `p.."unique:ttl"` (zset: key -> the time its hold ends, for keys added with

@@ -1,4 +1,4 @@
-"""EMQ.WAIT QUEUE ID TIMEOUT_MS
+"""EMQ.WAIT queue id timeout-ms
 
 Waits until the job is finished: `completed` or `dead`. A job that already
 is answers at once; otherwise the client parks on the job's row key, as a
