@@ -439,7 +439,7 @@ class QueueCommands:
         key = raw_bytes(name)
         if not 0 < len(key) <= 256 or b"{" in key or b"}" in key:
             raise ValueError(f"invalid queue name {name!r}: 1..256 bytes without braces")
-        self.key = name  # as given: redis-py sends a str as UTF-8, bytes as they are
+        self.key = key  # the bytes sent: a name shown as text (surrogateescape) round trips
         self.name = text(key)  # as shown
         self.prefix = b"emq:{" + key + b"}:"
         self.events_channel = self.prefix + b"events"  # the queue's events (Queue.events)
@@ -484,7 +484,7 @@ class QueueCommands:
 
     def add_unique(self, payload: Any, key: str | bytes, *, ttl_ms: int | None = None,
                    **options: Any) -> Operation[Added]:
-        """EMQ.ADD ... UNIQUE key [TTL ms]: the job holding `key`, new or not. (An ADD
+        """EMQ.ADD ... UNIQUE key [TTL ttl-ms]: the job holding `key`, new or not. (An ADD
         sent again after a lost reply answers `added` False for the job the first try
         added.)"""
         job_id, options = _named(options)
@@ -655,7 +655,7 @@ class QueueCommands:
         if on_child_fail is not None:
             argv += ["ONCHILDFAIL", on_child_fail]
         for child in children:
-            argv += ["CHILD", child.queue, payload_bytes(child.payload),
+            argv += ["CHILD", raw_bytes(child.queue), payload_bytes(child.payload),
                      *job_options(**child.options)]
             if child.on_child_fail is not None:
                 argv += ["ONCHILDFAIL", child.on_child_fail]

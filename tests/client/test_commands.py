@@ -143,7 +143,7 @@ def test_add_many_of_nothing_sends_nothing() -> None:
 def test_claim_parses_jobs_and_nil() -> None:
     command, jobs = one(Q.claim(30000, count=4, block_ms=1000),
                         [[b"7", b"2", b'{"a":1}', 1], [b"8", b"1", b"raw", 0]])
-    assert command == ("EMQ.CLAIM", "mail", 30000, "COUNT", 4, "BLOCK", 1000)
+    assert command == ("EMQ.CLAIM", b"mail", 30000, "COUNT", 4, "BLOCK", 1000)
     assert jobs == [Job("7", b'{"a":1}', "2", 1), Job("8", b"raw", "1", 0)]
     assert jobs[0].json() == {"a": 1}
     assert one(Q.claim(100), [])[1] == []
@@ -153,7 +153,7 @@ def test_claim_parses_jobs_and_nil() -> None:
 def test_tokens_and_ids_round_trip_as_exact_bytes() -> None:
     (_, [job]) = one(Q.claim(100), [[b"\xff\x00id", b"01", b"p", 0]])
     command, _ = one(Q.complete(job), b"OK")
-    assert command == ("EMQ.COMPLETE", "mail", b"\xff\x00id", b"01")
+    assert command == ("EMQ.COMPLETE", b"mail", b"\xff\x00id", b"01")
 
 
 @pytest.mark.parametrize(("result", "sent"), [
@@ -163,7 +163,7 @@ def test_tokens_and_ids_round_trip_as_exact_bytes() -> None:
 def test_complete_sends_result_only_when_there_is_one(result: Any, sent: bytes | None) -> None:
     job = Job("7", b"", "2")
     command, _ = one(Q.complete(job, result), b"OK")
-    assert command[:4] == ("EMQ.COMPLETE", "mail", b"7", b"2")
+    assert command[:4] == ("EMQ.COMPLETE", b"mail", b"7", b"2")
     assert command[4:] == (() if sent is None else ("RESULT", sent))
     assert result_bytes(result) == sent
 
@@ -172,19 +172,19 @@ def test_fail_options_and_verdict() -> None:
     job = Job("7", b"", "2")
     command, verdict = one(Q.fail(job, "ValueError: x", max_attempts=1, backoff_ms=0),
                            [b"dead", 1])
-    assert command == ("EMQ.FAIL", "mail", b"7", b"2", "ERROR", "ValueError: x",
+    assert command == ("EMQ.FAIL", b"mail", b"7", b"2", "ERROR", "ValueError: x",
                        "MAXATTEMPTS", 1, "BACKOFF", 0)
     assert verdict.dead and verdict.failures == 1
     command, verdict = one(Q.fail(job), [b"scheduled", 2])
-    assert command == ("EMQ.FAIL", "mail", b"7", b"2")
+    assert command == ("EMQ.FAIL", b"mail", b"7", b"2")
     assert not verdict.dead and verdict.failures == 2
 
 
 def test_requeue_and_extend() -> None:
     job = Job("7", b"", "3")
-    assert one(Q.requeue(job), b"OK")[0] == ("EMQ.REQUEUE", "mail", b"7", b"3")
+    assert one(Q.requeue(job), b"OK")[0] == ("EMQ.REQUEUE", b"mail", b"7", b"3")
     command, deadline = one(Q.extend(job, 900), 1700000000900)
-    assert command == ("EMQ.EXTEND", "mail", b"7", b"3", 900)
+    assert command == ("EMQ.EXTEND", b"mail", b"7", b"3", 900)
     assert deadline == 1700000000900
 
 
@@ -196,7 +196,7 @@ def test_requeue_and_extend() -> None:
 ])
 def test_get_reads_resp2_and_resp3_rows(reply: Any) -> None:
     command, info = one(Q.get("9"), reply)
-    assert command == ("EMQ.GET", "mail", b"9")
+    assert command == ("EMQ.GET", b"mail", b"9")
     assert (info.id, info.state, info.payload) == ("9", "dead", b"{}")
     assert (info.attempts, info.failures, info.stalled) == (2, 3, 0)
     assert info.last_error == "ValueError: x" and info.result is None
@@ -209,7 +209,7 @@ def test_stats_in_resp2_and_resp3() -> None:
             b"completed_total", 9, b"failed_total", 2, b"trimmed_dead", 0, b"paused", 1,
             b"waiting", 4]
     expected = Stats(3, 1, 0, 2, 5, 9, 2, 0, 1, 4)
-    assert one(Q.stats(), flat) == (("EMQ.STATS", "mail"), expected)
+    assert one(Q.stats(), flat) == (("EMQ.STATS", b"mail"), expected)
     as_map = dict(zip(flat[::2], flat[1::2], strict=True))
     assert one(Q.stats(), as_map)[1] == expected
 
@@ -219,20 +219,20 @@ def test_dead_is_zrange_then_rows_in_one_batch_skipping_vanished_rows() -> None:
                         [[b"state", b"dead", b"payload", b"a"], None,
                          [b"state", b"dead", b"payload", b"c"]])
     assert sent[0] == [("ZRANGE", b"emq:{mail}:dead", 10, 12)]
-    assert sent[1] == [("EMQ.GET", "mail", b"4"), ("EMQ.GET", "mail", b"5"),
-                       ("EMQ.GET", "mail", b"6")]
+    assert sent[1] == [("EMQ.GET", b"mail", b"4"), ("EMQ.GET", b"mail", b"5"),
+                       ("EMQ.GET", b"mail", b"6")]
     assert [(i.id, i.payload) for i in infos] == [("4", b"a"), ("6", b"c")]
     sent, infos = drive(Q.dead(), [[]])
     assert (sent, infos) == ([[("ZRANGE", b"emq:{mail}:dead", 0, 99)]], [])
 
 
 def test_steering_commands() -> None:
-    assert one(Q.revive("3"), b"OK")[0] == ("EMQ.REVIVE", "mail", b"3")
-    assert one(Q.revive("3", reset=True), b"OK")[0] == ("EMQ.REVIVE", "mail", b"3", "RESET")
-    assert one(Q.remove("3"), 1) == (("EMQ.REMOVE", "mail", b"3"), True)
+    assert one(Q.revive("3"), b"OK")[0] == ("EMQ.REVIVE", b"mail", b"3")
+    assert one(Q.revive("3", reset=True), b"OK")[0] == ("EMQ.REVIVE", b"mail", b"3", "RESET")
+    assert one(Q.remove("3"), 1) == (("EMQ.REMOVE", b"mail", b"3"), True)
     assert one(Q.remove("3"), 0)[1] is False
-    assert one(Q.pause(), b"OK")[0] == ("EMQ.PAUSE", "mail")
-    assert one(Q.resume(), b"OK")[0] == ("EMQ.RESUME", "mail")
+    assert one(Q.pause(), b"OK")[0] == ("EMQ.PAUSE", b"mail")
+    assert one(Q.resume(), b"OK")[0] == ("EMQ.RESUME", b"mail")
 
 
 def test_error_replies_become_the_client_classes() -> None:
@@ -268,15 +268,15 @@ def test_a_queue_name_may_be_bytes_even_not_utf8() -> None:
 ])
 def test_get_config_reads_every_setting_or_one(reply: Any) -> None:
     command, settings = one(Q.get_config(), reply)
-    assert command == ("EMQ.CONFIG", "mail", "GET")
+    assert command == ("EMQ.CONFIG", b"mail", "GET")
     assert settings == {"max_attempts": "3", "backoff": "fixed:1000"}
     assert one(Q.get_config("backoff"), b"exp:1:2") == (
-        ("EMQ.CONFIG", "mail", "GET", "backoff"), "exp:1:2")
+        ("EMQ.CONFIG", b"mail", "GET", "backoff"), "exp:1:2")
 
 
 def test_set_config_sends_every_pair_in_one_command() -> None:
     command, _ = one(Q.set_config(max_attempts=5, backoff="exp:100:60000"), b"OK")
-    assert command == ("EMQ.CONFIG", "mail", "SET", "max_attempts", 5, "backoff", "exp:100:60000")
+    assert command == ("EMQ.CONFIG", b"mail", "SET", "max_attempts", 5, "backoff", "exp:100:60000")
     with pytest.raises(ValueError):
         next(Q.set_config())
     with pytest.raises(ResponseError, match="unknown field"):
@@ -288,15 +288,15 @@ def test_set_config_sends_every_pair_in_one_command() -> None:
 ])
 def test_lanes_and_their_limits(reply: Any) -> None:
     command, lanes = one(Q.lanes(), reply)
-    assert command == ("EMQ.LANES", "mail")
+    assert command == ("EMQ.LANES", b"mail")
     assert lanes == {"acme": Lane(pending=2, active=1), "beta": Lane(pending=0, active=1)}
-    assert one(Q.set_lane_limit("acme", 2), b"OK")[0] == ("EMQ.LANE.LIMIT", "mail", b"acme", 2)
+    assert one(Q.set_lane_limit("acme", 2), b"OK")[0] == ("EMQ.LANE.LIMIT", b"mail", b"acme", 2)
 
 
 def test_queues_and_promote() -> None:
     assert one(Q.queues(), [b"mail", b"reports"]) == (("EMQ.QUEUES",), ["mail", "reports"])
-    assert one(Q.promote(), 3) == (("EMQ.PROMOTE", "mail"), 3)
-    assert one(Q.promote(limit=10), 0) == (("EMQ.PROMOTE", "mail", "LIMIT", 10), 0)
+    assert one(Q.promote(), 3) == (("EMQ.PROMOTE", b"mail"), 3)
+    assert one(Q.promote(limit=10), 0) == (("EMQ.PROMOTE", b"mail", "LIMIT", 10), 0)
 
 
 def test_job_info_exposes_raw_fields() -> None:
@@ -308,7 +308,7 @@ def test_job_info_exposes_raw_fields() -> None:
 # --- issue 13: waiting, logs, progress, events ------------------------------------------------
 def test_wait_reads_both_endings_and_the_timeout() -> None:
     assert one(Q.wait("7", 500), [b"completed", b"42"]) == (
-        ("EMQ.WAIT", "mail", b"7", 500), Finished("7", "completed", result=b"42"))
+        ("EMQ.WAIT", b"mail", b"7", 500), Finished("7", "completed", result=b"42"))
     _, dead = one(Q.wait("7"), [b"dead", b"boom"])
     assert dead == Finished("7", "dead", error="boom") and dead.dead and not dead.completed
     assert one(Q.wait("7"), [b"completed", None])[1].result is None
@@ -321,9 +321,9 @@ def test_add_and_wait_is_add_then_wait_for_that_id() -> None:
     sent, result = drive(Q.add_and_wait({"n": 1}, timeout_ms=100, priority=2), [b"9"],
                          [[b"completed", b"done"]])
     picked, add = unnamed(sent[0][0])
-    assert add == ("EMQ.ADD", "mail", b'{"n":1}', "PRIORITY", 2)
+    assert add == ("EMQ.ADD", b"mail", b'{"n":1}', "PRIORITY", 2)
     (wait,) = sent[1]
-    assert wait[:3] == ("EMQ.WAIT", "mail", b"9") and 90 <= wait[3] <= 100  # the time left
+    assert wait[:3] == ("EMQ.WAIT", b"mail", b"9") and 90 <= wait[3] <= 100  # the time left
     assert result == b"done"
     with pytest.raises(JobDead) as dead:
         drive(Q.add_and_wait(b"x", timeout_ms=0), [b"9"], [[b"dead", b"boom"]])
@@ -353,14 +353,14 @@ def test_a_wait_sent_again_asks_for_the_time_left_and_a_lost_one_names_its_job()
 
 
 def test_logs_progress_and_log() -> None:
-    assert one(Q.logs("7"), [b"a", b"\xff"]) == (("EMQ.LOGS", "mail", b"7"), ["a", "\udcff"])
+    assert one(Q.logs("7"), [b"a", b"\xff"]) == (("EMQ.LOGS", b"mail", b"7"), ["a", "\udcff"])
     assert one(Q.logs("7", start=2, count=5), [])[0] == (
-        "EMQ.LOGS", "mail", b"7", "START", 2, "COUNT", 5)
+        "EMQ.LOGS", b"mail", b"7", "START", 2, "COUNT", 5)
     job = Job("7", b"", "3")
-    assert one(Q.progress(job, 50), b"OK")[0] == ("EMQ.PROGRESS", "mail", b"7", b"3", b"50")
+    assert one(Q.progress(job, 50), b"OK")[0] == ("EMQ.PROGRESS", b"mail", b"7", b"3", b"50")
     assert one(Q.progress(job, {"pct": 5}), b"OK")[0][-1] == b'{"pct":5}'
     assert one(Q.progress(job, "half"), b"OK")[0][-1] == b"half"
-    assert one(Q.log(job, "step 1"), 4) == (("EMQ.LOG", "mail", b"7", b"3", b"step 1"), 4)
+    assert one(Q.log(job, "step 1"), 4) == (("EMQ.LOG", b"mail", b"7", b"3", b"step 1"), 4)
     with pytest.raises(StaleJob):
         one(Q.log(job, "x"), ResponseError("EMQSTALE token mismatch"))
 
@@ -375,7 +375,7 @@ def test_queue_events_parse_into_name_id_ts_and_fields() -> None:
 # --- issue 14: unique jobs, flows, schedules, rate limits ------------------------------------
 def test_add_unique_says_whether_it_added() -> None:
     command, added = one(Q.add_unique(b"x", "ada", ttl_ms=500, priority=2), [b"4", b"added"])
-    assert unnamed(command)[1] == ("EMQ.ADD", "mail", b"x", "PRIORITY", 2, "UNIQUE", b"ada",
+    assert unnamed(command)[1] == ("EMQ.ADD", b"mail", b"x", "PRIORITY", 2, "UNIQUE", b"ada",
                                    "TTL", 500)
     assert added == Added("4", True)
     assert one(Q.add_unique(b"x", b"ada"), [b"4", b"exists"])[1] == Added("4", False)
@@ -390,10 +390,10 @@ def test_flow_builds_one_command_and_reads_its_ids() -> None:
     command, made = one(Q.flow(b"p", children, on_child_fail="remove", priority=1),
                         [b"1", [b"1", b"2", b"m1"]])
     parent, command = unnamed(command)
-    assert command == ("EMQ.FLOW", "mail", b"p", "PRIORITY", 1, "ONCHILDFAIL", "remove",
-                       "CHILD", "fetch", b"a", "GROUP", b"g",
-                       "CHILD", "fetch", b'{"n":1}', "ONCHILDFAIL", "ignore",
-                       "CHILD", "mail", b"b", "ID", b"m1", "UNDER", 2)
+    assert command == ("EMQ.FLOW", b"mail", b"p", "PRIORITY", 1, "ONCHILDFAIL", "remove",
+                       "CHILD", b"fetch", b"a", "GROUP", b"g",
+                       "CHILD", b"fetch", b'{"n":1}', "ONCHILDFAIL", "ignore",
+                       "CHILD", b"mail", b"b", "ID", b"m1", "UNDER", 2)
     assert made == Flow("1", ["1", "2", "m1"])
     with pytest.raises(ValueError, match="at least one child"):
         next(Q.flow(b"p", []))
@@ -402,7 +402,7 @@ def test_flow_builds_one_command_and_reads_its_ids() -> None:
 def test_children_reads_states_and_results() -> None:
     reply = [[b"fetch", b"1", b"completed", b"r"], [b"fetch", b"2", b"pending", None]]
     command, listed = one(Q.children("9"), reply)
-    assert command == ("EMQ.CHILDREN", "mail", b"9")
+    assert command == ("EMQ.CHILDREN", b"mail", b"9")
     assert listed == [ChildInfo("fetch", "1", "completed", b"r"),
                       ChildInfo("fetch", "2", "pending", None)]
     assert one(Q.children("9"), None)[1] is None
@@ -410,9 +410,9 @@ def test_children_reads_states_and_results() -> None:
 
 def test_repeat_and_its_listing() -> None:
     assert one(Q.repeat("tick", b"x", every_ms=1000, priority=2), 5000) == (
-        ("EMQ.REPEAT", "mail", b"tick", "EVERY", 1000, b"x", "PRIORITY", 2), 5000)
+        ("EMQ.REPEAT", b"mail", b"tick", "EVERY", 1000, b"x", "PRIORITY", 2), 5000)
     command, _ = one(Q.repeat("d", {"a": 1}, cron="0 8 * * 1", tz="Europe/Paris"), 7)
-    assert command == ("EMQ.REPEAT", "mail", b"d", "CRON", "0 8 * * 1", "TZ", "Europe/Paris",
+    assert command == ("EMQ.REPEAT", b"mail", b"d", "CRON", "0 8 * * 1", "TZ", "Europe/Paris",
                        b'{"a":1}')
     for bad in ({}, {"every_ms": 1, "cron": "* * * * *"}, {"every_ms": 1, "tz": "UTC"}):
         with pytest.raises(ValueError):
@@ -423,11 +423,11 @@ def test_repeat_and_its_listing() -> None:
             b"priority", b"2"]
     assert one(Q.repeats(), [flat])[1] == [Schedule("tick", 5000, b"x", every_ms=1000,
                                                     options={"priority": "2"})]
-    assert one(Q.delete_repeat("tick"), 1) == (("EMQ.REPEAT.DEL", "mail", b"tick"), True)
+    assert one(Q.delete_repeat("tick"), 1) == (("EMQ.REPEAT.DEL", b"mail", b"tick"), True)
 
 
 def test_rate_limits() -> None:
-    assert one(Q.set_rate(10, 1000), b"OK")[0] == ("EMQ.RATE", "mail", 10, 1000)
-    assert one(Q.clear_rate(), b"OK")[0] == ("EMQ.RATE", "mail", "OFF")
-    assert one(Q.set_lane_rate("g", 2, 500), b"OK")[0] == ("EMQ.LANE.RATE", "mail", b"g", 2, 500)
-    assert one(Q.clear_lane_rate("g"), b"OK")[0] == ("EMQ.LANE.RATE", "mail", b"g", "OFF")
+    assert one(Q.set_rate(10, 1000), b"OK")[0] == ("EMQ.RATE", b"mail", 10, 1000)
+    assert one(Q.clear_rate(), b"OK")[0] == ("EMQ.RATE", b"mail", "OFF")
+    assert one(Q.set_lane_rate("g", 2, 500), b"OK")[0] == ("EMQ.LANE.RATE", b"mail", b"g", 2, 500)
+    assert one(Q.clear_lane_rate("g"), b"OK")[0] == ("EMQ.LANE.RATE", b"mail", b"g", "OFF")

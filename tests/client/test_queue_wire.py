@@ -9,7 +9,7 @@ import pytest
 import redis
 from redis.exceptions import ResponseError
 
-from emqd.client import Job, JobStateError, Lane, NewJob, Queue, StaleJob, SyncQueue
+from emqd.client import Child, Job, JobStateError, Lane, NewJob, Queue, StaleJob, SyncQueue
 
 
 @pytest.fixture
@@ -87,7 +87,14 @@ def test_a_queue_named_by_bytes_that_are_not_utf8(emqd_port: int, r: redis.Redis
         (job,) = q.claim(30000)
         q.complete(job, b"done")
         assert q.get(job_id).result == b"done"
+        shown = q.name
+        assert q.queues() == [shown] == ["q\udcff"]  # surrogateescape
     assert r.hget(b"emq:{q\xff}:job:" + job_id.encode(), "state") == b"completed"
+    # The name as the client shows it opens the same queue, as a flow's child queue too.
+    with SyncQueue(shown, f"redis://127.0.0.1:{emqd_port}") as again:
+        assert again.stats().completed == 1
+        again.flow(b"parent", [Child(shown, b"child")])
+        assert again.stats().pending == 1 and again.stats().waiting == 1
 
 
 async def test_pause_and_resume(queue: Queue) -> None:
