@@ -26,9 +26,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
+from emqd import verbs
+
 Argument = dict[bytes, Any]
+
+#: Each verb's module (its parser and its docstring), by the verb's lower-case name.
+VERB_MODULES: dict[str, ModuleType] = {row.name: module for module in verbs.ALL
+                                       for row in module.COMMANDS}
 
 
 def _flags(arg: Argument) -> set[str]:

@@ -14,10 +14,9 @@ from emqd import verbs
 from emqd.commands.docs import ARGUMENTS
 from emqd.dispatch import TABLE
 from tests.support import ROOT
-from tests.syntax import render
+from tests.syntax import VERB_MODULES, render
 
-MODULES = {row.name: module for module in verbs.ALL for row in module.COMMANDS}
-VERBS = sorted(MODULES)
+VERBS = sorted(VERB_MODULES)
 HEADING = re.compile(r"^#{2,6} (EMQ\.\S+)(?: .*)?$")
 
 
