@@ -20,14 +20,17 @@ arguments describe: tokens in any case, the parts in the table's order, an
 integer or double value one that parses as such (loosely: the parser decides
 the ranges). The verbs take their options in any order; the table's order is
 the one the client sends and the docs show, so matching in it checks both.
+`described` draws argvs the other way, from the arguments, for a verb's parser to take.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
+
+from hypothesis import strategies as st
 
 from emqd import verbs
 
@@ -139,6 +142,36 @@ def _is_value(kind: bytes, word: bytes) -> bool:
     except ValueError:
         return False
     return True
+
+
+def described(arguments: Iterable[Argument],
+              value: Callable[[Argument], st.SearchStrategy[bytes]]) -> st.SearchStrategy[
+                  list[bytes]]:
+    """Argvs (after the command's name) that `arguments` describe: each option in or out,
+    each choice taken, each repetition 1 to 3 times, tokens in either case, and each
+    value drawn from `value(argument)`."""
+    parts = [_described(arg, value) for arg in arguments]
+    return st.tuples(*parts).map(lambda drawn: [word for part in drawn for word in part])
+
+
+def _described(arg: Argument, value: Callable[[Argument], st.SearchStrategy[bytes]]
+               ) -> st.SearchStrategy[list[bytes]]:
+    flags, token, kind = _flags(arg), arg.get(b"token"), arg[b"type"]
+    if kind == b"pure-token":
+        body: st.SearchStrategy[list[bytes]] = st.just([])
+    elif kind == b"block":
+        body = described(arg[b"arguments"], value)
+    elif kind == b"oneof":
+        body = st.one_of([_described(choice, value) for choice in arg[b"arguments"]])
+    else:
+        body = value(arg).map(lambda word: [word])
+    lead = st.just([]) if token is None else st.sampled_from([[token], [token.lower()]])
+    once = st.tuples(lead, body).map(lambda drawn: drawn[0] + drawn[1])
+    if "multiple" in flags:
+        again = once if "multiple_token" in flags else body
+        once = st.tuples(once, st.lists(again, max_size=2)).map(
+            lambda drawn: drawn[0] + [word for part in drawn[1] for word in part])
+    return st.just([]) | once if "optional" in flags else once
 
 
 def tokens(arguments: Iterable[Argument]) -> set[bytes]:

@@ -1,6 +1,9 @@
 """A verb's syntax is written once, as its COMMAND DOCS arguments (emqd/commands/docs.py);
 every copy of it is that table rendered (tests/syntax.py): the verb module's docstring
-opens with it, and docs/PROTOCOL.md's heading for the verb is it."""
+opens with it, and docs/PROTOCOL.md's heading for the verb is it. The parser is what
+users rely on, so the table must describe it: whatever argv the table describes, the
+verb's parser takes as well formed (tests/client/test_commands_syntax.py checks the
+client's argv against both)."""
 
 from __future__ import annotations
 
@@ -9,12 +12,17 @@ import re
 from types import ModuleType
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from emqd import verbs
+from emqd import errors, verbs
 from emqd.commands.docs import ARGUMENTS
+from emqd.config import Config
 from emqd.dispatch import TABLE
+from emqd.errors import ReplyError
+from emqd.verbs.settings import FIELDS
 from tests.support import ROOT
-from tests.syntax import VERB_MODULES, render
+from tests.syntax import VERB_MODULES, Argument, described, matches, render, tokens
 
 VERBS = sorted(VERB_MODULES)
 HEADING = re.compile(r"^#{2,6} (EMQ\.\S+)(?: .*)?$")
@@ -63,3 +71,46 @@ def test_protocol_md_gives_each_verb_one_heading_that_is_its_syntax() -> None:
     assert set(headings) <= set(VERBS), "a heading names no verb"
     for name in VERBS:
         assert headings.get(name) == [syntax(name)], name
+
+
+# Values the parsers take where the table's type says only "string" (the rest: any word).
+VALUES: dict[bytes, list[bytes]] = {
+    b"backoff-rule": [b"0", b"fixed:100", b"exp:10", b"exp:10:1000"],
+    b"expression": [b"*/5 * * * *", b"0 8 * * 1", b"@hourly"],
+    b"zone": [b"UTC", b"Europe/Paris"],
+    b"field": sorted(FIELDS),  # EMQ.CONFIG's settings; "5" is a value of each
+    b"value": [b"5"],
+}
+TOKENS = {token.upper() for arguments in ARGUMENTS.values() for token in tokens(arguments)}
+words = st.binary(min_size=1, max_size=8).filter(
+    lambda word: not {*b"{}"} & {*word} and word.upper() not in TOKENS)  # as in Redis, a
+# value that spells a token is read as the token
+
+
+def value(arg: Argument) -> st.SearchStrategy[bytes]:
+    if arg[b"name"] in VALUES:
+        return st.sampled_from(VALUES[arg[b"name"]])
+    if arg[b"type"] == b"integer":
+        return st.integers(1, 1000).map(lambda n: b"%d" % n)
+    return words
+
+
+@pytest.mark.parametrize("name", sorted(set(VERBS) & set(ARGUMENTS)))
+def test_whatever_the_table_describes_the_verb_s_parser_takes_as_well_formed(name: str) -> None:
+    """Any refusal but `ERR syntax error` is a value's (a flow's UNDER past its children,
+    a schedule's cron): the shape was right."""
+    parse = VERB_MODULES[name].parse
+
+    @settings(max_examples=40, database=None, deadline=None)
+    @given(described(ARGUMENTS[name], value))
+    def run(argv: list[bytes]) -> None:
+        assert matches(argv, ARGUMENTS[name])
+        if name == "emq.config":  # the table cannot say "no field twice"; SET refuses it
+            fields = argv[2::2]
+            assume(len({field.lower() for field in fields}) == len(fields))
+        try:
+            parse([name.upper().encode(), *argv], Config())
+        except ReplyError as refusal:
+            assert refusal != errors.SYNTAX(), f"{render(name, ARGUMENTS[name])}: {argv!r}"
+
+    run()
