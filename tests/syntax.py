@@ -32,12 +32,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from emqd import verbs
+from emqd import dispatch
 
 Argument = dict[bytes, Any]
 
 #: Each verb's module (its parser and its docstring), by the verb's lower-case name.
-VERB_MODULES: dict[str, ModuleType] = {row.name: module for module in verbs.ALL
+VERB_MODULES: dict[str, ModuleType] = {row.name: module for module in dispatch.VERB_MODULES
                                        for row in module.COMMANDS}
 
 

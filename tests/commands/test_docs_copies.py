@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from emqd import errors, verbs
+from emqd import dispatch, errors
 from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
 from emqd.dispatch import TABLE
@@ -49,7 +49,7 @@ def _opening(module: ModuleType) -> str:
     return " ".join(docstring.split("\n\n")[0].split())
 
 
-@pytest.mark.parametrize("module", verbs.ALL, ids=lambda module: module.__name__)
+@pytest.mark.parametrize("module", dispatch.VERB_MODULES, ids=lambda module: module.__name__)
 def test_each_verb_module_opens_with_its_syntax(module: ModuleType) -> None:
     assert _opening(module) == " ".join(syntax(row.name) for row in module.COMMANDS)
 
