@@ -1,6 +1,6 @@
 """A queue's settings (protocol section 6.3): its own `config` hash over the server's defaults.
 
-Server flags give the defaults; `EMQ.CONFIG QUEUE SET` writes a queue's own
+Server flags give the defaults; `EMQ.CONFIG queue SET` writes a queue's own
 values into `p.."config"`. Every stored value a plan depends on is validated
 when read, because a plain HSET from a client can put anything there: a
 corrupt value refuses the verb (nothing written) instead of breaking a plan.
