@@ -36,9 +36,11 @@ from emqd import dispatch
 
 Argument = dict[bytes, Any]
 
-#: Each verb's module (its parser and its docstring), by the verb's lower-case name.
-VERB_MODULES: dict[str, ModuleType] = {row.name: module for module in dispatch.VERB_MODULES
-                                       for row in module.COMMANDS}
+#: The module of each EMQ command (its docstring, and its parser where it has one: the
+#: verbs'), by the command's lower-case name.
+VERB_MODULES: dict[str, ModuleType] = {
+    row.name: module for module in (*dispatch.COMMAND_MODULES, *dispatch.VERB_MODULES)
+    for row in module.COMMANDS if row.name.startswith("emq.")}
 
 
 def _flags(arg: Argument) -> set[str]:

@@ -1,14 +1,16 @@
-"""EMQ.OWNER and EMQ.FRONT: which front serves a queue (cluster mode, docs/CLUSTER.md).
+"""EMQ.OWNER queue
+EMQ.FRONT address
 
-`EMQ.OWNER QUEUE` answers the address (`HOST:PORT`) of the front that owns the
-queue: in cluster mode the request is routed like any of the queue's (run by
-the owner, which answers its own address, taking the queue first if nobody
-owns it), so a client can connect to the owner and skip the forwarding hop; a
-single process answers its own address. `EMQ.FRONT ADDRESS` is what a front
-sends first on a connection it forwards its clients' requests on, naming the
-front it means to reach: only a front of a cluster at that address says OK
-(a port another process took since is refused), and a request that comes
-that way is never forwarded again (emqd/cluster/router.py).
+Which front serves a queue (cluster mode, docs/CLUSTER.md). EMQ.OWNER answers
+the address (`HOST:PORT`) of the front that owns the queue: in cluster mode the
+request is routed like any of the queue's (run by the owner, which answers its
+own address, taking the queue first if nobody owns it), so a client can connect
+to the owner and skip the forwarding hop; a single process answers its own
+address. `EMQ.FRONT ADDRESS` is what a front sends first on a connection it
+forwards its clients' requests on, naming the front it means to reach: only a
+front of a cluster at that address says OK (a port another process took since
+is refused), and a request that comes that way is never forwarded again
+(emqd/cluster/router.py).
 """
 
 from __future__ import annotations

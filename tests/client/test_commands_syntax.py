@@ -29,7 +29,8 @@ from tests.syntax import VERB_MODULES, matches, render, tokens
 ENCODER = redis.Redis().get_encoder()  # what a Queue's connection sends: no connection made
 SENDS_NO_VERB = {"ping": "PING", "add_command": "builds add's command, sends nothing"}
 NOT_SENT_BY_THE_CLIENT = {"emq.promote": {b"ID"}}  # the dashboard's "run it now"
-NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check"}  # housekeeping's; INFO shows the epoch
+# housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md)
+NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front"}
 
 
 @dataclass(frozen=True)
