@@ -154,8 +154,10 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     "add_many": st.builds(lambda jobs, o: Call("add_many", (jobs,), o),
                           st.lists(anything | add_options.flatmap(
                               lambda o: anything.map(lambda p: NewJob(p, **o))), max_size=3),
-                          # a job's own AT beside a shared DELAY is refused, not "its own wins"
-                          st.fixed_dictionaries({}, optional=job_options)),
+                          # a job's own AT beside a shared DELAY is refused, not "its own wins";
+                          # an id is a job's own (NewJob(payload, id=...)), never shared
+                          st.fixed_dictionaries(
+                              {}, optional={k: v for k, v in job_options.items() if k != "id"})),
     "add_and_wait": st.builds(lambda p, t, o: Call("add_and_wait", (p,), {"timeout_ms": t, **o},
                                                    ([b"7"],)),
                               anything, non_negative, add_options),
