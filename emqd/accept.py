@@ -34,8 +34,8 @@ from collections.abc import Callable
 from typing import Final
 
 from emqd import errors
-from emqd.listen import Listener
 from emqd.core import Core
+from emqd.listen import Listener
 
 log = logging.getLogger("emqd")
 

@@ -20,9 +20,22 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import Command, command
-from emqd.commands import config as config_command
-from emqd.commands import (connection, expiry, fronts, function, keys, memory, persistence,
-                           pubsub, random_members, server, zset, zset_algebra, zset_pops)
+from emqd.commands import (
+    connection,
+    expiry,
+    fronts,
+    function,
+    keys,
+    memory,
+    persistence,
+    pubsub,
+    random_members,
+    runtime_config,
+    server,
+    zset,
+    zset_algebra,
+    zset_pops,
+)
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.core import Core
@@ -49,6 +62,7 @@ from emqd.verbs import (
     pause,
     progress,
     promote,
+    queue_config,
     queues,
     rate,
     remove,
@@ -62,11 +76,10 @@ from emqd.verbs import (
     stats,
     wait,
 )
-from emqd.verbs import config as queue_config
 from emqd.wire.resp import encode
 
 COMMAND_MODULES: Final = (connection, keys, expiry, hash_commands, zset, zset_algebra, zset_pops,
-                          random_members, pubsub, server, config_command, function, persistence,
+                          random_members, pubsub, server, runtime_config, function, persistence,
                           fronts, memory)
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,

@@ -28,7 +28,7 @@ from typing import Any
 from emqd import clock
 from emqd.errors import ReplyError
 from emqd.plan import AGING, CONFIGURED, LEASED, RATED, REPEATING, SCHEDULED, Op, Plan
-from emqd.verbs.args import queue_name
+from emqd.rules.args import queue_name
 
 log = logging.getLogger("emqd")
 

@@ -324,6 +324,7 @@ def _schedules_and_rates(planners: Planners) -> tuple[ModuleType, ModuleType]:
 
 def default_planners() -> Planners:
     """The verbs' own planners (imported here: the verbs import nothing of this module)."""
-    from emqd.verbs import promote, rate_release, repeat_fire, retention, stalled_check
+    from emqd.rules import retention
+    from emqd.verbs import promote, rate_release, repeat_fire, stalled_check
 
     return Planners(promote, stalled_check, retention, repeat_fire, rate_release)

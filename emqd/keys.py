@@ -67,19 +67,19 @@ class QueueKeys:
         self.glimit = p + b"glimit"
         self.job_prefix = p + b"job:"
         self.lane_prefix = p + b"lane:"
-        self.log_prefix = p + b"log:"  # a job's log lines (emqd/verbs/job_log.py)
+        self.log_prefix = p + b"log:"  # a job's log lines (emqd/rules/job_log.py)
         self.events = p + b"events"  # the Pub/Sub channel of its transitions (emqd/queue_events.py)
-        # flows (verbs/flows.py): parents waiting for their children, and each parent's record
+        # flows (rules/flows.py): parents waiting for their children, and each parent's record
         self.waiting = p + b"waiting"
         self.children_prefix = p + b"children:"
         self.results_prefix = p + b"results:"
         # repeatable jobs (verbs/repeat.py): name -> next slot, and each schedule's hash
         self.repeats = p + b"repeats"
         self.repeat_prefix = p + b"repeat:"
-        # unique jobs (verbs/unique.py): key -> the job holding it; the keys that expire
+        # unique jobs (rules/unique.py): key -> the job holding it; the keys that expire
         self.unique = p + b"unique"
         self.unique_ttl = p + b"unique:ttl"
-        # rate limits (verbs/rates.py): the queue's claims in its window, the lanes' limits
+        # rate limits (rules/rates.py): the queue's claims in its window, the lanes' limits
         # and windows, and the lanes held out of the ring until their window frees
         self.rate_log = p + b"rate:claims"
         self.lane_rates = p + b"grate"

@@ -16,7 +16,8 @@ from emqd.core import Core
 from emqd.housekeeping import Housekeeping
 from emqd.plan import Plan
 from emqd.store import hash as hashes
-from emqd.verbs import add, claim, complete, config, lane_rate, repeat
+from emqd.verbs import add, claim, complete, lane_rate, repeat
+from emqd.verbs import queue_config as config
 from tests.support import RecordingLog
 from tests.test_housekeeping import until
 

@@ -16,10 +16,10 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.commands import helps
+from emqd.core import Core
 from emqd.memory import human, rss_bytes, total_system_memory
 from emqd.numbers import parse_int
 from emqd.reply import Verbatim
-from emqd.core import Core
 from emqd.session import Session
 from emqd.store import sizes
 from emqd.store.keyspace import key_bytes

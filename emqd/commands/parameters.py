@@ -29,7 +29,7 @@ from typing import Any
 from emqd.config import LOG_LEVELS, Config
 from emqd.errors import c_string
 from emqd.numbers import INT64_MAX, UINT64_MAX, parse_int
-from emqd.verbs.backoff import parse_backoff
+from emqd.rules.backoff import parse_backoff
 
 UINT32_MAX = 2**32 - 1
 

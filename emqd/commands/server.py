@@ -1,7 +1,7 @@
 """Server commands: COMMAND, INFO, TIME, SHUTDOWN.
 
 (SAVE, LASTSAVE and BGREWRITEAOF are in emqd/commands/persistence.py; CONFIG in
-emqd/commands/config.py.)
+emqd/commands/runtime_config.py.)
 
 COMMAND's replies are generated from the command table's rows (arity, flags,
 keys, group, summary), and DOCS adds each command's arguments from their own

@@ -20,8 +20,8 @@ from emqd.errors import ReplyError
 from emqd.http import present, reading
 from emqd.http.metrics import Metrics
 from emqd.http.rates import RateHistory
+from emqd.rules import args as verb_args
 from emqd.store.keyspace import Keyspace
-from emqd.verbs import args as verb_args
 
 DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard")
 

@@ -37,10 +37,10 @@ from prometheus_client.utils import floatToGoString
 
 from emqd import __version__
 from emqd.core import Core
-from emqd.memory import rss_bytes
 from emqd.events import CLAIMED, COMPLETED, Event
 from emqd.histogram import Histogram as Durations
 from emqd.http import reading
+from emqd.memory import rss_bytes
 from emqd.persist.aof import AppendOnlyFile
 
 # Jobs last from milliseconds to hours; the default buckets stop at 10 s.

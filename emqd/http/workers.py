@@ -23,12 +23,12 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock, worker_name
+from emqd.core import Core
 from emqd.http import reading
 from emqd.http.context import Dashboard
 from emqd.numbers import parse_int
-from emqd.core import Core
+from emqd.rules.job import CLAIMED_MS, HOLDER, LEASE_EPOCH
 from emqd.session import Session
-from emqd.verbs.job import CLAIMED_MS, HOLDER, LEASE_EPOCH
 
 ACTIVE_SHOWN = 10_000  # active rows one page reads, at most
 HELD_LISTED = 50  # a worker's held jobs listed by id (the rest are counted)

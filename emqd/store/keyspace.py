@@ -21,9 +21,9 @@ from mypy_extensions import mypyc_attr
 
 from emqd import errors
 from emqd.store import hash as hashes
-from emqd.store.hash import BigHash, Hash, Limits
 from emqd.store import listpack as lp
 from emqd.store import sizes
+from emqd.store.hash import BigHash, Hash, Limits
 from emqd.store.scan_index import ScanIndex
 from emqd.store.zset import ZSet, added_to, skiplist
 

@@ -32,11 +32,12 @@ stalled_check.py, repeat_fire.py, rate_release.py) also take typed arguments
 from `slice_args(queue, limit, config)`; repeat_fire.py and rate_release.py
 have no command.
 
-Shared planner helpers live in job.py (guard, entry, finishing),
-retention.py (the trims), lanes.py (groups: the ring, the slots, the
-counters), job_log.py (a job's log lines), enqueue.py (creating jobs),
-flows.py (parents and children), unique.py (unique keys), ties.py (what a
-finished job settles), rates.py (rate windows); they register no command.
-The dispatcher (emqd/dispatch.py) lists the verbs it serves; this package
-imports none of them, so importing one helper does not import every verb.
+The rules they share (a job's entry and finishing, lanes, flows, retention,
+...) are in emqd/rules/: this package holds the planners alone, one module per
+command, named after it (EMQ.LANE.LIMIT is lane_limit.py; EMQ.LANES is
+lane_list.py and EMQ.CONFIG queue_config.py, whose short names the rules and
+the server's settings use), and the two planners housekeeping runs that no
+command names (repeat_fire.py, rate_release.py). The dispatcher
+(emqd/dispatch.py) lists the verbs it serves; this package imports none of
+them, so importing one rule does not import every verb.
 """

@@ -43,12 +43,12 @@ from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS, ms_text, parse_int
 from emqd.plan import BIG_VALUE, Plan, Shape, Slot
+from emqd.rules import args as parse_args
+from emqd.rules import enqueue, job, lanes, unique
+from emqd.rules.backoff import parse_backoff
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import enqueue, job, lanes, unique
-from emqd.verbs.backoff import parse_backoff
 
 OPTIONS: Final = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
                      b"GROUP"})

@@ -1,6 +1,6 @@
 """EMQ.CHILDREN queue id
 
-A flow's parent's children (verbs/flows.py), so that the parent's handler can
+A flow's parent's children (rules/flows.py), so that the parent's handler can
 use their results: for each child, in the order the flow gave them, `[queue,
 id, state, result]`. `state` is the child's row's; a child whose row is gone
 is `completed` when its result was recorded (retention deleted the row), else
@@ -28,10 +28,10 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys, split_job_key
 from emqd.reply import NULL_ARRAY
+from emqd.rules import args as parse_args
+from emqd.rules import job
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job
 
 REMOVED: Final = b"removed"
 

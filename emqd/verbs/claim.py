@@ -55,13 +55,13 @@ from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS, parse_int
 from emqd.plan import AGING, LEASED, Block, Due, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes, rates, ties, tokens
+from emqd.rules import settings as queue_settings
 from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes, rates, ties, tokens
-from emqd.verbs import settings as queue_settings
 from emqd.verbs.pause import PAUSED, is_paused
 
 _KEYWORDS: Final = frozenset({b"COUNT", b"BLOCK"})

@@ -29,12 +29,12 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.plan import AGING, BIG_VALUE, Due, Op, Plan, Shape, Slot
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes, retention, ties
+from emqd.rules import settings as queue_settings
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes, retention, ties
-from emqd.verbs import settings as queue_settings
 
 _KEYWORDS: Final = frozenset({b"RESULT"})
 RESULT_TOO_BIG: Final = errors.over_max_payload("RESULT")

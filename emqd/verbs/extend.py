@@ -25,10 +25,10 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS
 from emqd.plan import LEASED, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import job
 from emqd.session import Session
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job
 
 NAME: Final = "emq.extend"
 

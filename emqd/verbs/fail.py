@@ -43,12 +43,12 @@ from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS
 from emqd.plan import AGING, SCHEDULED, Due, Op, Plan, Shape, Slot
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes, ties
+from emqd.rules import settings as queue_settings
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes, ties
-from emqd.verbs import settings as queue_settings
 
 _KEYWORDS: Final = frozenset({b"ERROR", b"MAXATTEMPTS", b"BACKOFF"})
 ERROR_TOO_BIG: Final = errors.over_max_payload("ERROR")

@@ -5,7 +5,7 @@
 [BACKOFF backoff-rule] [GROUP group] [ONCHILDFAIL <FAIL | IGNORE | REMOVE>] [UNDER under]
 [CHILD ...]
 
-One plan adds a parent and its children (verbs/flows.py): each child may live
+One plan adds a parent and its children (rules/flows.py): each child may live
 in another queue, and may itself be the parent of later children (`UNDER n`
 names its parent: 0, the default, is the flow's parent, k the k-th CHILD of
 this call, which must come before it; so a cycle cannot be written). Options
@@ -18,7 +18,7 @@ with `children`, `children_left` (both the number of its children) and
 children's row keys, scored by their place in the call. Every child's row
 has `parent`, its parent's row key. A job without children enters pending
 (or its lane, or `scheduled` with DELAY / AT) as with ADD. Ids, sequence
-numbers and the queues' counters are ADD's (verbs/enqueue.py).
+numbers and the queues' counters are ADD's (rules/enqueue.py).
 
 Returns: `[parent_id, [child_id, ...]]`, the children in the order given.
 With the parent's ID of an existing row, nothing is written and the answer
@@ -44,9 +44,10 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys, split_job_key
 from emqd.plan import Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import enqueue, flows
 from emqd.store.keyspace import View
-from emqd.verbs import add, enqueue, flows
-from emqd.verbs import args as parse_args
+from emqd.verbs import add
 
 NAME: Final = "emq.flow"
 CHILD: Final = b"CHILD"

@@ -18,9 +18,9 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.reply import NULL_ARRAY
+from emqd.rules import args as parse_args
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
 
 
 @dataclass(frozen=True, slots=True)

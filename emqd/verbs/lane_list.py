@@ -23,12 +23,12 @@ from typing import Final
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
+from emqd.rules import args as parse_args
+from emqd.rules import lanes
+from emqd.rules.job import zcard
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import lanes
-from emqd.verbs.job import zcard
 
 
 @dataclass(slots=True)

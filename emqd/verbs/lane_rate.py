@@ -1,6 +1,6 @@
 """EMQ.LANE.RATE queue group <max per-ms | OFF>
 
-Lane GROUP's rate limit (verbs/rates.py), beside EMQ.LANE.LIMIT's
+Lane GROUP's rate limit (rules/rates.py), beside EMQ.LANE.LIMIT's
 concurrency: at most MAX claims of its jobs in any window of PER_MS. Plan:
 `HSET p.."grate" GROUP MAX:PER_MS` (OFF: `HDEL`, `DEL` of its window
 `p.."rate:lane:"..GROUP` and `ZREM p.."rated" GROUP`), and the ring made
@@ -26,10 +26,10 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import lanes, rates
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import lanes, rates
 from emqd.verbs.rate import check_window, parse_rate
 
 

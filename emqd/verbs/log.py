@@ -30,10 +30,10 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import job, job_log
+from emqd.rules import settings as queue_settings
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, job_log
-from emqd.verbs import settings as queue_settings
 
 LINE_TOO_LONG: Final = errors.too_long("LINE", job_log.MAX_LINE)
 

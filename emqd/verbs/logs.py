@@ -23,9 +23,9 @@ from emqd import errors
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
+from emqd.rules import args as parse_args
+from emqd.rules import job_log
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job_log
 
 _KEYWORDS: Final = frozenset({b"START", b"COUNT"})
 

@@ -19,9 +19,9 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.plan import Plan
+from emqd.rules import args as parse_args
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
 
 PAUSED: Final = b"paused"  # the field of `p.."meta"`; the queue is paused when it holds `1`
 

@@ -25,10 +25,10 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Plan
+from emqd.rules import args as parse_args
+from emqd.rules import job
+from emqd.rules.job_log import MAX_LINE
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job
-from emqd.verbs.job_log import MAX_LINE
 
 PROGRESS: Final = b"progress"
 VALUE_TOO_LONG: Final = errors.too_long("VALUE", MAX_LINE)

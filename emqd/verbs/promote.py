@@ -34,10 +34,10 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
 
 _KEYWORDS: Final = frozenset({b"LIMIT", b"ID"})
 DEFAULT_LIMIT: Final = 1000
@@ -89,7 +89,7 @@ def plan(args: PromoteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     for member, row in zip(members, rows, strict=True):
         if row is None:
             continue  # a ghost: removed from scheduled, not counted
-        if hashes.has(row, job.CLAIMED_MS):  # claimed before (not `attempts`: verbs/tokens.py)
+        if hashes.has(row, job.CLAIMED_MS):  # claimed before (not `attempts`: rules/tokens.py)
             score = job.reentry_score(row)
         else:
             seq = job.next_seq(seq_raw if seq is None else b"%d" % seq, args.config)

@@ -1,6 +1,6 @@
 """EMQ.RATE queue <max per-ms | OFF>
 
-The queue's rate limit (verbs/rates.py): at most MAX claims of QUEUE in any
+The queue's rate limit (rules/rates.py): at most MAX claims of QUEUE in any
 window of PER_MS, lanes included. Plan: `HSET meta rate_max MAX rate_per_ms
 PER_MS`; OFF: `HDEL meta rate_max rate_per_ms` and `DEL p.."rate:claims"`
 (the window). The window is kept when a limit is changed: the claims made are
@@ -28,10 +28,10 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS
 from emqd.plan import Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import rates
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import rates
 
 
 @dataclass(frozen=True, slots=True)

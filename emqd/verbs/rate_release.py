@@ -3,7 +3,7 @@
     plan(slice_args(queue, limit, config), keyspace, now, run_id)
 
 A lane whose window is full waits in `p.."rated"` (group -> when its window
-has room; verbs/rates.py, lanes.py). At that time housekeeping runs this
+has room; rules/rates.py, lanes.py). At that time housekeeping runs this
 plan: each due lane (the first LIMIT members scored <= now) leaves `rated`
 and the lanes' bookkeeping puts it back in the ring when it can be served
 (`lanes.settle`: waiting jobs, a free slot, room in its window), which wakes
@@ -20,9 +20,9 @@ from typing import Any
 
 from emqd.config import Config
 from emqd.plan import RATED, Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import lanes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import lanes
 
 
 def slice_args(queue: bytes, limit: int, config: Config) -> parse_args.QueueSlice:

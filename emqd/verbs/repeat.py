@@ -1,7 +1,7 @@
 """EMQ.REPEAT queue name <EVERY every-ms | CRON expression [TZ zone]> payload [PRIORITY priority]
 [MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group]
 
-Creates or replaces the schedule NAME of QUEUE (verbs/schedules.py): the
+Creates or replaces the schedule NAME of QUEUE (rules/schedules.py): the
 server adds one job per slot, itself (housekeeping runs verbs/repeat_fire.py
 at each schedule's next slot), with the id `NAME:SLOT_MS`, the schedule's
 payload and options, and `repeat` = NAME in its row. Plan: `DEL` of the old
@@ -35,9 +35,10 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.plan import REPEATING, Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import schedules
 from emqd.store.keyspace import View
-from emqd.verbs import add, schedules
-from emqd.verbs import args as parse_args
+from emqd.verbs import add
 
 NAME: Final = "emq.repeat"
 _OPTIONS: Final = frozenset({b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF", b"GROUP"})

@@ -1,6 +1,6 @@
 """EMQ.REPEAT.DEL queue name
 
-Deletes the schedule NAME of QUEUE (verbs/schedules.py): `DEL
+Deletes the schedule NAME of QUEUE (rules/schedules.py): `DEL
 p.."repeat:"..NAME`, `ZREM p.."repeats" NAME`. The jobs it already added stay.
 
 Returns: 1, or 0 when there was no such schedule (nothing written).
@@ -19,9 +19,9 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import schedules
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import schedules
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@
 
 For each schedule of the queue whose next slot has come (the first LIMIT
 members of `p.."repeats"` scored <= now, in slot order): the job of the
-latest slot at or before now, with the id `NAME:SLOT_MS` (verbs/enqueue.py,
+latest slot at or before now, with the id `NAME:SLOT_MS` (rules/enqueue.py,
 as ADD makes it, with `repeat` = NAME in its row), unless a row with that id
 exists; then the schedule's next slot, the first after now (`ZADD repeats`).
 So every slot gets at most one job, also across a restart or a rewrite of
@@ -24,9 +24,9 @@ from typing import Any
 
 from emqd.config import Config
 from emqd.plan import REPEATING, Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import enqueue, schedules
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import enqueue, schedules
 
 
 def slice_args(queue: bytes, limit: int, config: Config) -> parse_args.QueueSlice:

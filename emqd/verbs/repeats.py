@@ -1,6 +1,6 @@
 """EMQ.REPEATS queue
 
-Every schedule of QUEUE (verbs/schedules.py), in the order of their next
+Every schedule of QUEUE (rules/schedules.py), in the order of their next
 slot: for each, a map of `name`, `next_ms` (integer), `every` (integer ms) or
 `cron` and `tz` (when given), and `payload`, then the job options the
 schedule gives its jobs (`priority`, `max_attempts`, `backoff`, `group`),
@@ -22,10 +22,10 @@ from typing import Any, Final
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
+from emqd.rules import args as parse_args
+from emqd.rules import schedules
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import schedules
 
 _SHOWN: Final = (schedules.CRON, schedules.TZ, schedules.PAYLOAD, b"priority", b"max_attempts",
           b"backoff", b"group")

@@ -24,9 +24,9 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Plan
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
 
 
 @dataclass(slots=True)

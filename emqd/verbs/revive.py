@@ -32,10 +32,10 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Due, Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import flows, job, lanes, ties
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import flows, job, lanes, ties
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,12 +59,12 @@ from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import AGING, Due, Op, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes, ties
+from emqd.rules import settings as queue_settings
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes, ties
-from emqd.verbs import settings as queue_settings
 
 _KEYWORDS: Final = frozenset({b"MAXSTALLED", b"LIMIT"})
 DEFAULT_LIMIT: Final = 100

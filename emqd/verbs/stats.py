@@ -36,12 +36,12 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
+from emqd.rules import args as parse_args
+from emqd.rules.job import hget, zcard
+from emqd.rules.lanes import LANES_PENDING
+from emqd.rules.retention import TRIMMED
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs.job import hget, zcard
-from emqd.verbs.lanes import LANES_PENDING
 from emqd.verbs.pause import PAUSED, is_paused
-from emqd.verbs.retention import TRIMMED
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,10 +35,10 @@ from emqd.keys import queue_keys
 from emqd.numbers import MAX_TIME_MS
 from emqd.plan import Block
 from emqd.reply import NULL_ARRAY
+from emqd.rules import args as parse_args
+from emqd.rules import job
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job
 
 RESULT: Final = b"result"
 

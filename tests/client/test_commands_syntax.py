@@ -23,7 +23,7 @@ from emqd.client.commands import Child, Command, Job, NewJob, QueueCommands
 from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
 from emqd.errors import ReplyError
-from emqd.verbs.settings import FIELDS
+from emqd.rules.settings import FIELDS
 from tests.syntax import VERB_MODULES, matches, render, tokens
 
 ENCODER = redis.Redis().get_encoder()  # what a Queue's connection sends: no connection made

@@ -20,7 +20,7 @@ from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
 from emqd.dispatch import TABLE
 from emqd.errors import ReplyError
-from emqd.verbs.settings import FIELDS
+from emqd.rules.settings import FIELDS
 from tests.support import ROOT
 from tests.syntax import VERB_MODULES, Argument, described, matches, render, tokens
 

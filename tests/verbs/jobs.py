@@ -84,7 +84,7 @@ def check_invariant(space: Keyspace, prefix: bytes = P) -> None:
 
 
 def check_flows(space: Keyspace) -> None:
-    """Flows' bookkeeping (emqd/verbs/flows.py), recomputed from the rows, in every queue.
+    """Flows' bookkeeping (emqd/rules/flows.py), recomputed from the rows, in every queue.
 
     A parent that has not run (it has `children_left`) counts exactly its children that
     are not settled (a row that is not completed, nor dead under `ignore`) and, unless
@@ -128,7 +128,7 @@ LIVE = (b"pending", b"scheduled", b"active", b"waiting")
 
 
 def check_unique(space: Keyspace, now: int, prefix: bytes = P) -> None:
-    """Unique keys (emqd/verbs/unique.py): a key held without TTL is held by a live job that
+    """Unique keys (emqd/rules/unique.py): a key held without TTL is held by a live job that
     names it; a live job holding its key (no TTL) is the one the table names, unless it was
     revived while another held it; at most one live holder a key."""
     table = hash_of(space, prefix + b"unique") or {}
@@ -159,7 +159,7 @@ def rate_window(space: Keyspace, now: int, prefix: bytes = P) -> tuple[int, int]
 
 
 def check_claim_rate(before: tuple[int, int] | None, after: tuple[int, int] | None) -> None:
-    """A CLAIM under a rate limit (emqd/verbs/rates.py) adds no more claims to the window
+    """A CLAIM under a rate limit (emqd/rules/rates.py) adds no more claims to the window
     than MAX allows (a window over MAX, after the limit was lowered, takes none)."""
     if before is None or after is None:
         return
@@ -208,10 +208,10 @@ def wire_error(client: Any, *argv: Any) -> str:
 
 def check_lanes(space: Keyspace, default_limit: int = 1, prefix: bytes = P,
                 now: int | None = None) -> None:
-    """Section 8's bookkeeping, recomputed from the rows and sets (see emqd/verbs/lanes.py).
+    """Section 8's bookkeeping, recomputed from the rows and sets (see emqd/rules/lanes.py).
 
     With `now`, a lane whose rate window is full at `now` is not servable and waits in
-    `rated` (emqd/verbs/rates.py).
+    `rated` (emqd/rules/rates.py).
 
     `gactive` equals the real count of active lane jobs (no field at 0); `lanes_pending`
     equals the lanes' total size; the ring holds exactly the servable members: each

@@ -8,7 +8,8 @@ import redis
 from emqd import errors
 from emqd.keys import queue_keys
 from emqd.plan import Plan
-from emqd.verbs import complete, job
+from emqd.rules import job
+from emqd.verbs import complete
 from tests.verbs.jobs import (
     P,
     add_jobs,

@@ -8,7 +8,7 @@ import redis
 from emqd import errors
 from emqd.config import Config
 from emqd.plan import Plan
-from emqd.verbs import config
+from emqd.verbs import queue_config as config
 from tests.verbs.planner import drive, effects, keyspace
 
 KEY = b"emq:{q}:config"

@@ -1,5 +1,5 @@
 """Flows: EMQ.FLOW and EMQ.CHILDREN, and what every verb does to a child's parent
-(emqd/verbs/flows.py), driven through the planners; the wire at the end."""
+(emqd/rules/flows.py), driven through the planners; the wire at the end."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from emqd.config import Config
 from emqd.events import ADDED, DEAD, PROMOTED, REMOVED, REVIVED
 from emqd.plan import Plan
 from emqd.reply import NULL_ARRAY
+from emqd.rules import retention
 from emqd.verbs import (
     add,
     children,
@@ -24,7 +25,6 @@ from emqd.verbs import (
     log,
     remove,
     requeue,
-    retention,
     revive,
     stalled_check,
 )

@@ -14,7 +14,6 @@ from emqd.verbs import (
     add,
     claim,
     complete,
-    config,
     fail,
     lane_limit,
     lane_list,
@@ -24,6 +23,9 @@ from emqd.verbs import (
     revive,
     stalled_check,
     stats,
+)
+from emqd.verbs import (
+    queue_config as config,
 )
 from tests.verbs.jobs import (
     P,

@@ -22,9 +22,10 @@ from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import queue_keys
 from emqd.plan import Plan
+from emqd.rules import settings as queue_settings
 from emqd.store.keyspace import Keyspace
-from emqd.verbs import add, claim, complete, config, lane_rate
-from emqd.verbs import settings as queue_settings
+from emqd.verbs import add, claim, complete, lane_rate
+from emqd.verbs import queue_config as config
 from tests.verbs.jobs import P, members, run
 from tests.verbs.planner import NOW, RUN_ID, effects, keyspace, set_field
 from tests.verbs.test_lanes_properties import KINDS, LIMIT_KINDS, RATE_KINDS, World

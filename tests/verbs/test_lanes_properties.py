@@ -21,7 +21,6 @@ from emqd.verbs import (
     add,
     claim,
     complete,
-    config,
     fail,
     lane_limit,
     lane_rate,
@@ -29,6 +28,9 @@ from emqd.verbs import (
     remove,
     requeue,
     revive,
+)
+from emqd.verbs import (
+    queue_config as config,
 )
 from tests.verbs.jobs import Interleaving, check_invariant, check_lanes, members, row
 from tests.verbs.planner import hash_of, sliced

@@ -12,7 +12,8 @@ from emqd import errors
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.plan import Plan
-from emqd.verbs import complete, log, logs, remove, retention
+from emqd.rules import retention
+from emqd.verbs import complete, log, logs, remove
 from emqd.verbs.complete import SHAPES
 from tests.support import start_emqd
 from tests.verbs.jobs import P, members, run, snapshot, wire_error, wire_snapshot

@@ -11,7 +11,8 @@ import redis
 from emqd import errors
 from emqd.config import Config
 from emqd.plan import RATED, Block, Plan
-from emqd.verbs import claim, config, lane_rate, rate, rate_release
+from emqd.verbs import claim, lane_rate, rate, rate_release
+from emqd.verbs import queue_config as config
 from tests.verbs.jobs import P, add_jobs, check_invariant, check_lanes, members, run, snapshot
 from tests.verbs.planner import NOW, KeysRead, drive, hash_of, keyspace, set_field, sliced
 

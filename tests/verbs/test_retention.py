@@ -9,7 +9,8 @@ from emqd import errors
 from emqd.config import Config
 from emqd.keys import queue_keys
 from emqd.plan import AGING, Plan
-from emqd.verbs import complete, retention
+from emqd.rules import retention
+from emqd.verbs import complete
 from tests.verbs.jobs import P, add_jobs, claim_one, members, row, run
 from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 

@@ -6,9 +6,9 @@ import pytest
 
 from emqd import errors
 from emqd.config import Config
+from emqd.rules import settings
+from emqd.rules.backoff import Backoff, parse_backoff
 from emqd.store import hash as hashes
-from emqd.verbs import settings
-from emqd.verbs.backoff import Backoff, parse_backoff
 
 
 def row(fields: dict[bytes, bytes]) -> hashes.Hash:

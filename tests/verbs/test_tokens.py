@@ -1,4 +1,4 @@
-"""emqd/verbs/tokens.py: no token is accepted but by the job and claim that issued it
+"""emqd/rules/tokens.py: no token is accepted but by the job and claim that issued it
 (PROTOCOL.md 6.1), driven through the planners: a row created under an explicit id
 starts `attempts` at the queue's floor, CLAIM raises the floor only when it issues a
 token from a row that already held one, and a number the generator has not reached

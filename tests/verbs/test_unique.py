@@ -1,4 +1,4 @@
-"""EMQ.ADD ... UNIQUE key [TTL ms] (emqd/verbs/unique.py): one live job per key."""
+"""EMQ.ADD ... UNIQUE key [TTL ms] (emqd/rules/unique.py): one live job per key."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from unittest.mock import patch
 import pytest
 
 from emqd.errors import ProtocolError
-from emqd.wire import resp
 from emqd.reply import NULL_ARRAY, Raw, Set, Verbatim
+from emqd.wire import resp
 from emqd.wire.resp import MAX_BULK, RequestParser, _plain_requests, encode, split_inline
 from tests.support import encode_request
 

@@ -30,9 +30,9 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import CONFIGURED, Plan
+from emqd.rules import args as parse_args
+from emqd.rules import lanes, settings
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import lanes, settings
 
 
 @dataclass(frozen=True, slots=True)

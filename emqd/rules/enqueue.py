@@ -9,7 +9,7 @@ the new queues, after every job's row and set entry, in the order ADD has
 always written them.
 
 Where a new job goes: `pending` (or its lane) when due now; `scheduled` at a
-due time in the future; `waiting` for a flow's parent (verbs/flows.py), which
+due time in the future; `waiting` for a flow's parent (rules/flows.py), which
 enters pending only when its children are done.
 
 Like every planner helper it only reads (through the `View`), validates
@@ -28,11 +28,11 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QUEUES, QueueKeys
 from emqd.plan import SCHEDULED, Due, Op
+from emqd.rules import job, lanes, tokens
+from emqd.rules.job import ATTEMPTS, PRIORITY_BAND
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
-from emqd.verbs import job, lanes, tokens
-from emqd.verbs.job import ATTEMPTS, PRIORITY_BAND
 
 # Typed: add.py reads these at import time, and mypyc cannot infer a name of a module in
 # the same import cycle (emqd/ARCHITECTURE.md, the compiled core).
@@ -45,7 +45,7 @@ def ahead_of(job_id: bytes, seq: int) -> int:
     """The id as a sequence number when the generator would make it later (a canonical
     decimal from `seq` up to the score's band, 2^40), else 0: taking such an id moves
     `meta.seq` to it, so that the generator never makes it, even once its row is gone
-    (a worker may still hold one of its tokens: verbs/tokens.py)."""
+    (a worker may still hold one of its tokens: rules/tokens.py)."""
     if not job_id.isdigit() or job_id[0] == 48 or len(job_id) > 13:  # b"0"; 2^40: 13 digits
         return 0
     number = int(job_id)
@@ -140,7 +140,7 @@ class Enqueue:
             while self.exists(keys, job_id):  # a client made that row
                 seq = incremented(job_id, 1)
                 job_id = b"%d" % seq
-        else:  # its tokens start above every token the queue issued (verbs/tokens.py)
+        else:  # its tokens start above every token the queue issued (rules/tokens.py)
             if state.first_attempts is None:
                 state.first_attempts = tokens.first_attempts(state.meta, self.config)
             if state.first_attempts:

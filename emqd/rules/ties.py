@@ -1,8 +1,8 @@
 """What ties a job to others beyond its own queue's sets, in one place for every verb.
 
-Two features put such ties in a row: flows (verbs/flows.py: a child names its
+Two features put such ties in a row: flows (rules/flows.py: a child names its
 parent in `parent`, a parent has `children` and a record) and unique jobs
-(verbs/unique.py: `unique` names the key the job holds). A verb that ends a
+(rules/unique.py: `unique` names the key the job holds). A verb that ends a
 job's life (COMPLETE, a death by FAIL, the sweep or CLAIM), deletes it
 (REMOVE) or revives it (REVIVE) must keep them right in the same plan. Most
 rows have neither, and the hot verbs must not pay for either: `tied(row)` is
@@ -25,10 +25,10 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys
 from emqd.plan import Due, Op
+from emqd.rules import flows, lanes, unique
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, Schema
 from emqd.store.keyspace import View
-from emqd.verbs import flows, lanes, unique
 
 _TIES: Final = (flows.PARENT, flows.CHILDREN, unique.UNIQUE)
 _tied: Final[dict[Schema, bool]] = {}

@@ -19,7 +19,7 @@ A job added with `GROUP g` waits in its lane `p.."lane:"..g` (scored like
 - `meta.lanes_pending`: how many jobs wait in all lanes together, so that
   EMQ.STATS answers in O(1) whatever the number of lanes. Every plan that
   moves jobs into or out of lanes writes the new total.
-- `p.."grate"`: group -> its rate limit (EMQ.LANE.RATE, verbs/rates.py). A
+- `p.."grate"`: group -> its rate limit (EMQ.LANE.RATE, rules/rates.py). A
   lane whose window is full cannot be served now either: it is out of the
   ring like a full lane, and waits in `p.."rated"` (group -> when its window
   has room) for housekeeping to put it back. The plan that fills a window
@@ -56,11 +56,11 @@ from emqd.errors import ReplyError
 from emqd.keys import QueueKeys
 from emqd.numbers import INT64_MAX, parse_int
 from emqd.plan import RATED, Due, Op
+from emqd.rules import rates
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 from emqd.store.zset import ZSet
-from emqd.verbs import rates
 
 GROUP: Final = b"group"  # the row field naming a job's lane
 FLAT: Final = b""  # the flat queue's member in the ring

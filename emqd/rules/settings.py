@@ -16,10 +16,10 @@ from emqd import errors
 from emqd.config import Config
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
+from emqd.rules.backoff import Backoff, parse_backoff
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.store.keyspace import View
-from emqd.verbs.backoff import Backoff, parse_backoff
 
 
 def _positive(raw: bytes) -> int | None:

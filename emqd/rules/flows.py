@@ -60,13 +60,13 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys, split_job_key
 from emqd.plan import AGING, Due, Op
+from emqd.rules import args as parse_args
+from emqd.rules import job, lanes
+from emqd.rules import settings as queue_settings
+from emqd.rules.retention import CHILDREN as CHILDREN
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import args as parse_args
-from emqd.verbs import job, lanes
-from emqd.verbs import settings as queue_settings
-from emqd.verbs.retention import CHILDREN as CHILDREN
 
 PARENT: Final[bytes] = b"parent"  # typed: ties.py reads it at import time
 LEFT: Final = b"children_left"

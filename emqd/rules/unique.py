@@ -25,11 +25,11 @@ from typing import Final
 
 from emqd.keys import QueueKeys
 from emqd.plan import Op
+from emqd.rules import job
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.store.keyspace import View
 from emqd.store.zset import ZSet
-from emqd.verbs import job
 
 UNIQUE: Final[bytes] = b"unique"  # row field: the key the job holds (typed: read by ties.py)
 UNTIL: Final = b"unique_until"  # row field: when a TTL hold ends

@@ -25,11 +25,11 @@ from croniter import CroniterError, croniter
 
 from emqd import errors
 from emqd.numbers import MAX_TIME_MS, parse_int
+from emqd.rules.args import is_queue_name
+from emqd.rules.backoff import parse_backoff
+from emqd.rules.enqueue import NewJob
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
-from emqd.verbs.args import is_queue_name
-from emqd.verbs.backoff import parse_backoff
-from emqd.verbs.enqueue import NewJob
 
 # Typed: repeats.py reads these at import time (mypyc cannot infer them in the cycle).
 EVERY: Final[bytes] = b"every"

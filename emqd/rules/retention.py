@@ -16,7 +16,7 @@ so lowering a setting never stalls the loop. Dead letters deleted here are
 counted in field `trimmed` of p.."metrics:failed" (EMQ.STATS' `trimmed_dead`);
 completed rows are not counted (`completed_total` already counts them). A
 trimmed row that is a flow's parent takes its record with it
-(verbs/flows.py): read only for dead rows, because a parent deletes its
+(rules/flows.py): read only for dead rows, because a parent deletes its
 record itself when it completes.
 """
 
@@ -29,18 +29,18 @@ from typing import Any, Final
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.plan import Op, Plan
+from emqd.rules import job_log
+from emqd.rules import settings as queue_settings
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 from emqd.store.zset import ZSet
-from emqd.verbs import job_log
-from emqd.verbs import settings as queue_settings
 
 SLICE: Final = 100
 COMPLETED: Final = "completed"
 DEAD: Final = "dead"
 TRIMMED: Final = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
-# the row field of a flow's parent (verbs/flows.py): it has a record (typed: ties.py reads it
+# the row field of a flow's parent (rules/flows.py): it has a record (typed: ties.py reads it
 # at import time, which mypyc cannot infer in the import cycle)
 CHILDREN: Final[bytes] = b"children"
 

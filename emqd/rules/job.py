@@ -17,17 +17,17 @@ from __future__ import annotations
 from typing import Any, Final
 
 from emqd import errors
-from emqd.errors import ReplyError
 from emqd.config import Config
+from emqd.errors import ReplyError
 from emqd.keys import QueueKeys
 from emqd.numbers import parse_int
 from emqd.plan import Op
+from emqd.rules import job_log, lanes, retention
+from emqd.rules.backoff import Backoff, parse_backoff
 from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
-from emqd.verbs import job_log, lanes, retention
-from emqd.verbs.backoff import Backoff, parse_backoff
 
 PRIORITY_BAND: Final = 1 << 40  # score = priority * 2^40 + seq (protocol section 3)
 
@@ -59,7 +59,7 @@ ACTIVE: Final = b"active"
 SCHEDULED: Final = b"scheduled"
 DEAD: Final = b"dead"
 COMPLETED: Final = b"completed"
-WAITING: Final = b"waiting"  # a flow's parent, until its children are done (verbs/flows.py)
+WAITING: Final = b"waiting"  # a flow's parent, until its children are done (rules/flows.py)
 
 
 def field(row: Hash, name: bytes) -> bytes | None:
@@ -87,7 +87,7 @@ def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     from the token, as bytes -> `token mismatch`; the token matches but the job
     is not held (state not `active`, or not in `active`) -> `job not active`.
     A row created under an explicit id holds `attempts` before its first claim
-    (the queue's token floor, verbs/tokens.py): never claimed (no `claimed_ms`),
+    (the queue's token floor, rules/tokens.py): never claimed (no `claimed_ms`),
     it is `job gone` to every token, as a row without `attempts` is; checked
     only on the way to a refusal, so an accepted verb reads nothing more.
     A row key holding a sorted set, or `active` holding a hash, answers
