@@ -55,14 +55,21 @@ def command(
     return Command(name, arity, frozenset(flags.split()), handler, keys, group, summary)
 
 
+def holder_of(session: Session) -> bytes:
+    """What CLAIM and EXTEND stamp as a lease's `holder` (their `with_holder`): a named
+    connection's id (a worker names itself, emqd/worker_name.py), nothing for an unnamed
+    one, which pays nothing. Here, so that the planners never see a session."""
+    return b"%d" % session.id if session.name else b""
+
+
 def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: str = "") -> Command:
     """A verb's row (emqd/verbs/): its handler parses, then plans against the keyspace at
     the time of the call, with this process's epoch (emqd/verbs/__init__.py)."""
     parse = verb.parse
     plan = verb.plan
-    with_session = getattr(verb, "with_session", None)
+    with_holder = getattr(verb, "with_holder", None)
 
-    if with_session is None:
+    if with_holder is None:
         def handler(session: Session, argv: list[bytes]) -> Any:
             core = session.core
             epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
@@ -73,8 +80,8 @@ def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: s
             core = session.core
             epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
                      else core.epoch_of(argv[1]))
-            return plan(with_session(parse(argv, core.config), session), core.keyspace,
-                        clock.now_ms(), epoch)
+            return plan(with_holder(parse(argv, core.config), holder_of(session)),
+                        core.keyspace, clock.now_ms(), epoch)
 
     handler.__name__ = name.replace(".", "_")
     return command(

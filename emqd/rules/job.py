@@ -24,42 +24,36 @@ from emqd.numbers import parse_int
 from emqd.plan import Op
 from emqd.rules import job_log, lanes, retention
 from emqd.rules.backoff import Backoff, parse_backoff
-from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
 
 PRIORITY_BAND: Final = 1 << 40  # score = priority * 2^40 + seq (protocol section 3)
 
-ATTEMPTS: Final = b"attempts"
-FAILURES: Final = b"failures"
-STALLED: Final = b"stalled"
-STATE: Final = b"state"
-LEASE_EPOCH: Final = b"lease_epoch"
-LAST_ERROR: Final = b"last_error"
-CREATED_MS: Final = b"created_ms"
-CLAIMED_MS: Final = b"claimed_ms"
+ATTEMPTS: Final[bytes] = b"attempts"
+FAILURES: Final[bytes] = b"failures"
+STALLED: Final[bytes] = b"stalled"
+STATE: Final[bytes] = b"state"
+LEASE_EPOCH: Final[bytes] = b"lease_epoch"
+LAST_ERROR: Final[bytes] = b"last_error"
+CREATED_MS: Final[bytes] = b"created_ms"
+CLAIMED_MS: Final[bytes] = b"claimed_ms"
 # When the job last became claimable again (a promotion, requeue, stall recovery, revive,
 # a parent's release): a claim's wait counts from it, else from `created_ms`.
-READY_MS: Final = b"ready_ms"
+READY_MS: Final[bytes] = b"ready_ms"
 # The CLIENT ID of the named connection that claimed or last extended the lease (in the
 # process `lease_epoch` names): the dashboard's Workers page, which jobs a worker holds.
-HOLDER: Final = b"holder"
+HOLDER: Final[bytes] = b"holder"
 
+FINISHED_MS: Final[bytes] = b"finished_ms"
+PAYLOAD: Final[bytes] = b"payload"
 
-def holder_of(session: Session) -> bytes:
-    """What CLAIM and EXTEND stamp as `holder`: a named connection's id (a worker names
-    itself, emqd/worker_name.py), nothing for an unnamed one, which pays nothing."""
-    return b"%d" % session.id if session.name else b""
-FINISHED_MS: Final = b"finished_ms"
-PAYLOAD: Final = b"payload"
-
-PENDING: Final = b"pending"
-ACTIVE: Final = b"active"
-SCHEDULED: Final = b"scheduled"
-DEAD: Final = b"dead"
-COMPLETED: Final = b"completed"
-WAITING: Final = b"waiting"  # a flow's parent, until its children are done (rules/flows.py)
+PENDING: Final[bytes] = b"pending"
+ACTIVE: Final[bytes] = b"active"
+SCHEDULED: Final[bytes] = b"scheduled"
+DEAD: Final[bytes] = b"dead"
+COMPLETED: Final[bytes] = b"completed"
+WAITING: Final[bytes] = b"waiting"  # a flow's parent, until its children are done (rules/flows.py)
 
 
 def field(row: Hash, name: bytes) -> bytes | None:

@@ -8,7 +8,7 @@ a command-table row of:
     plan(args, view, now_ms, run_id)          -> Plan | Block | reply value
 
 and, when what it writes depends on who asks (CLAIM and EXTEND stamp a named
-connection as the lease's holder), `with_session(args, session) -> args`.
+connection as the lease's holder), `with_holder(args, holder) -> args`.
 
 `plan` reads the store through `view` (emqd/store/keyspace.py `View`: the
 hashes and sorted sets, read-only), decides, and returns the plan of ops with

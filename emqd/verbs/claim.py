@@ -6,7 +6,7 @@ ring exists), it goes round the ring job by job instead (lanes.serve), and
 each lane job taken also takes a slot of its lane. For each: `attempts` =
 next(attempts) (the token), `state active`, `lease_epoch` = run_id, `claimed_ms` = now, and
 `ZADD active (now + LEASE_MS) id`; from a connection with a name (CLIENT
-SETNAME: a worker), `holder` = its CLIENT ID too (job.holder_of), which the
+SETNAME: a worker), `holder` = its CLIENT ID too (emqd/command.py's holder_of), which the
 dashboard's Workers page reads. On the way, a member whose row is missing
 (a ghost) is removed from pending; a row whose `attempts` or `failures` HINCRBY
 would refuse is dead-lettered with that text as `last_error`. Skipped members
@@ -58,7 +58,6 @@ from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, rates, ties, tokens
 from emqd.rules import settings as queue_settings
-from emqd.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View
@@ -114,11 +113,11 @@ class ClaimArgs:
         self.count = count
         self.block = block
         self.config = config
-        self.holder = b""  # with_session: a named connection's id
+        self.holder = b""  # with_holder: a named connection's id
 
 
-def with_session(args: ClaimArgs, session: Session) -> ClaimArgs:
-    args.holder = job.holder_of(session)
+def with_holder(args: ClaimArgs, holder: bytes) -> ClaimArgs:
+    args.holder = holder
     return args
 
 

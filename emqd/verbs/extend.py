@@ -4,7 +4,7 @@ Heartbeat: the holder of TOKEN pushes its lease deadline to now + LEASE_MS
 and stamps the current process's run_id as `lease_epoch` (a lease extended
 after a restart is this process's lease again, and counts if it stalls).
 Plan: `ZADD active (now + LEASE_MS) id`, `HSET lease_epoch run_id` (and `holder`,
-the connection's id, when the connection has a name: job.holder_of).
+the connection's id, when the connection has a name: emqd/command.py's holder_of).
 
 Returns: the new deadline (integer, ms).
 
@@ -27,7 +27,6 @@ from emqd.numbers import MAX_TIME_MS
 from emqd.plan import LEASED, Plan
 from emqd.rules import args as parse_args
 from emqd.rules import job
-from emqd.session import Session
 from emqd.store.keyspace import View
 
 NAME: Final = "emq.extend"
@@ -43,11 +42,11 @@ class ExtendArgs:
         self.id = id
         self.token = token
         self.lease_ms = lease_ms
-        self.holder = b""  # with_session: a named connection's id
+        self.holder = b""  # with_holder: a named connection's id
 
 
-def with_session(args: ExtendArgs, session: Session) -> ExtendArgs:
-    args.holder = job.holder_of(session)
+def with_holder(args: ExtendArgs, holder: bytes) -> ExtendArgs:
+    args.holder = holder
     return args
 
 
