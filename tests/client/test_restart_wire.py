@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TryAgainError
 
 from emqd.client import ConnectionLost, Job, Queue, SyncQueue, Worker
 from tests.client.test_worker_e2e import count_stat, wait_async
@@ -121,9 +123,16 @@ def test_a_wait_that_cannot_reconnect_says_which_job(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_a_retried_add_makes_one_job(tmp_path: Path) -> None:
-    """An ADD whose reply is lost is sent again by the client with the id it picked before
-    the first try: the server answers the existing job, so one job exists (issue 24, 11)."""
+@pytest.mark.parametrize("lost", [
+    RedisConnectionError("the reply was lost"),
+    # a cluster's front: the cluster did not acknowledge the write, which may or may not
+    # have been applied (docs/CLUSTER.md, how a client retries)
+    TryAgainError("the cluster did not acknowledge this write"),
+])
+def test_a_retried_add_makes_one_job(tmp_path: Path, lost: Exception) -> None:
+    """An ADD whose reply is lost (or not acknowledged) is sent again by the client with
+    the id it picked before the first try: the server answers the existing job, so one
+    job exists (issue 24, 11)."""
     server = start_emqd(*FLAGS, dir=str(tmp_path))
     url = f"redis://127.0.0.1:{server.port}"
     try:
@@ -132,11 +141,10 @@ def test_a_retried_add_makes_one_job(tmp_path: Path) -> None:
         calls = []
 
         def lose_first_reply(*argv: object, **options: object) -> object:
-            reply = real(*argv, **options)
+            reply = real(*argv, **options)  # applied, but its answer does not arrive
             calls.append(argv)
             if len(calls) == 1:
-                from redis.exceptions import ConnectionError as Lost
-                raise Lost("the reply was lost")
+                raise lost
             return reply
 
         queue.client.execute_command = lose_first_reply  # type: ignore[method-assign]
@@ -145,34 +153,6 @@ def test_a_retried_add_makes_one_job(tmp_path: Path) -> None:
         assert len(calls) == 2 and calls[0] == calls[1]  # the same ADD, with its ID
         assert queue.stats().pending == 1
         assert queue.get(job_id).payload == b"hello"
-        queue.close()
-    finally:
-        server.stop()
-
-
-def test_a_cluster_s_tryagain_sends_the_add_again_and_makes_one_job(tmp_path: Path) -> None:
-    """A front answers TRYAGAIN when the cluster did not acknowledge a write (it may or may
-    not have been applied): the client sends the same ADD again, with its id, and one job
-    results (docs/CLUSTER.md, how a client retries)."""
-    server = start_emqd(*FLAGS, dir=str(tmp_path))
-    try:
-        queue = SyncQueue("again", f"redis://127.0.0.1:{server.port}")
-        real = queue.client.execute_command
-        calls = []
-
-        def unacknowledged_first(*argv: object, **options: object) -> object:
-            reply = real(*argv, **options)  # applied, but the front could not say so
-            calls.append(argv)
-            if len(calls) == 1:
-                from redis.exceptions import TryAgainError
-                raise TryAgainError("the cluster did not acknowledge this write")
-            return reply
-
-        queue.client.execute_command = unacknowledged_first  # type: ignore[method-assign]
-        job_id = queue.add(b"hello")
-        queue.client.execute_command = real  # type: ignore[method-assign]
-        assert len(calls) == 2 and calls[0] == calls[1]
-        assert queue.stats().pending == 1 and queue.get(job_id).payload == b"hello"
         queue.close()
     finally:
         server.stop()
