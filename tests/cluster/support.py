@@ -119,6 +119,28 @@ class Cluster:
             port = client.get_node_from_key(key).port
         return next(node for node in self.nodes if node.port == port)
 
+    def replica_of(self, primary: ServerProcess) -> ServerProcess:
+        """The node that replicates `primary` (one, as Cluster.start makes them)."""
+        for node in self.nodes:
+            if node is not primary and node.running():
+                with redis.Redis(port=node.port) as client:
+                    info = client.info("replication")
+                if info["role"] == "slave" and int(info["master_port"]) == primary.port:
+                    return node
+        raise AssertionError(f"no replica of {primary.port}")
+
+    def promoted(self, replica: ServerProcess, timeout: float = 20.0) -> None:
+        """Wait until `replica` is a primary (its shard's failover is done).
+
+        A killed primary is restarted only after this: these nodes keep no data on
+        disk, and one that came back before its replica was promoted would still be
+        the shard's primary, with an empty dataset its replica then copies (Redis
+        Cluster's own warning about restarting primaries without persistence)."""
+        def is_primary() -> bool:
+            with redis.Redis(port=replica.port) as client:
+                return bool(client.execute_command("ROLE")[0] == b"master")
+        until(is_primary, timeout, f"replica {replica.port} promoted")
+
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()

@@ -145,9 +145,10 @@ def test_chaos_through_fronts_with_a_front_killed_one_stopped_and_a_primary_kill
             fronts[1].send_signal(signal.SIGCONT)
             await asyncio.sleep(1)
             primary = cluster.primary_of(b"emq:{c1}:pending")
+            replica = cluster.replica_of(primary)
             primary.kill(signal.SIGKILL)
-            await asyncio.sleep(4)
-            await asyncio.to_thread(primary.restart)
+            await asyncio.to_thread(cluster.promoted, replica)
+            await asyncio.to_thread(primary.restart)  # back as its replica's replica
             await asyncio.gather(*tasks[:3])  # producers done
             deadline = time.monotonic() + DRAIN_S
             while time.monotonic() < deadline and not all_done(cluster, ledger):
