@@ -35,20 +35,30 @@ from emqd.bench.scenarios import QUEUE, Sizes
 from emqd.bench.servers import Server, redis_server_path, start_emqd
 from emqd.bench.targets import EmqdTarget
 
+# Node ports and their buses (+ 10000) below Linux's ephemeral range (32768 up): no
+# client connection can hold one of them between the check and the node's bind.
+PORT_LOW, PORT_HIGH = 12_000, 22_768
 
-def _bus_free_port() -> int:
-    """A port whose cluster-bus twin (+10000) is free too, below 55536."""
-    for _ in range(1000):
-        port = random.randrange(20_000, 45_000)
-        ok = True
-        for candidate in (port, port + 10_000):
-            with socket.socket() as sock:
-                try:
-                    sock.bind(("127.0.0.1", candidate))
-                except OSError:
-                    ok = False
-        if ok:
-            return port
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports(count: int) -> list[int]:
+    """`count` free ports whose cluster-bus twins (+10000) are free too (also what the
+    tests' clusters and fronts use)."""
+    ports: list[int] = []
+    for _ in range(10_000):
+        port = random.randrange(PORT_LOW, PORT_HIGH)
+        if port not in ports and _free(port) and _free(port + 10_000):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
     raise RuntimeError("no free ports for a cluster")
 
 
@@ -61,8 +71,7 @@ class RedisCluster:
         self.nodes: list[Server] = []
         self.live = live
         try:
-            for _ in range(primaries * (1 + replicas)):
-                port = _bus_free_port()
+            for port in cluster_ports(primaries * (1 + replicas)):
                 node_dir = workdir / f"node-{port}"
                 node_dir.mkdir(parents=True)
                 argv = [redis_server_path() or "redis-server", "--port", str(port), "--bind",

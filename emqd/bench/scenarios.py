@@ -317,7 +317,8 @@ async def memory(target: Target, sizes: Sizes) -> dict[str, float]:
             await asyncio.sleep(0.1)
             figures[f"zset{members}.rss"] = \
                 (target.server.rss_bytes() - before) / sizes.memory_sets
-            usage = (await client.pipeline([encode("MEMORY", "USAGE", b"set%d:0000000" % members)]))[0]
+            usage = (await client.pipeline(
+                [encode("MEMORY", "USAGE", b"set%d:0000000" % members)]))[0]
             _check(usage, "MEMORY USAGE")
             figures[f"zset{members}.usage"] = float(usage)
     finally:

@@ -1,7 +1,8 @@
 """A real Redis Cluster (Debian's redis-server in cluster mode) and emqd fronts over it.
 
 `Cluster.start(primaries, replicas)` starts the nodes on free loopback ports
-below 55536 (a node's cluster bus listens on its port + 10000), joins them with
+below the ephemeral range (a node's cluster bus listens on its port + 10000;
+emqd.bench.cluster.cluster_ports), joins them with
 `redis-cli --cluster create`, and waits for `cluster_state:ok`. Every process
 is stopped by its PID in `stop()`, also when a later one failed to start.
 `front(cluster)` starts an emqd front on it (tests/support.py's start_emqd).
@@ -9,8 +10,6 @@ is stopped by its PID in `stop()`, also when a later one failed to start.
 
 from __future__ import annotations
 
-import random
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,31 +19,10 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
+from emqd.bench.cluster import cluster_ports
 from tests.support import ServerProcess, redis_server_path, start_emqd
 
-PORT_LOW, PORT_HIGH = 20_000, 45_000  # + 10000 for the bus: below 55536
 READY_S = 20.0
-
-
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def cluster_ports(count: int) -> list[int]:
-    """`count` ports whose cluster-bus twins (+10000) are free too."""
-    ports: list[int] = []
-    for _ in range(10_000):
-        port = random.randrange(PORT_LOW, PORT_HIGH)
-        if port not in ports and _free(port) and _free(port + 10_000):
-            ports.append(port)
-            if len(ports) == count:
-                return ports
-    raise RuntimeError("no free ports for a cluster")
 
 
 def until(condition: Callable[[], Any], timeout: float, what: str, pause: float = 0.05) -> Any:
@@ -147,7 +125,7 @@ class Cluster:
 
 
 def front(cluster: Cluster, *flags: str) -> ServerProcess:
-    """An emqd front on the cluster, on a free port below 55536."""
+    """An emqd front on the cluster, on a free port below the ephemeral range."""
     port = cluster_ports(1)[0]
     return start_emqd("--cluster", cluster.seeds, *flags, port=port)
 
