@@ -17,9 +17,9 @@ Layout: a count, then the entries in Redis's order (score, then member bytes):
 
 Each entry is thus its packed key between two lengths, and the keys of a set
 compare as bytes in the set's order. A member is found with one `find` of its
-bytes followed by its length (in C), then a walk of the lengths from the front
-checks that the match starts a member (a member's bytes may also appear inside
-another entry). Every function takes the bytes and returns new ones; the
+bytes followed by its length (in C), then a walk of the lengths from the nearer
+end checks that the match starts a member (a member's bytes may also appear
+inside another entry). Every function takes the bytes and returns new ones; the
 caller (store/zset.py, store/keyspace.py) decides when a set outgrows this form
 (Redis's `zset-max-listpack-entries` and `-value`).
 """
@@ -103,6 +103,29 @@ def _entry(key: bytes, n: int) -> bytes:
     return b"\xff" + word + key + word + b"\xff"
 
 
+def _back(raw: bytes, off: int) -> int:
+    """The offset of the entry that ends at `off` (read from its trailing length)."""
+    n = raw[off - 1]
+    if n < _LONG:
+        return off - n - (PREFIX + 2)
+    return off - int.from_bytes(raw[off - 5:off - 1], "big") - (PREFIX + 10)
+
+
+def _starts_entry(raw: bytes, at: int) -> bool:
+    """Whether an entry starts at `at`: walked to from the nearer end (a job added goes
+    last and the oldest is taken first, so a queue's finds are near one end or the other)."""
+    base, size = start(raw), len(raw)
+    if at - base <= size - at:
+        off = base
+        while off < at:
+            off = end(raw, off)
+    else:
+        off = size
+        while off > at:
+            off = _back(raw, off)
+    return off == at
+
+
 def find(raw: bytes, member: bytes) -> int:
     """The offset of `member`'s entry, -1 when absent."""
     n = len(member)
@@ -112,14 +135,11 @@ def find(raw: bytes, member: bytes) -> int:
     else:
         needle = member + n.to_bytes(4, "big") + b"\xff"
         lead = 5 + PREFIX
-    off = start(raw)
-    pos = raw.find(needle, off + lead)
+    pos = raw.find(needle, start(raw) + lead)
     while pos >= 0:
         at = pos - lead  # where the entry would start
-        while off < at:
-            off = end(raw, off)
-        if off == at and _length(raw, off) == n:
-            return off
+        if _length(raw, at) == n and _starts_entry(raw, at):
+            return at
         pos = raw.find(needle, pos + 1)
     return -1
 
