@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mypy_extensions import mypyc_attr
+
 from emqd import clock
 from emqd.config import Config
 from emqd.errors import ReplyError
@@ -46,6 +48,7 @@ def _ignore() -> None:
     """The `notify` of a sink no commit path has attached to yet."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the log's sink and the tests' are not compiled
 class Sink:
     """The interface, and what a sink that needs nothing more inherits.
 

@@ -152,10 +152,8 @@ class Front:
             written = await load(self.client, queue, self.keyspace)
         except BaseException:
             self._drop_keys(queue)
-            try:
-                await self.leases.release(lease)
-            finally:
-                raise
+            await self.leases.release(lease)  # its failure carries the load's as context
+            raise
         self.held[queue] = lease
         self.terms[queue] = lease.term
         self.sink.own(queue, lease.value, written)

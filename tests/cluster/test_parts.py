@@ -53,7 +53,7 @@ def test_the_scanner_agrees_with_hiredis_on_any_nesting(value: object) -> None:
 
 # --- which queue a request is about -----------------------------------------------------------
 def queue(*argv: bytes) -> object:
-    router = ClusterRouter.__new__(ClusterRouter)
+    router = ClusterRouter(None)  # type: ignore[arg-type]  # (queue_of asks the front nothing)
     name = argv[0].lower()
     # (a command of Redis's with movable keys, whether or not this build serves it)
     row = TABLE.get(name) or command(name.decode(), -4, "write", lambda s, a: None, (1, 1, 1))
@@ -105,8 +105,7 @@ def decode_ops(batch: Batch) -> list[tuple[bytes, ...]]:
 
 
 def sink_with(*queues: bytes) -> ClusterSink:
-    sink = ClusterSink.__new__(ClusterSink)
-    ClusterSink.__init__(sink, None, None, 1000, lambda queue: None)  # type: ignore[arg-type]
+    sink = ClusterSink(None, None, 1000, lambda queue: None)  # type: ignore[arg-type]
     for name in queues:
         sink.logs[name] = QueueLog(name, b"term 127.0.0.1:1", 0)
     return sink
