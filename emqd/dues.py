@@ -47,6 +47,9 @@ TARGETS_MAX = 65_536  # keys remembered by `observe`; cleared when full
 # A timer this short runs after the loop's next I/O poll. 0 would not: uvloop
 # runs call_later(0) as call_soon, before the poll (tests/test_housekeeping.py).
 SETTLE_S = 0.001
+# A timer that ran this much later than armed was held up by the loop itself.
+LATE_MS = 100
+MAX_GRACE_MS = 60_000  # the longest a held-up sweep waits before judging
 
 
 def _nobody(queue: bytes, now_ms: int) -> None:
@@ -65,7 +68,11 @@ class Deadlines:
 
     With `after_io`, a fired timer first lets the loop read its sockets (a
     SETTLE_S timer), then hands over the queues due by the time it fired,
-    with that time as `now_ms`.
+    with that time as `now_ms`. A timer that fired late by L ms (past LATE_MS:
+    one command held the loop) waits L ms rather than SETTLE_S: a heartbeat
+    answered just before the hold had its reply held up with it, so its
+    worker's next one comes only after the hold, and the hold is not the
+    worker's (PROTOCOL.md 6.4).
     """
 
     def __init__(self, after_io: bool = False) -> None:
@@ -77,6 +84,7 @@ class Deadlines:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: int | None = None
+        self.expected_ms = 0  # when the armed timer should run (its lateness is the loop's)
         self.not_before: dict[bytes, int] = {}
 
     def note(self, queue: bytes, at_ms: int) -> None:
@@ -115,8 +123,10 @@ class Deadlines:
         if not self.heap or self.loop is None:
             return
         at = self.heap[0][0]
-        delay_ms = min(max(at - clock.now_ms(), 0), MAX_TIMER_MS)
+        now = clock.now_ms()
+        delay_ms = min(max(at - now, 0), MAX_TIMER_MS)
         self.timer_at = at
+        self.expected_ms = now + delay_ms
         self.timer = self.loop.call_later(delay_ms / 1000.0, self._fire)
 
     def _fire(self) -> None:
@@ -124,8 +134,10 @@ class Deadlines:
         now = clock.now_ms()
         if self.after_io:
             assert self.loop is not None  # stop() cancels the timer
+            late_ms = now - self.expected_ms
+            wait_s = min(late_ms, MAX_GRACE_MS) / 1000.0 if late_ms > LATE_MS else SETTLE_S
             self.fired_at = self.timer_at = now
-            self.timer = self.loop.call_later(SETTLE_S, self._settled)
+            self.timer = self.loop.call_later(wait_s, self._settled)
             return
         self._run_due(now)
 

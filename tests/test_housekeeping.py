@@ -263,6 +263,41 @@ async def test_a_waiting_sweep_judges_as_of_the_time_it_fired() -> None:
     assert at <= fired[0] < later <= fired[1]
 
 
+def test_a_sweep_held_up_by_the_loop_waits_as_long_before_judging() -> None:
+    """A deadline passes while one callback holds the loop for HOLD_S: the sweep then
+    gives the sockets as long again (a heartbeat answered just before the hold got its
+    reply only after it, and its worker's next one comes later still), and judges as
+    of the time it fired."""
+    hold_s = 0.4
+    judged: list[tuple[int, int]] = []  # (the time judged as of, the time it ran)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        deadlines = Deadlines(after_io=True)
+        deadlines.start(loop, lambda queue, now: judged.append((now, clock.now_ms())))
+        deadlines.note(b"q", clock.now_ms() + 20)
+        loop.call_soon(time.sleep, hold_s)  # one long command; the deadline passes meanwhile
+        try:
+            for _ in range(300):  # bounded: 3 s
+                if judged:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            deadlines.stop()
+
+    started = clock.now_ms()
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert len(judged) == 1
+    as_of, ran = judged[0]
+    late_ms = as_of - (started + 20)
+    assert late_ms >= hold_s * 1000 - 40  # it fired once the hold was over
+    assert ran - as_of >= late_ms - 20  # and waited about as long again
+
+
 # --- promotion ----------------------------------------------------------------------
 async def test_a_scheduled_job_is_promoted_at_its_due_time(rig: Any) -> None:
     r = rig()
