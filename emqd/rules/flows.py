@@ -343,7 +343,7 @@ class Flows:
             gone.append(LEFT)
             job.check_entry(view, keys, parent.row)
             known = seqs.get(keys.queue)
-            stored = job.hget(view, keys.meta, b"seq") if known is None else b"%d" % known[1]
+            stored = view.hget(keys.meta, b"seq") if known is None else b"%d" % known[1]
             seq = job.next_seq(stored, self.config)
             seqs[keys.queue] = (keys, seq)
             ops += job.enter_ops(keys, job_id, parent.row, job.first_entry_score(parent.row, seq),

@@ -61,18 +61,6 @@ def field(row: Hash, name: bytes) -> bytes | None:
     return hashes.get(row, name)
 
 
-def zcard(view: View, key: bytes) -> int:
-    """The size of the sorted set at `key` (0 when absent); WRONGTYPE on a hash."""
-    zset = view.zset(key)
-    return 0 if zset is None else len(zset)
-
-
-def hget(view: View, key: bytes, name: bytes) -> bytes | None:
-    """One field of the hash at `key`; WRONGTYPE on a sorted set."""
-    row = view.hash(key)
-    return None if row is None else hashes.get(row, name)
-
-
 # --- the holder's guard (COMPLETE, FAIL, REQUEUE, EXTEND) -----------------------------
 def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     """The row of the job `token` holds, or raises EMQSTALE (the seed's decide_fail order).
@@ -200,7 +188,7 @@ def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: 
     the verbs gather their deaths (ties.take_deaths) before calling it.
     """
     metric = metric_key(keys, kind)
-    count = incremented(hget(view, metric, b"count"), len(ids))
+    count = incremented(view.hget(metric, b"count"), len(ids))
     added = [(now, job_id) for job_id in ids]
     trim = retention.trim_ops(view, keys, kind.decode(), keep, added, keep_ms, now)
     zadd: list[Any] = [b"ZADD", retention.set_key(keys, kind.decode())]

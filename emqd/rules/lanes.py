@@ -87,15 +87,6 @@ def parse_limit(raw: bytes) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
-def _zcard(view: View, key: bytes) -> int:
-    zset = view.zset(key)
-    return 0 if zset is None else len(zset)
-
-
-def _hget(view: View, key: bytes, name: bytes) -> bytes | None:
-    row = view.hash(key)
-    return None if row is None else hashes.get(row, name)
-
 
 class LaneRates:
     """The lanes' rate limits as one plan sees them: made only when a lane is looked at, so
@@ -212,11 +203,11 @@ class Ledger:
 
     # --- the lanes' state after what was noted ----------------------------------------
     def size(self, group: bytes) -> int:
-        return _zcard(self.view, self.keys.lane(group)) + self.waiting.get(group, 0)
+        return self.view.zcard(self.keys.lane(group)) + self.waiting.get(group, 0)
 
     def running(self, group: bytes) -> int:
         """gactive after the plan; a stored value HINCRBY would refuse refuses the verb."""
-        stored = _hget(self.view, self.keys.gactive, group)
+        stored = self.view.hget(self.keys.gactive, group)
         return max(incremented(stored, self.active.get(group, 0)), 0)
 
     def limit(self, group: bytes) -> int:
@@ -257,7 +248,7 @@ class Ledger:
     def to_back(self, member: bytes) -> None:
         """Place `member` at the back of the ring: score `rr + 1`."""
         if self.rr is None:
-            self.rr = incremented(_hget(self.view, self.keys.meta, RR), 0)
+            self.rr = incremented(self.view.hget(self.keys.meta, RR), 0)
         if self.rr >= INT64_MAX:
             raise errors.OVERFLOW()  # HINCRBY's refusal, before anything is written
         self.rr += 1
@@ -285,7 +276,7 @@ def retune(view: View, keys: QueueKeys, config: Config, queue_limit: int,
 
 def _own_limit(view: View, keys: QueueKeys, group: bytes) -> int | None:
     """The lane's own limit (`glimit`), None when it has none; a corrupt one refuses."""
-    raw = _hget(view, keys.glimit, group)
+    raw = view.hget(keys.glimit, group)
     if raw is None:
         return None
     value = parse_limit(raw)
@@ -296,7 +287,7 @@ def _own_limit(view: View, keys: QueueKeys, group: bytes) -> int | None:
 
 def _queue_limit(view: View, keys: QueueKeys, config: Config) -> int:
     """The queue's `lane_limit` setting (only that field is read: it is all lanes need)."""
-    raw = _hget(view, keys.config, LANE_LIMIT)
+    raw = view.hget(keys.config, LANE_LIMIT)
     if raw is None:
         return config.lane_limit
     value = parse_limit(raw)
@@ -309,7 +300,7 @@ def settle(ledger: Ledger) -> list[Op]:
     """The ops that keep gactive, the ring, `rr` and `lanes_pending` exact after the plan."""
     view, keys = ledger.view, ledger.keys
     if not ledger.waiting and not ledger.placed:
-        if not ledger.flat or not _zcard(view, keys.ring):
+        if not ledger.flat or not view.zcard(keys.ring):
             return []  # no servable lane: no ring, and pending is served directly
     ops: list[Op] = []
     set_active: list[Any] = []
@@ -333,7 +324,7 @@ def settle(ledger: Ledger) -> list[Op]:
             running = ledger.running(group)
             if running:
                 set_active += [group, b"%d" % running]
-            elif _hget(view, keys.gactive, group) is not None:
+            elif view.hget(keys.gactive, group) is not None:
                 drop_active.append(group)
     _settle_flat(ledger, entered, left)
     if set_active:
@@ -392,14 +383,14 @@ def _settle_flat(ledger: Ledger, entered: int, left: int) -> None:
     one of the ring's other members is a lane that stays), it stays as it is.
     """
     view, keys = ledger.view, ledger.keys
-    ring_size = _zcard(view, keys.ring)
+    ring_size = view.zcard(keys.ring)
     if (ring_size and ring_size - 1 + entered - left > 0 and not ledger.flat
             and FLAT not in ledger.placed):
         return  # a lane stays in the ring and pending is unchanged: already right
     # (with no ring before the plan the flat member was out of it whatever pending
     # held, so lanes entering now must be followed by it: no shortcut)
     lanes_after = ring_size - ledger.was_in(FLAT) + entered - left if ring_size else entered
-    wanted = lanes_after > 0 and _zcard(view, keys.pending) + ledger.flat > 0
+    wanted = lanes_after > 0 and view.zcard(keys.pending) + ledger.flat > 0
     if wanted != ledger.in_ring(FLAT):
         if wanted:
             ledger.to_back(FLAT)
@@ -537,7 +528,7 @@ def serve(view: View, keys: QueueKeys, want: int, config: Config, judge: Judge,
 
 def _still_servable(source: _Source, ledger: Ledger) -> bool:
     if source.group is None:
-        return _zcard(ledger.view, ledger.keys.pending) + ledger.flat > 0
+        return ledger.view.zcard(ledger.keys.pending) + ledger.flat > 0
     return ledger.servable(source.group)
 
 
@@ -691,7 +682,7 @@ def _slot_back(view: View, keys: QueueKeys, queue_limit: int,
 
 def _stored_running(view: View, keys: QueueKeys, group: bytes) -> int | None:
     """The lane's stored `gactive`, when it is a count the fast paths may move by one."""
-    stored = _hget(view, keys.gactive, group)
+    stored = view.hget(keys.gactive, group)
     if stored is None:
         return 0
     value = parse_int(stored)

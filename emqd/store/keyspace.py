@@ -52,6 +52,16 @@ class View:
     def type_name(self, key: bytes) -> str:
         raise NotImplementedError
 
+    def zcard(self, key: bytes) -> int:
+        """The size of the sorted set at `key` (0 when absent); WRONGTYPE on a hash."""
+        zset = self.zset(key)
+        return 0 if zset is None else len(zset)
+
+    def hget(self, key: bytes, name: bytes) -> bytes | None:
+        """One field of the hash at `key`; WRONGTYPE on a sorted set."""
+        row = self.hash(key)
+        return None if row is None else hashes.get(row, name)
+
 
 class Keyspace(View):
     """Every key's value, plus the set of watched keys written since last asked."""

@@ -177,7 +177,7 @@ def _shaped(args: CompleteArgs, view: View, now_ms: int, settings: queue_setting
         back = lanes.slot_back(view, keys, settings.lane_limit, group)
         if back is None:
             return None
-    count = incremented(job.hget(view, keys.metrics_completed, b"count"), 1)
+    count = incremented(view.hget(keys.metrics_completed, b"count"), 1)
     completed = view.zset(keys.completed)
     excess = (0 if completed is None else len(completed)) + 1 - settings.keep_completed
     if excess > 1:

@@ -25,7 +25,6 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import lanes
-from emqd.rules.job import zcard
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
@@ -47,7 +46,7 @@ def plan(args: LanesArgs, view: View, now_ms: int, run_id: bytes) -> dict[bytes,
     active = {} if gactive is None else hashes.as_dict(gactive)
     ringed = () if ring is None else ring.members()
     groups = sorted({*active, *(m for m in ringed if m != lanes.FLAT)})
-    return {group: [zcard(view, keys.lane(group)), incremented(active.get(group), 0)]
+    return {group: [view.zcard(keys.lane(group)), incremented(active.get(group), 0)]
             for group in groups}
 
 

@@ -37,7 +37,6 @@ from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.rules import args as parse_args
-from emqd.rules.job import hget, zcard
 from emqd.rules.lanes import LANES_PENDING
 from emqd.rules.retention import TRIMMED
 from emqd.store.keyspace import View
@@ -64,25 +63,25 @@ def _counter(value: bytes | None) -> int:
 
 def counts(view: View, keys: QueueKeys) -> dict[bytes, int]:
     """The reply's figures, in its order (the dashboard and /metrics read them too)."""
-    pending = zcard(view, keys.pending)
-    lanes = hget(view, keys.meta, LANES_PENDING)
+    pending = view.zcard(keys.pending)
+    lanes = view.hget(keys.meta, LANES_PENDING)
     return {
         b"pending": pending + _counter(lanes),
-        b"active": zcard(view, keys.active),
-        b"scheduled": zcard(view, keys.scheduled),
-        b"dead": zcard(view, keys.dead),
-        b"completed": zcard(view, keys.completed),
-        b"completed_total": _counter(hget(view, keys.metrics_completed, b"count")),
-        b"failed_total": _counter(hget(view, keys.metrics_failed, b"count")),
-        b"trimmed_dead": _counter(hget(view, keys.metrics_failed, TRIMMED)),
-        b"paused": int(is_paused(hget(view, keys.meta, PAUSED))),
-        b"waiting": zcard(view, keys.waiting),
-        b"added_total": _counter(hget(view, keys.meta, b"added")),
-        b"dead_total": _counter(hget(view, keys.metrics_failed, b"count")),
-        b"failures_total": _counter(hget(view, keys.metrics, b"failed")),
-        b"retried_total": _counter(hget(view, keys.metrics, b"retried")),
-        b"stalled_total": _counter(hget(view, keys.metrics, b"stalled")),
-        b"revived_total": _counter(hget(view, keys.metrics, b"revived")),
+        b"active": view.zcard(keys.active),
+        b"scheduled": view.zcard(keys.scheduled),
+        b"dead": view.zcard(keys.dead),
+        b"completed": view.zcard(keys.completed),
+        b"completed_total": _counter(view.hget(keys.metrics_completed, b"count")),
+        b"failed_total": _counter(view.hget(keys.metrics_failed, b"count")),
+        b"trimmed_dead": _counter(view.hget(keys.metrics_failed, TRIMMED)),
+        b"paused": int(is_paused(view.hget(keys.meta, PAUSED))),
+        b"waiting": view.zcard(keys.waiting),
+        b"added_total": _counter(view.hget(keys.meta, b"added")),
+        b"dead_total": _counter(view.hget(keys.metrics_failed, b"count")),
+        b"failures_total": _counter(view.hget(keys.metrics, b"failed")),
+        b"retried_total": _counter(view.hget(keys.metrics, b"retried")),
+        b"stalled_total": _counter(view.hget(keys.metrics, b"stalled")),
+        b"revived_total": _counter(view.hget(keys.metrics, b"revived")),
     }
 
 
