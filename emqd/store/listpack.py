@@ -7,21 +7,28 @@ members is one bytes object: the keyspace stores it as the value itself, with
 no object around it, and a write builds the next one (a copy of at most a few
 kilobytes, as Redis's listpack moves its bytes on an insert).
 
-Layout: a count, then the entries in Redis's order (score, then member bytes):
+Layout: a count, one signature byte per entry, then the entries in Redis's order
+(score, then member bytes):
 
     count  = 1 byte, or 0xFF + 4 bytes big-endian when >= 255
+    sigs   = `count` bytes: entry i's member hashed to one byte (`hash(member) & 255`)
     entry  = length, packed key (store/packed.py: 9 bytes of score + the member), length'
     length = the member's length: 1 byte, or 0xFF + 4 bytes big-endian when >= 255
     length'= the same length written backwards (1 byte, or 4 bytes + 0xFF), so the
              last entry is found from the end (a job added goes last)
 
 Each entry is thus its packed key between two lengths, and the keys of a set
-compare as bytes in the set's order. A member is found with one `find` of its
-bytes followed by its length (in C), then a walk of the lengths from the nearer
-end checks that the match starts a member (a member's bytes may also appear
-inside another entry). Every function takes the bytes and returns new ones; the
-caller (store/zset.py, store/keyspace.py) decides when a set outgrows this form
-(Redis's `zset-max-listpack-entries` and `-value`).
+compare as bytes in the set's order. A member is found by its signature: one
+`find` of a single byte in the signatures (memchr, in C) gives the ranks worth
+looking at, about one in 256 of the others, and a walk of the lengths from the
+nearer end reaches each. The signatures are what make an absent member cheap: a
+ZADD of a new job looks for it first, and searching the entries' bytes for it
+cost ~0.6 us at 50 members, a third of a job cycle's difference from the
+skiplist form. `hash` is seeded per process, and these bytes never leave it.
+The first and the last entries are compared before any search: a queue takes
+its oldest job and adds its newest. Every function takes the bytes and returns
+new ones; the caller (store/zset.py, store/keyspace.py) decides when a set
+outgrows this form (Redis's `zset-max-listpack-entries` and `-value`).
 """
 
 from __future__ import annotations
@@ -42,19 +49,23 @@ def count(raw: bytes) -> int:
     return n if n < _LONG else int.from_bytes(raw[1:5], "big")
 
 
-def start(raw: bytes) -> int:
-    """The offset of the first entry (just past the count)."""
+def _sigs_at(raw: bytes) -> int:
+    """The offset of the signatures (just past the count)."""
     return 1 if raw[0] < _LONG else 5
+
+
+def start(raw: bytes) -> int:
+    """The offset of the first entry (just past the count and the signatures)."""
+    n = raw[0]
+    return n + 1 if n < _LONG else int.from_bytes(raw[1:5], "big") + 5
+
+
+def _sig(member: bytes) -> bytes:
+    return _BYTE[hash(member) & 255]
 
 
 def _head(n: int) -> bytes:
     return _BYTE[n] if n < _LONG else b"\xff" + n.to_bytes(4, "big")
-
-
-def _length(raw: bytes, off: int) -> int:
-    """The member length of the entry at `off`."""
-    n = raw[off]
-    return n if n < _LONG else int.from_bytes(raw[off + 1:off + 5], "big")
 
 
 def end(raw: bytes, off: int) -> int:
@@ -111,76 +122,106 @@ def _back(raw: bytes, off: int) -> int:
     return off - int.from_bytes(raw[off - 5:off - 1], "big") - (PREFIX + 10)
 
 
-def _starts_entry(raw: bytes, at: int) -> bool:
-    """Whether an entry starts at `at`: walked to from the nearer end (a job added goes
-    last and the oldest is taken first, so a queue's finds are near one end or the other)."""
-    base, size = start(raw), len(raw)
-    if at - base <= size - at:
+def _offset_of(raw: bytes, base: int, n: int, rank: int) -> int:
+    """The offset of the entry of `rank` (< n), walked to from the nearer end."""
+    if rank + rank < n:
         off = base
-        while off < at:
+        for _ in range(rank):
             off = end(raw, off)
-    else:
-        off = size
-        while off > at:
-            off = _back(raw, off)
-    return off == at
+        return off
+    off = len(raw)
+    for _ in range(n - rank):
+        off = _back(raw, off)
+    return off
+
+
+def rank_of(raw: bytes, member: bytes) -> int:
+    """`member`'s rank, -1 when absent."""
+    n = count(raw)
+    if n == 0:
+        return -1
+    size = len(raw)
+    length = len(member)
+    sigs = _sigs_at(raw)
+    base = sigs + n
+    sig = hash(member) & 255
+    if length < _LONG:
+        if (raw[sigs] == sig and raw[base] == length
+                and raw[base + 1 + PREFIX:base + 1 + PREFIX + length] == member):
+            return 0
+        if (raw[base - 1] == sig and raw[size - 1] == length
+                and raw[size - 1 - length:size - 1] == member):
+            return n - 1
+    at = raw.find(sig, sigs, base)
+    while at >= 0:
+        rank = at - sigs
+        if member_at(raw, _offset_of(raw, base, n, rank)) == member:
+            return rank
+        at = raw.find(sig, at + 1, base)
+    return -1
 
 
 def find(raw: bytes, member: bytes) -> int:
     """The offset of `member`'s entry, -1 when absent."""
-    n = len(member)
-    if n < _LONG:
-        needle = member + _BYTE[n]
-        lead = 1 + PREFIX
-    else:
-        needle = member + n.to_bytes(4, "big") + b"\xff"
-        lead = 5 + PREFIX
-    pos = raw.find(needle, start(raw) + lead)
-    while pos >= 0:
-        at = pos - lead  # where the entry would start
-        if _length(raw, at) == n and _starts_entry(raw, at):
-            return at
-        pos = raw.find(needle, pos + 1)
-    return -1
+    rank = rank_of(raw, member)
+    if rank < 0:
+        return -1
+    return _offset_of(raw, start(raw), count(raw), rank)
 
 
 def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> bytes:
     """`raw` with `member` at packed key `key` (`raw` itself when it holds that already);
     b"" when the member is new and the set may not hold it in this form (it has
     `entries` members, or the member is longer than `longest`)."""
-    off = find(raw, member)
+    rank = rank_of(raw, member)
     n = count(raw)
     size = len(raw)
-    if off < 0:
+    sigs_at = _sigs_at(raw)
+    base = sigs_at + n
+    sigs = raw[sigs_at:base]
+    if rank < 0:
         if n >= entries or len(member) > longest:
             return b""
         gone = stop = size
+        sig = _sig(member)
         n += 1
     else:
-        if key_at(raw, off) == key:
+        gone = _offset_of(raw, base, n, rank)
+        if key_at(raw, gone) == key:
             return raw
-        gone, stop = off, end(raw, off)
+        stop = end(raw, gone)
+        sig = sigs[rank:rank + 1]
+        sigs = sigs[:rank] + sigs[rank + 1:]
     entry = _entry(key, len(member))
-    base = start(raw)
     # where the key goes: after every other entry whose key is lower
     at = size
+    below = len(sigs)  # how many other entries go before it
     if n > 1:
         tail = last(raw)
         if tail == gone or key_at(raw, tail) > key:
             at = base
+            below = 0
             while at < size and (at == gone or key_at(raw, at) < key):
+                if at != gone:
+                    below += 1
                 at = end(raw, at)
+    head = _head(n) + sigs[:below] + sig + sigs[below:]
     if at <= gone:
-        return b"".join((_head(n), raw[base:at], entry, raw[at:gone], raw[stop:]))
-    return b"".join((_head(n), raw[base:gone], raw[stop:at], entry, raw[at:]))
+        return b"".join((head, raw[base:at], entry, raw[at:gone], raw[stop:]))
+    return b"".join((head, raw[base:gone], raw[stop:at], entry, raw[at:]))
 
 
 def removed(raw: bytes, member: bytes) -> bytes:
     """`raw` without `member` (`raw` itself when absent; EMPTY after the last one)."""
-    off = find(raw, member)
-    if off < 0:
+    rank = rank_of(raw, member)
+    if rank < 0:
         return raw
-    return _head(count(raw) - 1) + raw[start(raw):off] + raw[end(raw, off):]
+    n = count(raw)
+    sigs = _sigs_at(raw)
+    base = sigs + n
+    off = _offset_of(raw, base, n, rank)
+    return b"".join((_head(n - 1), raw[sigs:sigs + rank], raw[sigs + rank + 1:base],
+                     raw[base:off], raw[end(raw, off):]))
 
 
 def keys(raw: bytes) -> list[bytes]:
@@ -223,19 +264,10 @@ def rank_below(raw: bytes, bound: bytes) -> int:
     return rank
 
 
-def rank_at(raw: bytes, at: int) -> int:
-    """The rank of the entry at offset `at`."""
-    rank = 0
-    off = start(raw)
-    while off < at:
-        rank += 1
-        off = end(raw, off)
-    return rank
-
-
 def of_keys(sorted_keys: list[bytes]) -> bytes:
     """The form of a set whose packed keys are `sorted_keys` (ascending, distinct)."""
     parts = [_head(len(sorted_keys))]
+    parts += [_sig(key[PREFIX:]) for key in sorted_keys]
     for key in sorted_keys:
         parts.append(_entry(key, len(key) - PREFIX))
     return b"".join(parts)

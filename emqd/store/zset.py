@@ -307,8 +307,8 @@ class ZSet:
         """`member`'s 0-based rank in ascending order, None when absent."""
         raw = self.packed
         if raw is not None:
-            off = lp.find(raw, member)
-            return None if off < 0 else lp.rank_at(raw, off)
+            rank = lp.rank_of(raw, member)
+            return None if rank < 0 else rank
         key = self._big().get(member)
         if key is None:
             return None

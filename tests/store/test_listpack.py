@@ -132,16 +132,55 @@ def test_a_listpack_converts_at_the_thresholds_and_never_back() -> None:
     assert not long.listpack
 
 
+def _sig(member: bytes) -> bytes:
+    return bytes((hash(member) & 255,))
+
+
 def test_the_bytes_are_the_documented_layout() -> None:
-    """A count, then each entry as its length, packed key and length again."""
+    """A count, a signature byte per entry, then each entry as its length, packed key
+    and length again."""
     raw = lp.of_keys([pack(1.0, b"ab"), pack(2.0, b"y" * 255)])
     long = (255).to_bytes(4, "big")
-    assert raw == (b"\x02" + b"\x02" + pack(1.0, b"ab") + b"\x02"
+    assert raw == (b"\x02" + _sig(b"ab") + _sig(b"y" * 255)
+                   + b"\x02" + pack(1.0, b"ab") + b"\x02"
                    + b"\xff" + long + pack(2.0, b"y" * 255) + long + b"\xff")
     assert lp.count(raw) == 2 and lp.keys(raw) == [pack(1.0, b"ab"), pack(2.0, b"y" * 255)]
-    many = lp.of_keys([pack(float(i), b"") for i in range(300)])
+    many = lp.of_keys([pack(float(i), b"%d" % i) for i in range(300)])
     assert many[:5] == b"\xff" + (300).to_bytes(4, "big") and lp.count(many) == 300
-    assert lp.find(many, b"") == 5
+    assert lp.start(many) == 305 and lp.find(many, b"0") == 305
+    assert lp.rank_of(many, b"150") == 150 and lp.rank_of(many, b"300") == -1
+
+
+def _colliding(count: int) -> list[bytes]:
+    """`count` members whose signatures are all one byte, so a find must tell them apart
+    by their bytes (about one member in 256 shares any given signature)."""
+    found: list[bytes] = []
+    target = hash(b"m0") & 255
+    i = 0
+    while len(found) < count:
+        member = b"m%d" % i
+        if hash(member) & 255 == target:
+            found.append(member)
+        i += 1
+    return found
+
+
+def test_members_that_share_a_signature_are_told_apart() -> None:
+    """Every add, find and removal among members of one signature, at every rank."""
+    members = _colliding(7)
+    raw = lp.EMPTY
+    for score, member in enumerate(members):
+        raw = lp.added(raw, member, pack(float(score), member), 128, 64)
+    assert raw[1:8] == _sig(members[0]) * 7
+    for rank, member in enumerate(members):
+        assert lp.rank_of(raw, member) == rank
+        assert lp.member_at(raw, lp.find(raw, member)) == member
+    # a new score moves one among them, and its signature moves with it
+    raw = lp.added(raw, members[1], pack(10.0, members[1]), 128, 64)
+    assert list(lp.members(raw)) == [members[0], *members[2:], members[1]]
+    raw = lp.removed(raw, members[3])
+    assert lp.rank_of(raw, members[3]) == -1 and lp.count(raw) == 6
+    assert [lp.rank_of(raw, m) for m in list(lp.members(raw))] == list(range(6))
 
 
 def test_a_member_found_inside_another_entry_is_not_taken_for_it() -> None:
