@@ -8,24 +8,21 @@ job's life (COMPLETE, a death by FAIL, the sweep or CLAIM), deletes it
 rows have neither, and the hot verbs must not pay for either: `tied(row)` is
 one lookup by the row's shared schema, and only a tied row builds a `Ties`.
 
-Usage, in a verb's plan: `ties = Ties(view, keys, config, now, ledger, busy)`
-(`ledger`: the verb's own lane ledger of `keys`' queue; `busy`: the row keys
-of the jobs the verb moves itself), then `completed` / `died` / `removed` /
-`revived` for each tied job, then `resolve()`; the verb's own `finish_ops` of
-DEAD takes `take_deaths()` (parents of its queue that die with their child);
-`join(ops, happened, due)` then adds the ties' ops, events and due times to
-the verb's own, and its own `lanes.settle(ledger)` comes after.
+Verbs do not use `Ties` themselves: they build their plan's tail with an
+`Ending`, whose `finish()` puts the ops in the one order they must come in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys
-from emqd.plan import Due, Op
-from emqd.rules import flows, lanes, unique
+from emqd.plan import AGING, Due, Op
+from emqd.rules import flows, job, lanes, unique
+from emqd.rules.settings import Settings
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, Schema
 from emqd.store.keyspace import View
@@ -91,13 +88,6 @@ class Ties:
     def ops(self) -> list[Op]:
         return [*self.own, *self.flows.ops()]
 
-    def join(self, ops: list[Op], happened: list[Event], due: list[Due]) -> None:
-        """Add what the ties write, tell and schedule to the verb's own lists (after
-        `resolve`, and `take_deaths` where the verb finishes deaths itself)."""
-        ops += self.ops()
-        happened += self.events
-        due += self.due
-
     @property
     def events(self) -> list[Event]:
         return self.flows.events
@@ -105,3 +95,88 @@ class Ties:
     @property
     def due(self) -> list[Due]:
         return self.flows.due
+
+
+class Ending:
+    """The tail of a plan that ends jobs (COMPLETE, a death by FAIL, the sweep or CLAIM),
+    deletes them (REMOVE) or revives them (REVIVE), in the one order each needs:
+
+        the verb's own ops (`ops`: it appends them as it goes)
+        what the jobs are tied to (flows' parents and records, unique keys: `Ties`)
+        the ended jobs' entry into `into` (completed or dead), counted and trimmed:
+            after the ties, so a parent that dies of its child is trimmed with it, and
+            a trim that deletes a row comes after anything written to it
+        the lanes' settle (slots given back, the ring set right)
+
+    A verb calls `completed` / `died` / `removed` / `revived` for each job, then
+    `finish()`. Ties are built only for a tied row, so a hot verb pays for none.
+    `busy`: the ids of every job the verb moves itself (flows leave them alone)."""
+
+    def __init__(self, view: View, keys: QueueKeys, config: Config, now_ms: int,
+                 ledger: lanes.Ledger, busy: Sequence[bytes], into: bytes | None = None,
+                 settings: Settings | None = None) -> None:
+        self.view = view
+        self.keys = keys
+        self.config = config
+        self.now_ms = now_ms
+        self.ledger = ledger
+        self.busy = busy
+        self.into = into  # job.COMPLETED or job.DEAD: where `ended` go; None: nowhere
+        self.settings = settings
+        self.ops: list[Op] = []
+        self.happened: list[Event] = []
+        self.due: list[Due] = []
+        self.ended: list[bytes] = []  # ids entering `into`, in order
+        self._ties: Ties | None = None
+
+    def _tie(self) -> Ties:
+        if self._ties is None:
+            self._ties = Ties(self.view, self.keys, self.config, self.now_ms, self.ledger,
+                              {self.keys.job(job_id) for job_id in self.busy})
+        return self._ties
+
+    def completed(self, job_id: bytes, row: Hash, result: bytes | None) -> None:
+        self.ended.append(job_id)
+        if tied(row):
+            self._tie().completed(job_id, row, result)
+
+    def died(self, job_id: bytes, row: Hash | None) -> None:
+        self.ended.append(job_id)
+        if row is not None and tied(row):
+            self._tie().died(job_id, row)
+
+    def removed(self, job_id: bytes, row: Hash) -> None:
+        if tied(row):
+            self._tie().removed(job_id, row)
+
+    def revived(self, job_id: bytes, row: Hash) -> None:
+        if tied(row):
+            self._tie().revived(job_id, row)
+
+    def finish(self, settle: bool = True) -> list[Op]:
+        """The plan's ops, in order (`settle` False: the verb settles its ledger itself,
+        after ops of its own: CLAIM's rate window). `happened` and `due` are complete
+        after it."""
+        ops = self.ops
+        ties = self._ties
+        if ties is not None:
+            ties.resolve()
+            if self.into == job.DEAD:  # its parents that die here are counted with it
+                self.ended += ties.take_deaths()
+            ops += ties.ops()
+            self.happened += ties.events
+            self.due += ties.due
+        if self.ended and self.into is not None:
+            settings = self.settings
+            assert settings is not None
+            if self.into == job.DEAD:
+                keep, keep_ms = settings.keep_dead, settings.keep_dead_ms
+            else:
+                keep, keep_ms = settings.keep_completed, settings.keep_completed_ms
+            ops += job.finish_ops(self.view, self.keys, self.into, self.ended, self.now_ms,
+                                  keep, keep_ms)
+            if keep_ms:
+                self.due.append((AGING, self.keys.queue, self.now_ms + keep_ms))
+        if settle:
+            ops += lanes.settle(self.ledger)
+        return ops

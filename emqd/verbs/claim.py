@@ -53,7 +53,7 @@ from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS, parse_int
-from emqd.plan import AGING, LEASED, Block, Due, Op, Plan, Shape, Slot
+from emqd.plan import LEASED, Block, Due, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, rates, ties, tokens
@@ -350,26 +350,15 @@ def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[An
     """The rows CLAIM dead-letters (a counter HINCRBY would refuse), with what they are tied to."""
     keys = args.keys
     settings = queue_settings.of_queue(view, keys, args.config)
-    ops: list[Op] = []
-    dead = [member for member, _ in corrupt]
-    tie = None
+    busy = [member for member, _ in corrupt] + [j[0] for j in jobs]
+    end = ties.Ending(view, keys, args.config, now, ledger, busy, job.DEAD, settings)
     for member, text in corrupt:
-        ops.append(job.dead_row_op(keys, member, now, job.LAST_ERROR, text))
-        happened.append((events.DEAD, keys.queue, member, now, {"error": text}))
-        row = view.hash(keys.job(member))
-        if row is not None and ties.tied(row):
-            if tie is None:
-                busy = {keys.job(m) for m in dead} | {keys.job(j[0]) for j in jobs}
-                tie = ties.Ties(view, keys, args.config, now, ledger, busy)
-            tie.died(member, row)
-    if tie is not None:
-        tie.resolve()
-        dead += tie.take_deaths()
-        tie.join(ops, happened, due)
-    ops += job.finish_ops(view, keys, job.DEAD, dead, now, settings.keep_dead,
-                          settings.keep_dead_ms)
-    if settings.keep_dead_ms:
-        due.append((AGING, keys.queue, now + settings.keep_dead_ms))
+        end.ops.append(job.dead_row_op(keys, member, now, job.LAST_ERROR, text))
+        end.happened.append((events.DEAD, keys.queue, member, now, {"error": text}))
+        end.died(member, view.hash(keys.job(member)))
+    ops = end.finish(settle=False)  # the caller settles, after its rate window's ops
+    happened += end.happened
+    due += end.due
     return ops
 
 

@@ -28,7 +28,7 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import parse_int
-from emqd.plan import AGING, BIG_VALUE, Due, Op, Plan, Shape, Slot
+from emqd.plan import BIG_VALUE, Op, Plan, Shape, Slot
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, retention, ties
 from emqd.rules import settings as queue_settings
@@ -129,19 +129,13 @@ def general(args: CompleteArgs, view: View, row: Hash, settings: queue_settings.
     path must plan alike where it answers (tests/verbs/test_complete.py,
     tests/verbs/test_lanes_fast.py)."""
     keys = args.keys
-    keep_ms = settings.keep_completed_ms
-    event = _event(args, row, now_ms)
-    now = b"%d" % now_ms
-    due: tuple[Due, ...] = () if not keep_ms else ((AGING, keys.queue, now_ms + keep_ms),)
-    tail = job.finish_ops(view, keys, job.COMPLETED, [args.id], now_ms, settings.keep_completed,
-                          keep_ms)
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    leave = job.leave_active_ops(keys, args.id, row, ledger)
-    ops = [*leave, (b"HSET", keys.job(args.id), *_fields(args, now)), *tail]
-    if ties.tied(row):
-        return _tied(args, view, row, ledger, ops, event, due, now_ms)
-    ops += lanes.settle(ledger)
-    return Plan(ops, "OK", [event], due)
+    end = ties.Ending(view, keys, args.config, now_ms, ledger, [args.id], job.COMPLETED, settings)
+    end.happened.append(_event(args, row, now_ms))
+    end.ops += job.leave_active_ops(keys, args.id, row, ledger)
+    end.ops.append((b"HSET", keys.job(args.id), *_fields(args, b"%d" % now_ms)))
+    end.completed(args.id, row, args.result)
+    return Plan(end.finish(), "OK", end.happened, tuple(end.due))
 
 
 def _fields(args: CompleteArgs, now: bytes) -> list[Any]:
@@ -149,18 +143,6 @@ def _fields(args: CompleteArgs, now: bytes) -> list[Any]:
     if args.result is not None:
         fields += [b"result", args.result]
     return fields
-
-
-def _tied(args: CompleteArgs, view: View, row: Any, ledger: lanes.Ledger, ops: list[Any],
-          event: Any, due: tuple[Due, ...], now_ms: int) -> Plan:
-    """A child, a parent or a unique job completes: what it is tied to follows (ties.py)."""
-    keys = args.keys
-    tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
-    tie.completed(args.id, row, args.result)
-    tie.resolve()
-    ops += tie.ops()
-    ops += lanes.settle(ledger)
-    return Plan(ops, "OK", [event, *tie.events], (*due, *tie.due))
 
 
 def _shaped(args: CompleteArgs, view: View, now_ms: int, settings: queue_settings.Settings,

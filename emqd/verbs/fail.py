@@ -39,10 +39,9 @@ from typing import Final
 from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS
-from emqd.plan import AGING, SCHEDULED, Due, Op, Plan, Shape, Slot
+from emqd.plan import SCHEDULED, Op, Plan, Shape, Slot
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, ties
 from emqd.rules import settings as queue_settings
@@ -171,24 +170,12 @@ def _dead(args: FailArgs, view: View, row: Hash, verdict: Dead,
     """The job dies (`ops`: it leaves active, its dead row): counted and trimmed, with what
     it is tied to (ties.py: a flow's parent may die of it, in any queue)."""
     keys = args.keys
-    happened: list[Event] = [(events.DEAD, keys.queue, args.id, now_ms, {"error": args.error})]
-    dead = [args.id]
-    due: list[Due] = []
-    tie = None
-    if ties.tied(row):
-        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
-        tie.died(args.id, row)
-        tie.resolve()
-        dead += tie.take_deaths()
-    tail = job.finish_ops(view, keys, job.DEAD, dead, now_ms, settings.keep_dead,
-                          settings.keep_dead_ms)
-    if tie is not None:  # the rows it writes come before the trim, which may delete them
-        tie.join(ops, happened, due)
-    ops += tail
-    if settings.keep_dead_ms:
-        due.append((AGING, keys.queue, now_ms + settings.keep_dead_ms))
-    ops += [*lanes.settle(ledger), job.count_op(view, keys, b"failed")]
-    return Plan(ops, [job.DEAD, verdict.failures], happened, tuple(due))
+    end = ties.Ending(view, keys, args.config, now_ms, ledger, [args.id], job.DEAD, settings)
+    end.ops += ops
+    end.happened.append((events.DEAD, keys.queue, args.id, now_ms, {"error": args.error}))
+    end.died(args.id, row)
+    ops = [*end.finish(), job.count_op(view, keys, b"failed")]
+    return Plan(ops, [job.DEAD, verdict.failures], end.happened, tuple(end.due))
 
 
 def _flat_retry(args: FailArgs, view: View, verdict: Retry, failures: bytes,

@@ -26,9 +26,8 @@ from typing import Final
 from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Due, Op, Plan
+from emqd.plan import Plan
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, ties
 from emqd.store import hash as hashes
@@ -56,16 +55,11 @@ def plan(args: RemoveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     if hashes.get(row, job.STATE) == job.ACTIVE or (active is not None and args.id in active):
         raise errors.STATE_ACTIVE()
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    ops: list[Op] = job.removal_ops(view, keys, args.id, row, ledger)
-    happened: list[Event] = [(events.REMOVED, keys.queue, args.id, now_ms, None)]
-    due: list[Due] = []
-    if ties.tied(row):
-        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
-        tie.removed(args.id, row)
-        tie.resolve()
-        tie.join(ops, happened, due)
-    ops += lanes.settle(ledger)
-    return Plan(ops, 1, happened, tuple(due))
+    end = ties.Ending(view, keys, args.config, now_ms, ledger, [args.id])
+    end.ops += job.removal_ops(view, keys, args.id, row, ledger)
+    end.happened.append((events.REMOVED, keys.queue, args.id, now_ms, None))
+    end.removed(args.id, row)
+    return Plan(end.finish(), 1, end.happened, tuple(end.due))
 
 
 COMMANDS: Final = [

@@ -29,9 +29,8 @@ from typing import Final
 from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Due, Op, Plan
+from emqd.plan import Plan
 from emqd.rules import args as parse_args
 from emqd.rules import flows, job, lanes, ties
 from emqd.store import hash as hashes
@@ -62,22 +61,17 @@ def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     if hashes.has(row, flows.LEFT):
         raise errors.STATE_DEAD_OF_CHILD()
     job.check_entry(view, keys, row)
-    ops: list[Op] = [(b"ZREM", keys.dead, args.id)]
-    if args.reset:
-        ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger,
-                         ready_ms=now_ms)
-    happened: list[Event] = [(events.REVIVED, keys.queue, args.id, now_ms, None)]
-    due: list[Due] = []
-    if ties.tied(row):
-        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(args.id)})
-        tie.revived(args.id, row)
-        tie.resolve()
-        tie.join(ops, happened, due)
-    ops += lanes.settle(ledger)
-    ops.append(job.count_op(view, keys, b"revived"))
-    return Plan(ops, "OK", happened, tuple(due))
+    end = ties.Ending(view, keys, args.config, now_ms, ledger, [args.id])
+    end.ops.append((b"ZREM", keys.dead, args.id))
+    if args.reset:
+        end.ops.append((b"HDEL", keys.job(args.id), job.FAILURES, job.STALLED))
+    end.ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger,
+                             ready_ms=now_ms)
+    end.happened.append((events.REVIVED, keys.queue, args.id, now_ms, None))
+    end.revived(args.id, row)
+    ops = [*end.finish(), job.count_op(view, keys, b"revived")]
+    return Plan(ops, "OK", end.happened, tuple(end.due))
 
 
 COMMANDS: Final = [

@@ -58,7 +58,7 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import AGING, Due, Op, Plan
+from emqd.plan import Plan
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, ties
 from emqd.rules import settings as queue_settings
@@ -108,14 +108,14 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     expired = [] if active is None else active.due(now_ms, args.limit)
     rows = [view.hash(keys.job(member)) for member in expired]  # every row, before judging
     max_stalled = args.max_stalled or settings.max_stalled
-    ops: list[Op] = []
     recovered: list[bytes] = []
     dead: list[bytes] = []
-    happened: list[tuple[Any, ...]] = []
     counted = 0
     quarantined: list[list[bytes]] = []  # [id, last_error] of the corrupt rows the sweep kills
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    tied: list[tuple[bytes, Hash]] = []  # dead rows tied to others (ties.py), settled below
+    end = ties.Ending(view, keys, args.config, now_ms, ledger, expired, job.DEAD, settings)
+    ops = end.ops
+    happened = end.happened
     for member, row in zip(expired, rows, strict=True):
         ops += job.leave_active_ops(keys, member, row, ledger)
         if row is None:
@@ -127,12 +127,11 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
             if not args.quarantine:
                 raise
             quarantined.append([member, error.message + b" (field 'stalled')"])
-            _dead(keys, member, row, now_ms, quarantined[-1][1], (), ops, happened, tied)
+            _dead(end, member, row, quarantined[-1][1], ())
             continue
         if stalled >= max_stalled:
             dead.append(member)
-            _dead(keys, member, row, now_ms, STALLED_ERROR, (job.STALLED, b"%d" % stalled), ops,
-                  happened, tied)
+            _dead(end, member, row, STALLED_ERROR, (job.STALLED, b"%d" % stalled))
             continue
         job.check_entry(view, keys, row)
         try:
@@ -141,7 +140,7 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
             if not args.quarantine:
                 raise
             quarantined.append([member, error.message])
-            _dead(keys, member, row, now_ms, error.message, (), ops, happened, tied)
+            _dead(end, member, row, error.message, ())
             continue
         recovered.append(member)
         if exempt:  # not counted: `stalled` neither read nor written
@@ -152,39 +151,20 @@ def plan(args: CheckArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
                                  ledger=ledger, ready_ms=now_ms)
             counted += 1
             happened.append((events.STALLED, keys.queue, member, now_ms, None))
-    tie: ties.Ties | None = None
-    if tied:
-        tie = ties.Ties(view, keys, args.config, now_ms, ledger, {keys.job(m) for m in expired})
-        for member, row in tied:
-            tie.died(member, row)
-    due: list[Due] = []
-    finished = dead + [member for member, _ in quarantined]
-    if tie is not None:
-        tie.resolve()
-        finished += tie.take_deaths()
-    if tie is not None:  # the rows it writes come before the trim, which may delete them
-        tie.join(ops, happened, due)
-    if finished:
-        ops += job.finish_ops(view, keys, job.DEAD, finished, now_ms, settings.keep_dead,
-                              settings.keep_dead_ms)
-        if settings.keep_dead_ms:
-            due.append((AGING, keys.queue, now_ms + settings.keep_dead_ms))
-    ops += lanes.settle(ledger)
+    ops = end.finish()
     if counted:
         ops.append(job.count_op(view, keys, b"stalled", by=counted))
     reply: list[Any] = [recovered, dead, quarantined] if args.quarantine else [recovered, dead]
-    return Plan(ops, reply, happened, tuple(due))
+    return Plan(ops, reply, happened, tuple(end.due))
 
 
-def _dead(keys: QueueKeys, member: bytes, row: Hash, now_ms: int, error: bytes,
-          fields: tuple[bytes, ...], ops: list[Op], happened: list[tuple[Any, ...]],
-          tied: list[tuple[bytes, Hash]]) -> None:
-    """A member dies: its row dead (`fields`, then `last_error` = `error`), its event, and
-    noted in `tied` when it settles others."""
-    ops.append(job.dead_row_op(keys, member, now_ms, *fields, job.LAST_ERROR, error))
-    happened.append((events.DEAD, keys.queue, member, now_ms, {"error": error}))
-    if ties.tied(row):
-        tied.append((member, row))
+def _dead(end: ties.Ending, member: bytes, row: Hash, error: bytes,
+          fields: tuple[bytes, ...]) -> None:
+    """A member dies: its row dead (`fields`, then `last_error` = `error`) and its event."""
+    keys, now_ms = end.keys, end.now_ms
+    end.ops.append(job.dead_row_op(keys, member, now_ms, *fields, job.LAST_ERROR, error))
+    end.happened.append((events.DEAD, keys.queue, member, now_ms, {"error": error}))
+    end.died(member, row)
 
 
 COMMANDS: Final = [
