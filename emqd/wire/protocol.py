@@ -44,6 +44,13 @@ MAX_WAKE_ROUNDS: Final = 1000  # a wake round that keeps writing watched keys is
 _UNACKNOWLEDGED: Final = b"-" + errors.UNACKNOWLEDGED.message + b"\r\n"
 
 MAX_QUEUED_REQUESTS: Final = 10_000  # parsed but not yet run (behind a park or a full socket)
+# A chunk read from the socket (up to 256 KiB) is parsed and run this much at a time,
+# as if it had come in smaller reads: a pipeline's parsed arguments (a bytes object
+# each) are garbage once run, and parsing a whole chunk first held about 600 ZADDs of
+# 16 members at once, ~1.6 MB of small objects whose pymalloc pools then stayed
+# between the values kept (10,000 such sets: 624 bytes of RSS a set, 505 when sent 20
+# at a time). Redis reads a request and runs it before reading the next.
+FEED_BYTES: Final = 16 * 1024
 # A batch's replies go out every this many bytes, and the batch stops there when
 # they back up: 2,000 HGETALLs of a 220 kB hash in one read cost a client that
 # does not read about one chunk and one reply, not 440 MB.
@@ -166,7 +173,14 @@ class Connection(asyncio.Protocol, Outlet):
             return  # shutdown began: what arrives now is never run (Server.request_shutdown)
         self.session.last_ms = clock.hold()  # the batch's commands run at this time
         try:
-            self._accept(self.parser.feed(data, self.session.authenticated))
+            if len(data) <= FEED_BYTES:
+                self._accept(self.parser.feed(data, self.session.authenticated))
+                return
+            for at in range(0, len(data), FEED_BYTES):
+                if self.closed:
+                    return  # QUIT, or a protocol error, ended it: the rest is never read
+                self._accept(self.parser.feed(data[at:at + FEED_BYTES],
+                                              self.session.authenticated))
         finally:
             clock.release()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.support import RawClient
+from tests.support import RawClient, encode_request
 from tests.wire.compare import same_replies, shape
 
 SAME_BYTES = [
@@ -88,6 +88,36 @@ def test_quit_answers_ok_then_closes(emqd_port: int, redis_ref: int) -> None:
         raw.send(b"*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n")
         assert raw.read_until_closed() == b"+OK\r\n"
         raw.close()
+
+
+def test_a_pipeline_longer_than_a_parse_slice_is_answered_in_order_like_redis(
+        emqd_port: int, redis_ref: int) -> None:
+    """One write of ~60 KiB (the server parses and runs a chunk FEED_BYTES at a time,
+    wire/protocol.py): every reply comes back, in order, as Redis's do."""
+    pipeline = b"".join(encode_request("HSET", "feed-slices", b"f%04d" % i, b"v" * 20)
+                        for i in range(1000))
+    pipeline += encode_request("HLEN", "feed-slices") + encode_request("DEL", "feed-slices")
+    answers = []
+    for port in (emqd_port, redis_ref):
+        raw = RawClient(port)
+        raw.send(pipeline + b"*1\r\n$4\r\nQUIT\r\n")
+        answers.append(raw.read_until_closed())
+        raw.close()
+    assert answers[0] == answers[1]
+    assert answers[0].endswith(b":1000\r\n:1\r\n+OK\r\n")
+
+
+def test_nothing_after_quit_runs_in_a_chunk_longer_than_a_parse_slice(emqd_port: int) -> None:
+    """QUIT, then ~60 KiB of writes in the same write: none of them runs."""
+    after = b"".join(encode_request("HSET", "after-quit", b"f%04d" % i, b"v" * 20)
+                     for i in range(1000))
+    raw = RawClient(emqd_port)
+    raw.send(b"*1\r\n$4\r\nQUIT\r\n" + after)
+    assert raw.read_until_closed() == b"+OK\r\n"
+    raw.close()
+    check = RawClient(emqd_port)
+    assert check.command("EXISTS", "after-quit") == b":0\r\n"
+    check.close()
 
 
 PASSWORD_SCRIPT = [
