@@ -81,7 +81,7 @@ class Front:
         # then a write the cluster does not take times out.
         self.resolve_s = (config.cluster_lease_ms + config.cluster_timeout_ms) / 1000 + 1
         self.sink = ClusterSink(self.client, config.cluster_acks, config.cluster_timeout_ms,
-                                self.lose)
+                                self.lose, self.values_of)
         self.held: dict[bytes, Lease] = {}
         self.terms: dict[bytes, bytes] = {}  # the core's: each owned queue's epoch
         self.taking: dict[bytes, asyncio.Future[bool]] = {}
@@ -171,9 +171,15 @@ class Front:
         self._drop_keys(queue)
         self.wake()  # its parked clients: forwarded, or take it back
 
-    def _drop_keys(self, queue: bytes) -> None:
+    def values_of(self, queue: bytes) -> list[tuple[bytes, Any]]:
+        """The queue's keys in the store, with their values (what the sink writes back
+        where the cluster lost writes: sink.py `_restore`)."""
         prefix = PREFIX + queue + b"}:"
-        gone = [key for key in self.keyspace.data if key.startswith(prefix)]
+        return [(key, value) for key, value in self.keyspace.data.items()
+                if key.startswith(prefix)]
+
+    def _drop_keys(self, queue: bytes) -> None:
+        gone = [key for key, _ in self.values_of(queue)]
         ops: list[Any] = [(b"ZREM", QUEUES, queue)]
         if gone:
             ops.append((b"DEL", *gone))

@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 import hiredis
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from emqd.cluster.names import REGISTRY, is_bookkeeping, owner_key, written_key
@@ -34,13 +34,7 @@ _WRONGTYPE = b"WRONGTYPE"
 async def load(client: RedisCluster, queue: bytes, keyspace: Keyspace) -> int:
     """Read every key of `queue` into `keyspace` (which holds none of them); the queue's
     `written` count. Raises RedisError or OSError when the cluster cannot be read."""
-    slot = key_slot(owner_key(queue))
-    node = client.nodes_manager.get_node_from_slot(slot)
-    names: list[bytes] = await client.execute_command(
-        "CLUSTER", "GETKEYSINSLOT", slot, KEYS_MAX, target_nodes=node)
-    prefix = owner_key(queue)[: -len(b"owner")]
-    mine = [name for name in names if name.startswith(prefix)
-            and not is_bookkeeping(name, queue)]
+    node, mine = await keys_in_cluster(client, queue)
     written_raw = await client.get(written_key(queue))
     reader, writer = await asyncio.open_connection(node.host, node.port)
     try:
@@ -64,6 +58,18 @@ async def load(client: RedisCluster, queue: bytes, keyspace: Keyspace) -> int:
         ops.append((b"ZADD", REGISTRY, int(registered), queue))
     keyspace.apply(ops)
     return int(written_raw or 0)
+
+
+async def keys_in_cluster(client: RedisCluster, queue: bytes) -> tuple[ClusterNode, list[bytes]]:
+    """The primary of the queue's slot, and the queue's keys it holds (its data: not the
+    lease or the batch count)."""
+    slot = key_slot(owner_key(queue))
+    node = client.nodes_manager.get_node_from_slot(slot)
+    names: list[bytes] = await client.execute_command(
+        "CLUSTER", "GETKEYSINSLOT", slot, KEYS_MAX, target_nodes=node)
+    prefix = owner_key(queue)[: -len(b"owner")]
+    return node, [name for name in names
+                  if name.startswith(prefix) and not is_bookkeeping(name, queue)]
 
 
 def _command(*argv: bytes) -> bytes:

@@ -38,6 +38,26 @@ redis.call('SET', KEYS[2], seq)
 return 1
 """
 
+# The whole queue as its owner holds it in memory, written back where the cluster lost
+# batches it had acknowledged (sink.py `_restore`): APPLY's term check and ops, without
+# its check of the batch number, which then becomes ARGV[2]. The ops delete every key
+# of the queue the cluster or the owner has, then write the owner's, so a retry
+# writes the same again.
+RESTORE: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('EMQFENCED the queue has another owner')
+end
+local i = 3
+local n = #ARGV
+while i <= n do
+  local count = tonumber(ARGV[i])
+  redis.call(unpack(ARGV, i + 1, i + count))
+  i = i + count + 1
+end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
 # Renew the lease if it is still this owner's: 1, else 0. KEYS[1] owner; ARGV: value, ms.
 RENEW: Final = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -13,8 +13,13 @@ writes of its own connection). A record is kept when its batch was applied
 and acknowledged; only then does the commit path let its reply and events go.
 
 Failures:
-- a refused term (another front owns the queue now) or a gap in the batch
-  numbers (the cluster lost batches it acknowledged) fails the queue at once;
+- a refused term (another front owns the queue now) fails the queue at once;
+- a gap in the batch numbers means the cluster lost batches it had acknowledged
+  (a failover to a replica that had not received them: `--cluster-acks 0`, or
+  a primary restarted empty): the owner writes the whole queue back from
+  memory (`_restore`: every key of the queue the cluster holds is deleted and
+  the owner's written, as one RESTORE call behind the same term check), and
+  carries on; the batch that found the gap, and the next, are in it;
 - anything else (no primary during a failover, a moved slot, a connection
   that broke, too few replicas in time) is retried, on a fresh connection to
   the slot's primary of the moment, until `timeout_ms` after the first failure,
@@ -44,9 +49,11 @@ from redis.exceptions import RedisError, ResponseError
 
 from emqd import errors
 from emqd.cluster import scripts
+from emqd.cluster.loader import keys_in_cluster
 from emqd.cluster.names import REGISTRY, owner_key, queue_of, written_key
 from emqd.errors import ReplyError
 from emqd.persist.records import append_command
+from emqd.persist.rewrite import ITEMS_PER_COMMAND, append_value, items_of
 from emqd.plan import Op, Plan
 from emqd.sink import Sink
 
@@ -63,7 +70,8 @@ NOT_FLUSHED = errors.Refusal(
     "ERR FLUSHALL and FLUSHDB are not served in cluster mode: flush the cluster itself, then "
     "restart the fronts")
 NOT_OWNED = errors.Refusal("TRYAGAIN this front does not own the queue any more; retry")
-_FATAL = (b"EMQFENCED", b"EMQGAP")
+_FENCED = b"EMQFENCED"
+_GAP = b"EMQGAP"
 
 
 def _bulk(data: bytes) -> bytes:
@@ -71,18 +79,21 @@ def _bulk(data: bytes) -> bytes:
 
 
 _APPLY_HEAD = _bulk(b"EVAL") + _bulk(scripts.APPLY.encode()) + _bulk(b"2")
+_RESTORE_HEAD = _bulk(b"EVAL") + _bulk(scripts.RESTORE.encode()) + _bulk(b"2")
 
 
 class Batch:
-    """Records of one queue, as the APPLY script's ops: encoded arguments and their count."""
+    """Records of one queue, as the APPLY script's ops: encoded arguments and their count
+    (`restore`: the whole queue instead, for RESTORE)."""
 
-    __slots__ = ("parts", "count", "records", "seq")
+    __slots__ = ("parts", "count", "records", "seq", "restore")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.count = 0
         self.records: list[int] = []
         self.seq = 0  # its number, once it is sent
+        self.restore = False
 
 
 class QueueLog:
@@ -105,14 +116,15 @@ class QueueLog:
         """The APPLY call of the batch being sent, as RESP."""
         batch = self.sending
         assert batch is not None
-        head = b"*%d\r\n" % (7 + batch.count) + _APPLY_HEAD
+        head = b"*%d\r\n" % (7 + batch.count) + (_RESTORE_HEAD if batch.restore else _APPLY_HEAD)
         return b"".join([head, _bulk(owner_key(self.queue)), _bulk(written_key(self.queue)),
                          _bulk(self.owner), _bulk(b"%d" % batch.seq), *batch.parts])
 
 
 class ClusterSink(Sink):
     def __init__(self, client: RedisCluster, acks: int | None, timeout_ms: int,
-                 lost: Callable[[bytes], None]) -> None:
+                 lost: Callable[[bytes], None],
+                 held: Callable[[bytes], list[tuple[bytes, Any]]]) -> None:
         super().__init__()
         self.fallible = True
         self.checks_plans = True
@@ -120,6 +132,7 @@ class ClusterSink(Sink):
         self.acks = acks  # None: 1 where the shard has a replica
         self.timeout_s = timeout_ms / 1000
         self.lost = lost  # the front drops a failed queue (front.py)
+        self.held = held  # a queue's keys and values in the front's store, for `_restore`
         self.logs: dict[bytes, QueueLog] = {}
         self._durable = 0  # every record up to here is settled
         self.settled: set[int] = set()  # settled records above `_durable`
@@ -301,9 +314,17 @@ class ClusterSink(Sink):
             if queue_log.filling is not None:
                 self._send(queue_log)
             return
-        if isinstance(result, ResponseError) and str(result).encode().startswith(_FATAL):
-            self._fail(queue_log, str(result))
-            return
+        if isinstance(result, ResponseError):
+            text = str(result).encode()
+            if text.startswith(_GAP) and not batch.restore:
+                log.warning("cluster: the cluster lost writes of queue %r it had acknowledged "
+                            "(%s); writing the queue back from memory", queue_log.queue,
+                            result)
+                asyncio.get_running_loop().create_task(self._restore(queue_log))
+                return
+            if text.startswith(_FENCED) or text.startswith(_GAP):
+                self._fail(queue_log, str(result))
+                return
         now = time.monotonic()
         if queue_log.failing_since is None:
             queue_log.failing_since = now
@@ -317,6 +338,43 @@ class ClusterSink(Sink):
         queue_log.retries += 1
         self._refresh_topology()
         asyncio.get_running_loop().call_later(delay, self._resend, queue_log)
+
+    async def _restore(self, queue_log: QueueLog) -> None:
+        """Send, in place of the batch that found a gap, the whole queue as this front
+        holds it: a DEL of every key of the queue the cluster or the front has, then
+        the front's keys. Its records, and those of the batch filling meanwhile (whose
+        writes the store holds too), settle with it."""
+        queue = queue_log.queue
+        try:
+            _, names = await keys_in_cluster(self.client, queue)
+        except (RedisError, OSError) as exc:
+            if self.logs.get(queue) is queue_log:
+                self._fail(queue_log, f"the lost writes could not be written back ({exc})")
+            return
+        batch = queue_log.sending
+        if self.logs.get(queue) is not queue_log or batch is None:
+            return  # dropped meanwhile: its records failed then
+        filling = queue_log.filling
+        if filling is not None:
+            batch.records += filling.records
+            queue_log.filling = None
+        held = self.held(queue)
+        doomed = list(dict.fromkeys([*names, *(key for key, _ in held)]))
+        out: list[bytes] = []
+        count = 0
+        for start in range(0, len(doomed), ITEMS_PER_COMMAND):
+            chunk = doomed[start:start + ITEMS_PER_COMMAND]
+            append_command([b"DEL", *chunk], out, counted=True)
+            count += 2 + len(chunk)
+        for key, value in held:
+            is_zset, items = items_of(value, copy=False)
+            count += append_value(key, is_zset, list(items.items()), out, counted=True)
+        batch.parts = out
+        batch.count = count
+        batch.restore = True
+        queue_log.failing_since = None
+        queue_log.retries = 0
+        self._link_of(queue_log).enqueue(queue_log)
 
     def _resend(self, queue_log: QueueLog) -> None:
         if self.logs.get(queue_log.queue) is queue_log and queue_log.sending is not None:

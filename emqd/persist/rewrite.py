@@ -98,7 +98,7 @@ class Rewrite:
                 if key in t0 and key not in done:
                     done.add(key)
                     # DEL drops the value without changing it: no copy needed.
-                    self._captured[key] = _items(t0[key], copy=name != b"DEL")
+                    self._captured[key] = items_of(t0[key], copy=name != b"DEL")
 
     def add_records(self, pieces: list[bytes | memoryview]) -> None:
         """Records the log wrote after t0 (in the pieces it wrote them in); they go after
@@ -123,11 +123,11 @@ class Rewrite:
             if next_key is None:
                 break
             key = next_key
-            is_zset, items = _items(self._t0[key], copy=False)
+            is_zset, items = items_of(self._t0[key], copy=False)
             if len(items) > SLICE_ITEMS:
                 self._start_value(key, is_zset, items, live=not self._frozen)
                 continue
-            _append_value(key, is_zset, list(items.items()), out)
+            append_value(key, is_zset, list(items.items()), out)
             budget -= len(items) + 1
         try:
             for piece in runs(out):  # a big value goes from itself, uncopied
@@ -168,7 +168,7 @@ class Rewrite:
     def _write_current(self, out: list[bytes], budget: int) -> int:
         wanted = max(1, budget // ITEMS_PER_COMMAND) * ITEMS_PER_COMMAND  # whole commands
         items = list(islice(self._current, wanted))  # type: ignore[arg-type]
-        _append_value(self._current_key, self._current_is_zset, items, out)
+        append_value(self._current_key, self._current_is_zset, items, out)
         self._current_done += len(items)
         if len(items) < wanted:
             self._current = self._current_live = None
@@ -219,7 +219,7 @@ class Rewrite:
             os.close(self.fd)
 
 
-def _items(value: Any, copy: bool) -> tuple[bool, Mapping[Any, Any]]:
+def items_of(value: Any, copy: bool) -> tuple[bool, Mapping[Any, Any]]:
     """(is_zset, field -> value or member -> score) of a stored value.
 
     A small hash is an immutable Row: its pairs never change under the
@@ -255,8 +255,12 @@ class _Scores(Mapping[Any, Any]):
         return len(self.zset)
 
 
-def _append_value(key: bytes, is_zset: bool, items: list[Any], out: list[bytes]) -> None:
-    """HSET key f v ... or ZADD key s m ..., `ITEMS_PER_COMMAND` items a command."""
+def append_value(key: bytes, is_zset: bool, items: list[Any], out: list[bytes],
+                 counted: bool = False) -> int:
+    """HSET key f v ... or ZADD key s m ..., `ITEMS_PER_COMMAND` items a command
+    (`counted`: as runs of a script's arguments, the cluster sink's form); how many
+    arguments that is, each command's count included."""
+    written = 0
     for start in range(0, len(items), ITEMS_PER_COMMAND):
         chunk = items[start : start + ITEMS_PER_COMMAND]
         args: list[Any] = [_ZADD if is_zset else _HSET, key]
@@ -268,4 +272,6 @@ def _append_value(key: bytes, is_zset: bool, items: list[Any], out: list[bytes])
             for name, value in chunk:
                 args.append(name)
                 args.append(value)
-        append_command(args, out)
+        append_command(args, out, counted)
+        written += 1 + len(args)
+    return written

@@ -156,3 +156,61 @@ def test_a_stopped_owner_woken_after_its_lease_acknowledges_nothing_for_its_queu
         owner.send_signal(signal.SIGCONT)
         owner.stop()
         other.stop()
+
+
+def _queue_state(port: int, names: set[bytes]) -> dict[bytes, object]:
+    """Each of `names` as the server on `port` holds it: a hash's fields, a sorted set's
+    pairs, or None when there is no such key."""
+    state: dict[bytes, object] = {}
+    with redis.Redis(port=port) as client:
+        for name in sorted(names):
+            kind = client.type(name)
+            if kind == b"hash":
+                state[name] = client.hgetall(name)
+            elif kind == b"zset":
+                state[name] = client.zrange(name, 0, -1, withscores=True)
+            else:
+                assert kind == b"none", (name, kind)
+                state[name] = None
+    return state
+
+
+def test_batches_the_cluster_lost_are_written_back_from_the_owner_s_memory(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """The cluster loses the last batches it acknowledged (as a replica promoted before
+    they reached it would: `--cluster-acks 0`), and a row whose deletion it lost comes
+    back: the owner's next write finds the gap in the batch numbers, writes the whole
+    queue back from memory, and is answered; the cluster then holds what the owner does."""
+    owner, _ = fronts
+    queue = "written-back"
+    ids = [cmd(owner.port, "EMQ.ADD", queue, f"job {i}") for i in range(12)]
+    leased = cmd(owner.port, "EMQ.CLAIM", queue, "60000", "COUNT", "4")
+    assert isinstance(leased, list) and len(leased) == 4
+    job_id, token = leased[0][0], leased[0][1]
+    assert cmd(owner.port, "EMQ.COMPLETE", queue, job_id, token) == b"OK"
+    prefix = f"emq:{{{queue}}}:".encode()
+    primary = cluster.primary_of(prefix + b"owner")
+    with redis.Redis(port=primary.port) as node:
+        slot = node.execute_command("CLUSTER", "KEYSLOT", prefix + b"owner")
+        written = int(node.get(prefix + b"written"))
+        # what the cluster loses: three batches, a job's row and its place in pending,
+        # and the deletion of a row (it comes back)
+        node.set(prefix + b"written", written - 3)
+        lost = prefix + b"job:" + ids[-1]
+        node.delete(lost)
+        node.zrem(prefix + b"pending", ids[-1])
+        node.hset(prefix + b"job:gone", mapping={"state": "completed", "payload": "stale"})
+    added = cmd(owner.port, "EMQ.ADD", queue, "after the loss")
+    assert isinstance(added, bytes)
+    with redis.Redis(port=primary.port) as node:
+        names = {name for name in node.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+                 if name.startswith(prefix)}
+        assert int(node.get(prefix + b"written")) >= written + 1
+    assert prefix + b"job:gone" not in names and lost in names
+    names -= {prefix + b"owner", prefix + b"written"}
+    names |= {prefix + b"job:gone", prefix + b"job:" + added}
+    held = _queue_state(owner.port, names)  # plain reads of the queue's keys: the owner's
+    assert held == _queue_state(primary.port, names)
+    assert held[prefix + b"job:gone"] is None
+    assert held[lost] is not None and held[prefix + b"job:" + added] is not None
+    assert len(held[prefix + b"pending"]) == 9  # type: ignore[arg-type]

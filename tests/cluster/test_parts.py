@@ -105,7 +105,8 @@ def decode_ops(batch: Batch) -> list[tuple[bytes, ...]]:
 
 
 def sink_with(*queues: bytes) -> ClusterSink:
-    sink = ClusterSink(None, None, 1000, lambda queue: None)  # type: ignore[arg-type]
+    sink = ClusterSink(None, None, 1000, lambda queue: None,  # type: ignore[arg-type]
+                       lambda queue: [])
     for name in queues:
         sink.logs[name] = QueueLog(name, b"term 127.0.0.1:1", 0)
     return sink
