@@ -9,44 +9,15 @@ from __future__ import annotations
 
 from typing import Final
 
-# A batch of plans of one queue, applied atomically behind the term check.
-# KEYS[1] owner, KEYS[2] written; ARGV[1] the owner's value (its term), ARGV[2] the
-# batch's number (`written` once applied), then the ops, each as its count and its
-# arguments. A batch already applied (a retry after a lost answer) is not applied
-# again, but its number is written again, so that the WAIT after it waits for a write.
-APPLY: Final = """
+# The two scripts that write a queue's data share their first and last parts: the term
+# check, and the ops (from ARGV[3] on, each as its count and its arguments) applied
+# before `written` takes the batch's number (ARGV[2]).
+_TERM_CHECK: Final = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('EMQFENCED the queue has another owner')
 end
-local written = tonumber(redis.call('GET', KEYS[2]) or '0')
-local seq = tonumber(ARGV[2])
-if written >= seq then
-  redis.call('SET', KEYS[2], written)
-  return 0
-end
-if written ~= seq - 1 then
-  return redis.error_reply('EMQGAP the cluster holds batch ' .. written .. ', not ' .. (seq - 1))
-end
-local i = 3
-local n = #ARGV
-while i <= n do
-  local count = tonumber(ARGV[i])
-  redis.call(unpack(ARGV, i + 1, i + count))
-  i = i + count + 1
-end
-redis.call('SET', KEYS[2], seq)
-return 1
 """
-
-# The whole queue as its owner holds it in memory, written back where the cluster lost
-# batches it had acknowledged (sink.py `_restore`): APPLY's term check and ops, without
-# its check of the batch number, which then becomes ARGV[2]. The ops delete every key
-# of the queue the cluster or the owner has, then write the owner's, so a retry
-# writes the same again.
-RESTORE: Final = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return redis.error_reply('EMQFENCED the queue has another owner')
-end
+_OPS_THEN_NUMBER: Final = """
 local i = 3
 local n = #ARGV
 while i <= n do
@@ -57,6 +28,29 @@ end
 redis.call('SET', KEYS[2], ARGV[2])
 return 1
 """
+
+# A batch of plans of one queue, applied atomically behind the term check.
+# KEYS[1] owner, KEYS[2] written; ARGV[1] the owner's value (its term), ARGV[2] the
+# batch's number (`written` once applied), then the ops. A batch already applied (a
+# retry after a lost answer) is not applied again, but its number is written again,
+# so that the WAIT after it waits for a write.
+APPLY: Final = _TERM_CHECK + """
+local written = tonumber(redis.call('GET', KEYS[2]) or '0')
+local seq = tonumber(ARGV[2])
+if written >= seq then
+  redis.call('SET', KEYS[2], written)
+  return 0
+end
+if written ~= seq - 1 then
+  return redis.error_reply('EMQGAP the cluster holds batch ' .. written .. ', not ' .. (seq - 1))
+end
+""" + _OPS_THEN_NUMBER
+
+# The whole queue as its owner holds it in memory, written back where the cluster lost
+# batches it had acknowledged (sink.py `_restore`): APPLY without its check of the
+# batch number. The ops delete every key of the queue the cluster or the owner has,
+# then write the owner's, so a retry writes the same again.
+RESTORE: Final = _TERM_CHECK + _OPS_THEN_NUMBER
 
 # Renew the lease if it is still this owner's: 1, else 0. KEYS[1] owner; ARGV: value, ms.
 RENEW: Final = """
