@@ -133,6 +133,24 @@ def test_results_outlive_the_childs_row() -> None:
     check(space)
 
 
+def test_a_tied_complete_writes_its_ties_before_the_trim_that_deletes_its_row() -> None:
+    """ties.Ending's one order: the verb's own ops, the ties' (here the parent's record),
+    then the ended job's entry into `completed` with its trim, which deletes the row
+    at keep_completed 0: nothing writes the row after that."""
+    space = keyspace(**{"emq:{c}:config": {"keep_completed": "0"}})
+    run(flow, ["emq.flow", "p", "x", "CHILD", "c", "a", "CHILD", "c", "b"], space)
+    job_id, token, _, _ = take(space, "c")
+    plan = drive(complete, ["emq.complete", "c", job_id, token, "RESULT", "r"], space)
+    assert isinstance(plan, Plan)
+    keys = [(op[0], op[1]) for op in plan.ops]
+    child = C + b"job:" + job_id
+    entry = keys.index((b"ZADD", C + b"completed"))
+    assert keys.index((b"HSET", P + b"results:1")) < entry  # the parent's record: a tie
+    assert max(i for i, (_, key) in enumerate(keys) if key == child) == \
+        keys.index((b"DEL", child))  # the trim's DEL is the last op on the child's row
+    assert keys.index((b"DEL", child)) > entry
+
+
 def test_a_tree_runs_from_its_leaves_up() -> None:
     space = keyspace()
     reply = run(flow, ["emq.flow", "p", "root", "CHILD", "c", "middle", "CHILD", "c", "leaf",
