@@ -152,9 +152,11 @@ class Shape:
 
     `shape.ops(*values)` builds the ops (values in the order the slots first
     appear), `shape.body(ops)` formats them as RESP in one `%` (the log's
-    record, without MULTI/EXEC), `shape.args(ops)` the same as one run of a
-    script's arguments (each op's count, then its arguments: the cluster sink's
-    form, emqd/cluster/), and `shape.applier.apply(keyspace, ops)` makes
+    record, without MULTI/EXEC), `shape.op_args(ops)` each op as a run of a
+    script's arguments (its count, then its arguments: the cluster sink's form,
+    emqd/cluster/, which may drop an op a later one in its batch overwrites:
+    `merged` names the HSETs of constant fields, `op_counts` each op's
+    arguments), and `shape.applier.apply(keyspace, ops)` makes
     their writes with direct calls (store/keyspace.py `ShapeApplier`). They are
     generated from the declaration, as
     `collections.namedtuple` generates its class: written by hand they would
@@ -163,47 +165,57 @@ class Shape:
     three ops).
     """
 
-    __slots__ = ("name", "template", "ops", "body", "args", "arg_count", "applier")
+    __slots__ = ("name", "template", "ops", "body", "op_args", "op_counts", "merged",
+                 "applier")
 
     def __init__(self, name: str, *template: tuple[Any, ...]) -> None:
         self.name = name
         self.template = template
         slots: list[str] = []
         op_sources: list[str] = []
-        fmt: list[bytes] = []
-        heads: list[tuple[int, bytes]] = []  # each op's place in `fmt` and its count as a bulk
+        fmt: list[bytes] = []  # the body's format, op after op
         pulled: list[str] = []  # the body's arguments: where each slot's value is in `ops`
+        namespace: dict[str, Any] = {}
+        runs: list[str] = []  # each op's run of script arguments, as a `%` of its own
         for i, op in enumerate(template):
             count = b"%d" % len(op)
-            heads.append((len(fmt), b"$%d\r\n%b\r\n" % (len(count), count)))
             fmt.append(b"*%d\r\n" % len(op))
+            run = [b"$%d\r\n%b\r\n" % (len(count), count)]
             parts = []
+            own: list[str] = []
             for j, arg in enumerate(op):
                 if isinstance(arg, Slot):
                     if arg.name not in slots:
                         slots.append(arg.name)
                     parts.append(arg.name)
-                    fmt.append(b"$%d\r\n%b\r\n")
-                    pulled += [f"len(o{i}[{j}])", f"o{i}[{j}]"]
+                    piece = b"$%d\r\n%b\r\n"
+                    own += [f"len(o{i}[{j}])", f"o{i}[{j}]"]
                 else:
                     parts.append(repr(arg))
-                    fmt.append((b"$%d\r\n" % len(arg) + arg + b"\r\n").replace(b"%", b"%%"))
+                    piece = (b"$%d\r\n" % len(arg) + arg + b"\r\n").replace(b"%", b"%%")
+                fmt.append(piece)
+                run.append(piece)
+            pulled += own
             op_sources.append("(" + ", ".join(parts) + ",)")
+            namespace[f"RUN{i}"] = b"".join(run)
+            runs.append(f"RUN{i} % ({', '.join(own)},)" if own else f"RUN{i} % ()")
         unpack = ", ".join(f"o{i}" for i in range(len(template)))
-        args_fmt = list(fmt)
-        for at, head in heads:
-            args_fmt[at] = head
         source = (
             f"def ops({', '.join(slots)}):\n    return [{', '.join(op_sources)}]\n"
             f"def body(ops):\n    {unpack}, = ops\n    return FMT % ({', '.join(pulled)},)\n"
-            f"def args(ops):\n    {unpack}, = ops\n    return ARGS % ({', '.join(pulled)},)\n"
+            f"def op_args(ops):\n    {unpack}, = ops\n    return [{', '.join(runs)}]\n"
         )
-        namespace: dict[str, Any] = {"FMT": b"".join(fmt), "ARGS": b"".join(args_fmt)}
+        namespace["FMT"] = b"".join(fmt)
         exec(compile(source, f"<shape {name}>", "exec"), namespace)  # noqa: S102
         self.ops = namespace["ops"]
         self.body = namespace["body"]
-        self.args = namespace["args"]
-        self.arg_count = sum(1 + len(op) for op in template)
+        self.op_args = namespace["op_args"]
+        self.op_counts = tuple(1 + len(op) for op in template)
+        # An HSET of constant field names: a later one of the same key and names in the
+        # same batch writes every field it does (the sink keeps only that one).
+        self.merged = tuple(
+            tuple(op[2::2]) if op[0] == b"HSET" and all(type(f) is bytes for f in op[2::2])
+            else None for op in template)
         self.applier = ShapeApplier(template)  # the store's writes, with their primitives
 
     def __repr__(self) -> str:

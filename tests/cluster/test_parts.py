@@ -19,7 +19,10 @@ from emqd.command import command
 from emqd.dispatch import TABLE
 from emqd.errors import ReplyError
 from emqd.persist.records import text
+from emqd.persist.rewrite import items_of
 from emqd.plan import Plan, Shape, Slot
+from emqd.store.keyspace import Keyspace
+from emqd.verbs import add
 from emqd.wire.resp import reply_end
 
 # --- the reply scanner ---------------------------------------------------------------------
@@ -130,6 +133,42 @@ def test_a_shape_s_arguments_and_a_generic_op_s_are_the_plan_s_ops() -> None:
     assert decode_ops(batch) == expected
 
 
+def _applied(ops: list[tuple[bytes, ...]]) -> dict[bytes, object]:
+    """Each key `ops` leave, as (is a sorted set, its fields or members as a dict)."""
+    space = Keyspace()
+    space.apply(ops)
+    return {key: (is_zset, dict(items)) for key, value in space.data.items()
+            for is_zset, items in [items_of(value, copy=True)]}
+
+
+def test_an_hset_a_later_one_of_the_batch_overwrites_is_left_out() -> None:
+    """Three ADDs' Shapes in one batch: `meta` is written once (the last), each row and
+    ZADD stays, and the batch leaves the store as all the ops would; a plan that is not
+    a Shape's ends the run (the HSET before it stays)."""
+    sink = sink_with(b"q")
+    plans = [Plan(add.PLAIN.ops(b"emq:{q}:job:%d" % i, b"p", b"5", b"emq:{q}:pending", b"%d" % i,
+                                b"%d" % i, b"emq:{q}:meta", b"%d" % i), shape=add.PLAIN)
+             for i in (1, 2, 3)]
+    for plan in plans:
+        assert sink.refusal(plan) is None
+        sink.append(plan)
+    batch = sink.logs[b"q"].filling
+    assert batch is not None
+    sent = decode_ops(batch)
+    every = [tuple(text(v) for v in op) for plan in plans for op in plan.ops]
+    assert [op for op in sent if op[1] == b"emq:{q}:meta"] == \
+        [(b"HSET", b"emq:{q}:meta", b"seq", b"3", b"added", b"3")]
+    assert len(sent) == len(every) - 2
+    assert _applied(sent) == _applied(every)
+    sink.append(Plan([(b"HINCRBY", b"emq:{q}:meta", b"added", 1)]))
+    last = Plan(add.PLAIN.ops(b"emq:{q}:job:4", b"p", b"5", b"emq:{q}:pending", b"4", b"4",
+                              b"emq:{q}:meta", b"4"), shape=add.PLAIN)
+    assert sink.refusal(last) is None
+    sink.append(last)
+    metas = [op for op in decode_ops(batch) if op[1] == b"emq:{q}:meta"]
+    assert [op[0] for op in metas] == [b"HSET", b"HINCRBY", b"HSET"]
+
+
 def test_the_registry_is_written_apart_and_a_plan_of_other_keys_is_refused() -> None:
     sink = sink_with(b"q")
     plan = Plan([(b"HSET", b"emq:{q}:job:1", b"state", b"pending"),
@@ -182,6 +221,5 @@ def test_every_verb_shape_s_arguments_are_the_ops_its_log_record_holds() -> None
         values = [b"v%d" % i for i in range(shape.ops.__code__.co_argcount)]
         ops = shape.ops(*values)
         batch = Batch()
-        batch.parts.append(shape.args(ops))
-        batch.count = shape.arg_count
+        batch.add_shaped(shape, ops)
         assert decode_ops(batch) == [tuple(text(v) for v in op) for op in ops], shape
