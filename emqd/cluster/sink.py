@@ -50,7 +50,7 @@ from redis.exceptions import RedisError, ResponseError
 from emqd import errors
 from emqd.cluster import scripts
 from emqd.cluster.loader import keys_in_cluster
-from emqd.cluster.names import REGISTRY, owner_key, queue_of, written_key
+from emqd.cluster.names import REGISTRY, is_bookkeeping, owner_key, queue_of, written_key
 from emqd.errors import ReplyError
 from emqd.persist.records import append_command
 from emqd.persist.rewrite import ITEMS_PER_COMMAND, append_value, items_of
@@ -70,6 +70,9 @@ NOT_FLUSHED = errors.Refusal(
     "ERR FLUSHALL and FLUSHDB are not served in cluster mode: flush the cluster itself, then "
     "restart the fronts")
 NOT_OWNED = errors.Refusal("TRYAGAIN this front does not own the queue any more; retry")
+BOOKKEEPING = errors.Refusal(
+    "ERR a queue's owner and written keys are the cluster's bookkeeping of its owner and "
+    "writes: not written by clients")
 _FENCED = b"EMQFENCED"
 _GAP = b"EMQGAP"
 
@@ -227,6 +230,8 @@ class ClusterSink(Sink):
                 owner = queue_of(key)
                 if owner is None:
                     return NOT_SERVED()
+                if is_bookkeeping(key, owner):
+                    return BOOKKEEPING()  # a client's DEL of the lease would drop the queue
                 if queue is None:
                     queue = owner
                 elif owner != queue:

@@ -185,6 +185,10 @@ def test_the_registry_is_written_apart_and_a_plan_of_other_keys_is_refused() -> 
     assert sink.refusal(Plan([(b"FLUSHALL",)])) is not None
     not_ours = sink.refusal(Plan([(b"HSET", b"emq:{r}:a", b"f", b"v")]))
     assert not_ours is not None and not_ours.message.startswith(b"TRYAGAIN")
+    for bookkeeping in (Plan([(b"DEL", b"emq:{q}:job:1", b"emq:{q}:owner")]),
+                        Plan([(b"HSET", b"emq:{q}:written", b"f", b"v")])):
+        refused = sink.refusal(bookkeeping)  # the lease and the batch count: never a client's
+        assert refused is not None and b"bookkeeping" in refused.message
 
 
 def test_records_settle_out_of_order_and_the_watermark_follows() -> None:
