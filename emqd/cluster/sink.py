@@ -127,6 +127,15 @@ class Batch:
             self.counts.append(counts[i])
             self.count += counts[i]
 
+    def restore_with(self, part: bytes, count: int) -> None:
+        """Become the RESTORE of a whole queue (`part`: its ops, `count` arguments),
+        keeping its records."""
+        self.parts = [part]
+        self.counts = [count]
+        self.count = count
+        self.merges.clear()
+        self.restore = True
+
     def add_encoded(self, part: bytes, count: int) -> None:
         """Ops encoded apart (not a Shape's): they end the run of HSETs left out."""
         self.merges.clear()
@@ -409,9 +418,7 @@ class ClusterSink(Sink):
         for key, value in held:
             is_zset, items = items_of(value, copy=False)
             count += append_value(key, is_zset, list(items.items()), out, counted=True)
-        batch.parts = out
-        batch.count = count
-        batch.restore = True
+        batch.restore_with(b"".join(out), count)
         queue_log.failing_since = None
         queue_log.retries = 0
         self._link_of(queue_log).enqueue(queue_log)
