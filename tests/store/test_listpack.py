@@ -189,3 +189,27 @@ def test_a_member_found_inside_another_entry_is_not_taken_for_it() -> None:
     assert lp.find(raw, b"b") == -1
     raw = lp.of_keys([pack(1.0, b"ab"), pack(2.0, b"b")])
     assert lp.member_at(raw, lp.find(raw, b"b")) == b"b"
+
+
+def test_every_size_adds_last_finds_and_removes_first_as_a_rebuild_would() -> None:
+    """Across the sizes where the search changes (a loop over the signatures up to 48, then
+    `bytes.find`) and where the count grows from one byte to five, an add of a new last
+    member, a find of every member (colliding signatures among them) and a removal of
+    the first leave exactly the bytes `of_keys` builds for the same members."""
+    colliding = _colliding(3)
+    for size in (0, 1, 2, 3, 47, 48, 49, 50, 253, 254, 255, 256):
+        names = [*colliding, *(b"n%d" % i for i in range(size))][:size]
+        keys = [pack(float(i), name) for i, name in enumerate(names)]
+        raw = lp.of_keys(keys)
+        for rank, name in enumerate(names):
+            assert lp.rank_of(raw, name) == rank
+        assert lp.rank_of(raw, b"absent") == -1
+        new = pack(float(size), b"new")
+        grown = lp.added(raw, b"new", new, 1000, 64)
+        assert grown == lp.of_keys([*keys, new])
+        assert lp.rank_of(grown, b"new") == size
+        first = pack(-1.0, b"first")
+        assert lp.added(raw, b"first", first, 1000, 64) == lp.of_keys([first, *keys])
+        if names:
+            assert lp.removed(raw, names[0]) == lp.of_keys(keys[1:])
+            assert lp.removed(raw, names[-1]) == lp.of_keys(keys[:-1])
