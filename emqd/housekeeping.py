@@ -159,6 +159,10 @@ class Housekeeping:
     def _sweep(self, queue: bytes, now: int) -> None:
         if not self.sweep_interval:
             return
+        wait_ms = self.core.sink.sweep_delay_ms(queue)
+        if wait_ms:  # the store could not be written lately: that time is not the workers'
+            self.sweep.hold(queue, now + wait_ms)
+            return
         keys = queue_keys(queue)
         reply = self._slices("stall sweep", self.planners.stalled, queue, keys.active,
                              now, self.sweep_interval, self.sweep)

@@ -103,6 +103,13 @@ class Sink:
         `fallible`): what waited for them is answered with a retryable error."""
         return []
 
+    def sweep_delay_ms(self, queue: bytes) -> int:
+        """How much longer the stall sweep of `queue` must wait (0: it may run now). A
+        remote store that could not be written for a while asks for that time again: a
+        lease must not run out for time the store lost, while its holder's replies were
+        held (a cluster's failover). A local file never asks."""
+        return 0
+
     def before_apply(self, ops: list[Op]) -> None:
         """Called with a plan's ops before they change the keyspace (if `watches_applies`)."""
 

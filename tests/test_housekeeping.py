@@ -366,6 +366,28 @@ async def test_an_extended_lease_is_not_swept_before_its_new_deadline(rig: Any) 
     await until(lambda: r.zset(K.pending) == [b"1"])
 
 
+async def test_a_sink_that_could_not_write_holds_the_sweep_while_it_asks(rig: Any) -> None:
+    """A remote store that lost time (a cluster's failover) asks the sweep to wait: an
+    expired lease stays until the sink no longer asks, and is then swept."""
+    r = rig(stalled_interval=50)
+    asked: list[bytes] = []
+    waits = {b"q": 150}
+
+    def sweep_delay_ms(queue: bytes) -> int:
+        asked.append(queue)
+        return waits.get(queue, 0)
+
+    r.state.sink.sweep_delay_ms = sweep_delay_ms
+    start = clock.now_ms()
+    r.commit([(b"ZADD", K.active, start + 10, b"1")])
+    await asyncio.sleep(0.1)
+    assert r.zset(K.active) == [b"1"] and asked  # due, asked, and held
+    waits.clear()
+    await until(lambda: r.zset(K.pending) == [b"1"])
+    assert clock.now_ms() - start >= 150  # not before the wait it was given ran out
+    assert r.hk.counters.stall_recovered == 1
+
+
 async def test_stalled_interval_zero_turns_the_sweep_off(rig: Any) -> None:
     r = rig(stalled_interval=0)
     r.commit([(b"ZADD", K.active, clock.now_ms() - 1, b"1")])

@@ -62,6 +62,10 @@ log = logging.getLogger("emqd")
 WAIT_MS = 1000  # one WAIT's timeout; a shortfall is retried until the write times out
 RETRY_FIRST_S = 0.05  # the first retry of a failed batch; doubled up to RETRY_MOST_S
 RETRY_MOST_S = 0.5
+# A batch unanswered this long means the store could not be written (a failover, a lost
+# node): the stall sweep of its queue waits for it, then for as long again (`sweep_delay_ms`).
+SLOW_S = 0.05
+RECHECK_MS = 100  # how soon a sweep held by a batch still on its way looks again
 CROSSSLOT = errors.Refusal("CROSSSLOT Keys in request don't hash to the same slot")
 NOT_SERVED = errors.Refusal(
     "ERR cluster mode serves the queues' keys (emq:{QUEUE}:...) only; use the cluster "
@@ -148,7 +152,7 @@ class QueueLog:
     """One owned queue's writes on their way to the cluster."""
 
     __slots__ = ("queue", "owner", "written", "filling", "sending", "failing_since", "slot",
-                 "retries")
+                 "retries", "sent_at", "grace_until")
 
     def __init__(self, queue: bytes, owner: bytes, written: int) -> None:
         self.queue = queue
@@ -159,6 +163,8 @@ class QueueLog:
         self.failing_since: float | None = None  # monotonic: the first failure of `sending`
         self.slot = key_slot(owner_key(queue))
         self.retries = 0
+        self.sent_at = 0.0  # monotonic: when `sending` was first sent
+        self.grace_until = 0.0  # monotonic: the stall sweep waits until then (an outage's length)
 
     def command(self) -> bytes:
         """The APPLY call of the batch being sent, as RESP."""
@@ -331,6 +337,7 @@ class ClusterSink(Sink):
         queue_log.written += 1
         batch.seq = queue_log.written
         queue_log.sending = batch
+        queue_log.sent_at = time.monotonic()
         self._link_of(queue_log).enqueue(queue_log)
 
     def _link_of(self, queue_log: QueueLog) -> NodeLink:
@@ -348,6 +355,18 @@ class ClusterSink(Sink):
         shard = self.client.nodes_manager.slots_cache.get(queue_log.slot) or []
         return 1 if len(shard) > 1 else 0
 
+    def sweep_delay_ms(self, queue: bytes) -> int:
+        """While a batch of `queue` has been on its way for SLOW_S or more, the sweep looks
+        again in RECHECK_MS; once it is acknowledged, it waits as long again as the batch
+        took (a CLAIM's or EXTEND's reply held that long gives its worker that much more)."""
+        queue_log = self.logs.get(queue)
+        if queue_log is None:
+            return 0
+        now = time.monotonic()
+        if queue_log.sending is not None and now - queue_log.sent_at >= SLOW_S:
+            return RECHECK_MS
+        return max(0, int((queue_log.grace_until - now) * 1000))
+
     # --- answers -----------------------------------------------------------------------
     def answered(self, queue_log: QueueLog, result: Any, acknowledged: bool) -> None:
         """One queue's APPLY answer (and whether the WAIT after it counted enough)."""
@@ -356,6 +375,9 @@ class ClusterSink(Sink):
         batch = queue_log.sending
         assert batch is not None
         if isinstance(result, int) and acknowledged:
+            now = time.monotonic()
+            if now - queue_log.sent_at >= SLOW_S:
+                queue_log.grace_until = now + (now - queue_log.sent_at)
             queue_log.sending = None
             queue_log.failing_since = None
             queue_log.retries = 0

@@ -104,3 +104,34 @@ def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
         if server is not None:
             server.stop()
         cluster.stop()
+
+
+def test_a_lease_does_not_run_out_for_the_time_a_failover_held_its_claim() -> None:
+    """A CLAIM with a 1 s lease sent just after the queue's primary is killed is answered
+    only once the replica took over (seconds later: `--cluster-acks 0` and a timeout
+    longer than the failover). The store could not be written meanwhile, so that time is
+    not the worker's: the sweep did not take the job back, its COMPLETE is OK, and the row
+    counts no stall."""
+    need_redis()
+    cluster = Cluster.start()
+    server: ServerProcess | None = None
+    try:
+        server = front(cluster, "--cluster-acks", "0", "--cluster-lease-ms", "30000",
+                       "--cluster-timeout-ms", "30000")
+        client = redis.Redis(port=server.port, socket_timeout=40)
+        job = client.execute_command("EMQ.ADD", "held", "payload")
+        primary = cluster.primary_of(b"emq:{held}:pending")
+        primary.kill()  # SIGKILL
+        started = time.monotonic()
+        claimed = client.execute_command("EMQ.CLAIM", "held", "1000")
+        held_s = time.monotonic() - started
+        assert held_s > 1.5, f"the CLAIM was answered after {held_s:.1f}s, within its lease"
+        assert claimed[:2] == [job, b"1"]
+        assert client.execute_command("EMQ.COMPLETE", "held", job, claimed[1]) == b"OK"
+        with cluster.client() as store:
+            assert store.hget(b"emq:{held}:job:" + job, "state") == b"completed"
+            assert store.hget(b"emq:{held}:job:" + job, "stalled") in (None, b"0")
+    finally:
+        if server is not None:
+            server.stop()
+        cluster.stop()

@@ -7,6 +7,8 @@ ops, for Shape plans and generic ones, against the same ops' log record.
 
 from __future__ import annotations
 
+import time
+
 import hiredis
 import pytest
 from hypothesis import given
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 
 from emqd.cluster.names import owner_key, queue_of, written_key
 from emqd.cluster.router import OUTSIDE, ClusterRouter
-from emqd.cluster.sink import Batch, ClusterSink, QueueLog
+from emqd.cluster.sink import RECHECK_MS, Batch, ClusterSink, QueueLog
 from emqd.command import command
 from emqd.dispatch import TABLE
 from emqd.errors import ReplyError
@@ -200,6 +202,25 @@ def test_records_settle_out_of_order_and_the_watermark_follows() -> None:
     assert sink.durable == 3 and sink.take_failed() == [1] and sink.take_failed() == []
     sink._settle([5, 4], failed=False)
     assert sink.durable == 5
+
+
+def test_a_batch_the_store_held_holds_the_stall_sweep_as_long_again() -> None:
+    """While a queue's batch has been on its way SLOW_S or more, its sweep looks again
+    later; once acknowledged after T seconds, the sweep waits T more. A quick batch, or a
+    queue this front does not hold, holds nothing."""
+    sink = sink_with(b"q")
+    queue_log = sink.logs[b"q"]
+    assert sink.sweep_delay_ms(b"q") == 0 and sink.sweep_delay_ms(b"other") == 0
+    queue_log.sending, queue_log.sent_at = Batch(), time.monotonic() - 2.0
+    assert sink.sweep_delay_ms(b"q") == RECHECK_MS
+    sink.answered(queue_log, 1, True)
+    assert queue_log.sending is None
+    assert 1_800 <= sink.sweep_delay_ms(b"q") <= 2_000
+    queue_log.grace_until = 0.0
+    queue_log.sending, queue_log.sent_at = Batch(), time.monotonic()
+    assert sink.sweep_delay_ms(b"q") == 0  # on its way, but not slow
+    sink.answered(queue_log, 1, True)
+    assert sink.sweep_delay_ms(b"q") == 0
 
 
 def shapes() -> list[Shape]:
