@@ -17,9 +17,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from redis.exceptions import TryAgainError
 
 from emqd.client import Job, Queue, StaleJob, SyncQueue, Worker
 from emqd.client.errors import TRANSPORT_ERRORS
@@ -254,6 +256,48 @@ async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture
                 assert (await queue.get(job_id)).result == b"1"
             lost_lines = [r for r in caplog.records if "lease lost" in r.getMessage()]
             assert len(lost_lines) == 4
+    finally:
+        server.stop()
+
+
+async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A cluster front answers TRYAGAIN while the cluster cannot take a write
+    (docs/CLUSTER.md, how a client should retry): the worker backs off and sends its
+    CLAIM and its COMPLETE again, and the job completes once, in one attempt."""
+    server = start_emqd()
+    try:
+        async with Queue("again", f"redis://127.0.0.1:{server.port}") as queue:
+            job_id = generated(server.port, "again", b"work")
+            real = queue.client.execute_command
+            refused: list[str] = []
+
+            async def refuse_each_verb_once(*argv: Any, **options: Any) -> Any:
+                verb = argv[0].decode() if isinstance(argv[0], bytes) else str(argv[0])
+                if verb in ("EMQ.CLAIM", "EMQ.COMPLETE") and verb not in refused:
+                    refused.append(verb)  # not sent: the front refused it
+                    raise TryAgainError("the cluster did not acknowledge this write")
+                return await real(*argv, **options)
+
+            queue.client.execute_command = refuse_each_verb_once  # type: ignore[method-assign]
+
+            async def handler(job: Job) -> str:
+                return "done"
+
+            worker = Worker(queue, handler, lease_ms=5000, block_ms=50)
+            task = asyncio.create_task(worker.run())
+            try:
+                await wait_async(lambda: _state(queue, job_id), "completed", 10)
+            finally:
+                worker.stop()
+                await asyncio.wait_for(task, 5)
+            assert refused == ["EMQ.CLAIM", "EMQ.COMPLETE"]
+            row = await queue.get(job_id)
+            assert (row.attempts, row.stalled, row.result) == (1, 0, b"done")
+            assert worker.counts.completed == 1 and worker.counts.lost == 0
+            retried = [r.getMessage() for r in caplog.records if "TRYAGAIN" in r.getMessage()
+                       or "did not acknowledge" in r.getMessage()]
+            assert len(retried) >= 2, retried
     finally:
         server.stop()
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
 import redis
 from redis.exceptions import ClusterCrossSlotError
 
+from emqd.bench.cluster import cluster_ports
 from tests.cluster.support import Cluster, start_fronts, until
-from tests.support import ServerProcess
+from tests.support import ServerProcess, start_emqd
 
 LEASE_MS = 2000
 
@@ -98,6 +100,31 @@ def test_a_forwarding_connection_reaches_the_front_it_names_or_is_refused(
         cmd(emqd_port, "EMQ.FRONT", f"127.0.0.1:{emqd_port}")  # a single process is none
 
 
+def test_a_front_s_own_view_is_the_queues_it_owns(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """INFO, DBSIZE, KEYS, SCAN and /metrics on a front show the queues it owns now, not
+    another front's; EMQ.QUEUES lists every queue of the cluster's registry."""
+    owner, _ = fronts
+    watcher = start_emqd("--cluster", cluster.seeds, port=cluster_ports(1)[0], http=True)
+    try:
+        cmd(watcher.port, "EMQ.ADD", "mine", "x")  # the watcher takes `mine`
+        cmd(owner.port, "EMQ.ADD", "theirs", "y")  # the owner front takes `theirs`
+        assert {b"mine", b"theirs"} <= set(cmd(watcher.port, "EMQ.QUEUES"))  # type: ignore[arg-type]
+        with redis.Redis(port=watcher.port) as client:
+            assert client.info("cluster")["emqd_cluster_queues_owned"] == 1
+            keys = set(client.keys("*"))
+            assert b"emq:{mine}:pending" in keys and b"emq:{mine}:job:1" in keys
+            assert not any(b"{theirs}" in key for key in keys)
+            assert client.dbsize() == len(keys)
+            assert set(client.scan_iter(count=1000)) == keys
+        with urllib.request.urlopen(f"http://127.0.0.1:{watcher.http_port}/metrics",
+                                    timeout=10) as response:
+            text = response.read().decode()
+        assert 'queue="mine"' in text and 'queue="theirs"' not in text
+    finally:
+        watcher.stop()
+
+
 def test_keys_outside_the_queues_are_the_cluster_s_own(
         cluster: Cluster, fronts: list[ServerProcess]) -> None:
     _, other = fronts
@@ -129,6 +156,31 @@ def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
                       == b"pending", 10, "the old lease recovered")
         assert row and state
         assert cmd(other.port, "HGET", "emq:{takeover}:job:1", "stalled") in (None, b"0")
+    finally:
+        owner.stop()
+        other.stop()
+
+
+def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
+        cluster: Cluster) -> None:
+    """The owner dies holding a delayed job and a job's lease; no client ever asks about
+    the queue again. Another front's adoption round takes it once both are due: the
+    delayed job is promoted and the lease's job comes back, uncounted, read straight from
+    the cluster."""
+    owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
+    try:
+        assert cmd(owner.port, "EMQ.ADD", "idle", "leased") == b"1"
+        assert cmd(owner.port, "EMQ.CLAIM", "idle", 1000)[:2] == [b"1", b"1"]
+        assert cmd(owner.port, "EMQ.ADD", "idle", "later", "DELAY", 3000) == b"2"
+        owner.kill(signal.SIGKILL)
+        with cluster.client() as store:
+            assert store.hget("emq:{idle}:job:2", "state") == b"scheduled"
+            until(lambda: set(store.zrange("emq:{idle}:pending", 0, -1)) == {b"1", b"2"},
+                  3 + LEASE_MS / 1000 + 8, "both jobs pending again, with no client asking")
+            assert store.hget("emq:{idle}:job:1", "state") == b"pending"
+            assert store.hget("emq:{idle}:job:1", "stalled") in (None, b"0")
+            # a live front holds it: this one, or another on the cluster (each adopts)
+            assert not store.get("emq:{idle}:owner").endswith(f":{owner.port}".encode())
     finally:
         owner.stop()
         other.stop()
