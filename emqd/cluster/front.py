@@ -7,7 +7,9 @@ through (sink.py). `start(core, housekeeping, wake)` routes the server's
 requests (router.py), and runs three loops:
 
 - renewal: every lease's term, a third of the lease's time apart; a lease
-  not renewed in time is let go (`lose`);
+  not renewed in time is let go (`lose`); a renewal that finds the cluster
+  holding fewer of the queue's batches than it acknowledged (a failover lost
+  them) has the sink write the queue back at once (`ClusterSink.probe`);
 - adoption: queues nobody owns whose clock work is due (a delayed job, an
   expired lease, a schedule, a rate window) are taken by some front within a
   few seconds, so no queue is forgotten when no client asks for it;
@@ -200,14 +202,21 @@ class Front:
         while True:
             await asyncio.sleep(every)
             leases = list(self.held.values())
+            acknowledged = [self.sink.acknowledged(lease.queue) for lease in leases]
             results = await asyncio.gather(*(self.leases.renew(lease) for lease in leases),
                                            return_exceptions=True)
-            for lease, kept in zip(leases, results, strict=True):
-                if kept is False and self.held.get(lease.queue) is lease:
+            for lease, known, written in zip(leases, acknowledged, results, strict=True):
+                if isinstance(written, BaseException):
+                    log.debug("cluster: lease on %r not renewed: %s", lease.queue, written)
+                elif self.held.get(lease.queue) is not lease:
+                    continue  # let go meanwhile
+                elif written < 0:
                     log.warning("cluster: lost the lease on %r to another front", lease.queue)
                     self.lose(lease.queue)
-                elif isinstance(kept, BaseException):
-                    log.debug("cluster: lease on %r not renewed: %s", lease.queue, kept)
+                elif known is not None and written < known:
+                    log.warning("cluster: the cluster holds %d of queue %r's batches, %d were "
+                                "acknowledged; finding the gap", written, lease.queue, known)
+                    self.sink.probe(lease.queue)
 
     async def _adopt(self) -> None:
         while True:

@@ -9,7 +9,9 @@ leases on jobs this owner grants (protocol section 6.1): when the queue moves
 exempts the leases of the old term, as after a restart.
 
 The owner renews every lease a third of the lease's time (`scripts.RENEW`,
-only if the value is still its own) and holds the queue until `valid_until`:
+only if the value is still its own; the answer also says how many of the
+queue's batches the cluster holds, so that a failover that lost some is
+noticed without waiting for a write) and holds the queue until `valid_until`:
 the monotonic time it sent its last successful renewal, plus the lease, less
 a margin. A front that was stopped (SIGSTOP) past that sees it at once when
 it runs again, before it serves the queue, and the cluster refuses its writes
@@ -24,7 +26,7 @@ import time
 from redis.asyncio.cluster import RedisCluster
 
 from emqd.cluster import scripts
-from emqd.cluster.names import owner_key
+from emqd.cluster.names import owner_key, written_key
 
 MARGIN = 0.2  # a lease counts as held for this much less than its length (clock drift)
 
@@ -91,14 +93,16 @@ class Leases:
         value = await self.client.get(owner_key(queue))
         return value if isinstance(value, bytes) else None
 
-    async def renew(self, lease: Lease) -> bool:
-        """Extend the lease if it is still ours (True); `valid_until` moves on."""
+    async def renew(self, lease: Lease) -> int:
+        """Extend the lease if it is still ours (`valid_until` moves on) and answer the
+        number of the queue's last batch the cluster holds; -1 when it is not ours."""
         sent = time.monotonic()
-        kept = await self.client.eval(scripts.RENEW, 1, owner_key(lease.queue), lease.value,
-                                      self.lease_ms)
-        if kept:
+        written = int(await self.client.eval(scripts.RENEW, 2, owner_key(lease.queue),
+                                             written_key(lease.queue), lease.value,
+                                             self.lease_ms))
+        if written >= 0:
             lease.valid_until = max(lease.valid_until, sent + self.held_s)
-        return bool(kept)
+        return written
 
     async def release(self, lease: Lease) -> None:
         await self.client.eval(scripts.RELEASE, 1, owner_key(lease.queue), lease.value)

@@ -52,13 +52,15 @@ end
 # then write the owner's, so a retry writes the same again.
 RESTORE: Final = _TERM_CHECK + _OPS_THEN_NUMBER
 
-# Renew the lease if it is still this owner's: 1, else 0. KEYS[1] owner; ARGV: value, ms.
+# Renew the lease if it is still this owner's, and answer the number of the queue's last
+# batch the cluster holds (0 for none); -1 when the lease is another's. KEYS[1] owner,
+# KEYS[2] written; ARGV: value, ms.
 RENEW: Final = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+  return tonumber(redis.call('GET', KEYS[2]) or '0')
 end
-return 0
+return -1
 """
 
 # Let go of the lease if it is still this owner's (a clean shutdown). KEYS[1] owner.

@@ -355,6 +355,27 @@ class ClusterSink(Sink):
         shard = self.client.nodes_manager.slots_cache.get(queue_log.slot) or []
         return 1 if len(shard) > 1 else 0
 
+    def acknowledged(self, queue: bytes) -> int | None:
+        """The number of the queue's last batch the cluster acknowledged (None: this front
+        does not hold the queue)."""
+        queue_log = self.logs.get(queue)
+        if queue_log is None:
+            return None
+        return queue_log.written - (1 if queue_log.sending is not None else 0)
+
+    def probe(self, queue: bytes) -> None:
+        """The cluster holds fewer of `queue`'s batches than it acknowledged (a lease's
+        renewal read their number): send a batch now, an empty one if nothing is
+        filling, whose number finds the gap, so that the queue is written back from
+        memory (`_restore`) without waiting for a client's write. A batch on its way
+        finds it by itself."""
+        queue_log = self.logs.get(queue)
+        if queue_log is None or queue_log.sending is not None:
+            return
+        if queue_log.filling is None:
+            queue_log.filling = Batch()
+        self._send(queue_log)
+
     def sweep_delay_ms(self, queue: bytes) -> int:
         """While a batch of `queue` has been on its way for SLOW_S or more, the sweep looks
         again in RECHECK_MS; once it is acknowledged, it waits as long again as the batch

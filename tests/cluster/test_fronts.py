@@ -227,42 +227,71 @@ def _queue_state(port: int, names: set[bytes]) -> dict[bytes, object]:
     return state
 
 
+class Loss:
+    """A queue of 12 jobs (4 leased, 1 completed) through `owner`, of which the cluster
+    then loses what a replica promoted before the last batches reached it would
+    (`--cluster-acks 0`): three batches, a job's row and its place in pending, and the
+    deletion of a row (`job:gone` comes back)."""
+
+    def __init__(self, cluster: Cluster, owner: ServerProcess, queue: str) -> None:
+        ids = [cmd(owner.port, "EMQ.ADD", queue, f"job {i}") for i in range(12)]
+        leased = cmd(owner.port, "EMQ.CLAIM", queue, "60000", "COUNT", "4")
+        assert isinstance(leased, list) and len(leased) == 4
+        job_id, token = leased[0][0], leased[0][1]
+        assert cmd(owner.port, "EMQ.COMPLETE", queue, job_id, token) == b"OK"
+        self.owner = owner
+        self.prefix = prefix = f"emq:{{{queue}}}:".encode()
+        self.primary = cluster.primary_of(prefix + b"owner")
+        with redis.Redis(port=self.primary.port) as node:
+            self.slot = node.execute_command("CLUSTER", "KEYSLOT", prefix + b"owner")
+            self.written = int(node.get(prefix + b"written"))
+            node.set(prefix + b"written", self.written - 3)
+            self.lost = prefix + b"job:" + ids[-1]
+            node.delete(self.lost)
+            node.zrem(prefix + b"pending", ids[-1])
+            node.hset(prefix + b"job:gone", mapping={"state": "completed", "payload": "stale"})
+
+    def names(self) -> set[bytes]:
+        """The queue's keys the cluster holds now, but its bookkeeping."""
+        with redis.Redis(port=self.primary.port) as node:
+            found = node.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, 1000)
+        return {name for name in found if name.startswith(self.prefix)} - {
+            self.prefix + b"owner", self.prefix + b"written"}
+
+    def written_back(self) -> bool:
+        return self.prefix + b"job:gone" not in self.names() and self.lost in self.names()
+
+    def check(self, extra: set[bytes]) -> dict[bytes, object]:
+        """The cluster holds what the owner does, key by key; the owner's view."""
+        names = self.names() | {self.prefix + b"job:gone"} | extra
+        held = _queue_state(self.owner.port, names)  # plain reads: the owner's memory
+        assert held == _queue_state(self.primary.port, names)
+        assert held[self.prefix + b"job:gone"] is None and held[self.lost] is not None
+        return held
+
+
 def test_batches_the_cluster_lost_are_written_back_from_the_owner_s_memory(
         cluster: Cluster, fronts: list[ServerProcess]) -> None:
-    """The cluster loses the last batches it acknowledged (as a replica promoted before
-    they reached it would: `--cluster-acks 0`), and a row whose deletion it lost comes
-    back: the owner's next write finds the gap in the batch numbers, writes the whole
-    queue back from memory, and is answered; the cluster then holds what the owner does."""
-    owner, _ = fronts
-    queue = "written-back"
-    ids = [cmd(owner.port, "EMQ.ADD", queue, f"job {i}") for i in range(12)]
-    leased = cmd(owner.port, "EMQ.CLAIM", queue, "60000", "COUNT", "4")
-    assert isinstance(leased, list) and len(leased) == 4
-    job_id, token = leased[0][0], leased[0][1]
-    assert cmd(owner.port, "EMQ.COMPLETE", queue, job_id, token) == b"OK"
-    prefix = f"emq:{{{queue}}}:".encode()
-    primary = cluster.primary_of(prefix + b"owner")
-    with redis.Redis(port=primary.port) as node:
-        slot = node.execute_command("CLUSTER", "KEYSLOT", prefix + b"owner")
-        written = int(node.get(prefix + b"written"))
-        # what the cluster loses: three batches, a job's row and its place in pending,
-        # and the deletion of a row (it comes back)
-        node.set(prefix + b"written", written - 3)
-        lost = prefix + b"job:" + ids[-1]
-        node.delete(lost)
-        node.zrem(prefix + b"pending", ids[-1])
-        node.hset(prefix + b"job:gone", mapping={"state": "completed", "payload": "stale"})
-    added = cmd(owner.port, "EMQ.ADD", queue, "after the loss")
+    """After the loss the owner's next write finds the gap in the batch numbers, writes
+    the whole queue back from memory, and is answered; the cluster then holds what the
+    owner does."""
+    loss = Loss(cluster, fronts[0], "written-back")
+    added = cmd(fronts[0].port, "EMQ.ADD", "written-back", "after the loss")
     assert isinstance(added, bytes)
-    with redis.Redis(port=primary.port) as node:
-        names = {name for name in node.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
-                 if name.startswith(prefix)}
-        assert int(node.get(prefix + b"written")) >= written + 1
-    assert prefix + b"job:gone" not in names and lost in names
-    names -= {prefix + b"owner", prefix + b"written"}
-    names |= {prefix + b"job:gone", prefix + b"job:" + added}
-    held = _queue_state(owner.port, names)  # plain reads of the queue's keys: the owner's
-    assert held == _queue_state(primary.port, names)
-    assert held[prefix + b"job:gone"] is None
-    assert held[lost] is not None and held[prefix + b"job:" + added] is not None
-    assert len(held[prefix + b"pending"]) == 9  # type: ignore[arg-type]
+    assert loss.written_back()
+    with redis.Redis(port=loss.primary.port) as node:
+        assert int(node.get(loss.prefix + b"written")) >= loss.written + 1
+    held = loss.check({loss.prefix + b"job:" + added})
+    assert held[loss.prefix + b"job:" + added] is not None
+    assert len(held[loss.prefix + b"pending"]) == 9  # type: ignore[arg-type]
+
+
+def test_batches_the_cluster_lost_are_written_back_with_no_write_to_find_them(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """Nobody writes the queue after the loss: the owner's next lease renewal reads the
+    cluster's batch number, finds it behind what was acknowledged, and writes the
+    queue back within a third of the lease."""
+    loss = Loss(cluster, fronts[0], "found-idle")
+    until(loss.written_back, LEASE_MS / 1000 + 5, "the queue written back unasked")
+    held = loss.check(set())
+    assert len(held[loss.prefix + b"pending"]) == 8  # type: ignore[arg-type]
