@@ -15,6 +15,7 @@ import signal
 import time
 from collections import Counter
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -120,6 +121,7 @@ def queue_space(cluster: Cluster, queue: bytes) -> Keyspace:
     return build(data)
 
 
+@pytest.mark.timeout(150)  # bounded phases that can add up past the suite's 60 s
 def test_chaos_through_fronts_with_a_front_killed_one_stopped_and_a_primary_killed() -> None:
     need_redis()
     cluster = Cluster.start()

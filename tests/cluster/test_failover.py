@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -55,6 +56,7 @@ async def produce(port: int, name: str, acked: set[bytes], refused: list[str],
         await client.aclose()
 
 
+@pytest.mark.timeout(120)  # bounded phases that can add up past the suite's 60 s
 def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
     need_redis()
     cluster = Cluster.start()
@@ -106,6 +108,7 @@ def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
         cluster.stop()
 
 
+@pytest.mark.timeout(90)  # bounded phases that can add up past the suite's 60 s
 def test_a_lease_does_not_run_out_for_the_time_a_failover_held_its_claim() -> None:
     """A CLAIM with a 1 s lease sent just after the queue's primary is killed is answered
     only once the replica took over (seconds later: `--cluster-acks 0` and a timeout

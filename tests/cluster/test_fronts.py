@@ -6,6 +6,7 @@ replica each (conftest.py). Each test uses queues of its own.
 
 from __future__ import annotations
 
+import concurrent.futures
 import signal
 import time
 import urllib.request
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from redis.exceptions import ClusterCrossSlotError
+from redis.exceptions import ClusterCrossSlotError, TryAgainError
 
 from emqd.bench.cluster import cluster_ports
 from tests.cluster.support import Cluster, start_fronts, until
@@ -60,6 +61,49 @@ def test_every_verb_through_a_front_that_does_not_own_the_queue(
         row = run("HGETALL", "emq:{verbs}:job:2")  # a plain command on a queue's key
         assert row == cluster.client().hgetall("emq:{verbs}:job:2") != {}
         assert b"verbs" in run("EMQ.QUEUES")
+
+
+def test_the_other_verbs_and_the_parking_ones_through_a_front_that_does_not_own_it(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """The rest of section 5 through the other front: settings, promotion, REQUEUE, the
+    sweep verb, a flow within the queue, schedules, rates and lanes; and a blocking
+    CLAIM and an EMQ.WAIT parked on the other front, woken by the owner's writes."""
+    owner, other = fronts
+    assert cmd(owner.port, "EMQ.ADD", "more", "a") == b"1"  # the owner takes it
+    with redis.Redis(port=other.port) as client:
+        run = client.execute_command
+        assert run("EMQ.CONFIG", "more", "SET", "keep_completed", "50") == b"OK"
+        assert run("EMQ.CONFIG", "more", "GET", "keep_completed") == b"50"
+        assert run("EMQ.ADD", "more", "later", "DELAY", "60000") == b"2"
+        assert run("EMQ.PROMOTE", "more", "ID", "2") == 1
+        job, token = run("EMQ.CLAIM", "more", 30_000)[:2]
+        assert run("EMQ.REQUEUE", "more", job, token) == b"OK"
+        assert run("EMQ.STALLED.CHECK", "more") == [[], []]
+        parent, children = run("EMQ.FLOW", "more", "parent", "CHILD", "more", "kid")
+        assert run("EMQ.CHILDREN", "more", parent) == [[b"more", children[0], b"pending",
+                                                         None]]
+        next_ms = run("EMQ.REPEAT", "more", "tick", "EVERY", "60000", "t")
+        assert [entry[b"name"] for entry in run("EMQ.REPEATS", "more")] == [b"tick"]
+        assert isinstance(next_ms, int) and run("EMQ.REPEAT.DEL", "more", "tick") == 1
+        assert run("EMQ.RATE", "more", "100", "1000") == b"OK"
+        assert run("EMQ.LANE.LIMIT", "more", "g", "2") == b"OK"
+        assert run("EMQ.LANE.RATE", "more", "g", "5", "1000") == b"OK"
+        grouped = run("EMQ.ADD", "more", "grouped", "GROUP", "g")
+        assert run("EMQ.LANES", "more") == {b"g": [1, 0]}
+        assert run("EMQ.GET", "more", grouped)[b"payload"] == b"grouped"
+    assert cmd(owner.port, "EMQ.STATS", "parked") is not None  # the owner takes `parked`
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        claim = pool.submit(cmd, other.port, "EMQ.CLAIM", "parked", 30_000, "BLOCK", 10_000)
+        time.sleep(0.3)
+        assert not claim.done()  # parked
+        job_id = cmd(owner.port, "EMQ.ADD", "parked", "woken")
+        claimed = claim.result(timeout=10)
+        assert claimed[:3] == [job_id, b"1", b"woken"]  # type: ignore[index]
+        waiting = pool.submit(cmd, other.port, "EMQ.WAIT", "parked", job_id, 10_000)
+        time.sleep(0.3)
+        assert not waiting.done()
+        assert cmd(owner.port, "EMQ.COMPLETE", "parked", job_id, b"1", "RESULT", "r") == b"OK"
+        assert waiting.result(timeout=10) == [b"completed", b"r"]
 
 
 def test_the_cluster_holds_each_acknowledged_write_in_the_single_process_layout(
@@ -123,6 +167,42 @@ def test_a_front_s_own_view_is_the_queues_it_owns(
         assert 'queue="mine"' in text and 'queue="theirs"' not in text
     finally:
         watcher.stop()
+
+
+def test_a_write_the_cluster_fences_is_answered_tryagain_and_written_nowhere(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """The queue's lease changes term behind its owner's back (as if another taking
+    won): the owner's next write is refused by the script's term check, answered
+    TRYAGAIN, and is neither in the cluster nor in the owner's memory; the queue is
+    then served again from what the cluster holds."""
+    owner, _ = fronts
+    assert cmd(owner.port, "EMQ.ADD", "fenced", "kept") == b"1"
+    with cluster.client() as store:
+        value = store.get("emq:{fenced}:owner")
+        assert isinstance(value, bytes)
+        store.set("emq:{fenced}:owner", b"another-term " + value.partition(b" ")[2],
+                  px=LEASE_MS)
+    with pytest.raises(TryAgainError):
+        cmd(owner.port, "EMQ.ADD", "fenced", "refused")
+    with cluster.client() as store:
+        assert store.zrange("emq:{fenced}:pending", 0, -1) == [b"1"]
+        assert not store.exists("emq:{fenced}:job:2")
+    # served again, from the cluster's keys: the refused job is nowhere
+    added = until(lambda: _answer(owner.port, "EMQ.ADD", "fenced", "after"), 10,
+                  "the queue served again")
+    assert isinstance(added, bytes)
+    with cluster.client() as store:
+        payloads = {store.hget(f"emq:{{fenced}}:job:{job.decode()}", "payload")
+                    for job in store.zrange("emq:{fenced}:pending", 0, -1)}
+    assert payloads == {b"kept", b"after"}
+
+
+def _answer(port: int, *argv: object) -> object:
+    """The reply, or None while the front answers TRYAGAIN."""
+    try:
+        return cmd(port, *argv)
+    except TryAgainError:
+        return None
 
 
 def test_keys_outside_the_queues_are_the_cluster_s_own(
