@@ -241,6 +241,24 @@ def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
         other.stop()
 
 
+def test_a_clean_shutdown_lets_its_leases_go_at_once(cluster: Cluster) -> None:
+    """SIGTERM: the front lets go of the queues it owns before it exits, so another front
+    takes one at its next request, without waiting for the lease to run out."""
+    owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", "60000")
+    try:
+        assert cmd(owner.port, "EMQ.ADD", "handed", "x") == b"1"
+        with cluster.client() as store:
+            assert store.get("emq:{handed}:owner").endswith(f":{owner.port}".encode())
+            owner.stop()  # SIGTERM, waited for
+            assert store.get("emq:{handed}:owner") is None
+        started = time.monotonic()
+        assert cmd(other.port, "EMQ.ADD", "handed", "y") == b"2"
+        assert time.monotonic() - started < 10  # nowhere near the 60 s lease
+    finally:
+        owner.stop()
+        other.stop()
+
+
 def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
         cluster: Cluster) -> None:
     """The owner dies holding a delayed job and a job's lease; no client ever asks about
