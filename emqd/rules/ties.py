@@ -24,11 +24,11 @@ from emqd.plan import AGING, Due, Op
 from emqd.rules import flows, job, lanes, unique
 from emqd.rules.settings import Settings
 from emqd.store import hash as hashes
-from emqd.store.hash import BigHash, Hash, Schema
+from emqd.store.hash import BigHash, Hash
 from emqd.store.keyspace import View
 
 _TIES: Final = (flows.PARENT, flows.CHILDREN, unique.UNIQUE)
-_tied: Final[dict[Schema, bool]] = {}
+_tied: Final[dict[object, bool]] = {}  # a row's schema mark -> whether it is tied
 _TIED_MAX: Final = 4096
 
 
@@ -36,12 +36,13 @@ def tied(row: Hash) -> bool:
     """Whether the row has a parent, children or a unique key (cached per row schema)."""
     if isinstance(row, BigHash):
         return any(name in row for name in _TIES)
-    schema = row[0]
-    known = _tied.get(schema)
+    mark = row[0]
+    known = _tied.get(mark)
     if known is None:
         if len(_tied) >= _TIED_MAX:
             _tied.clear()
-        known = _tied[schema] = any(name in schema.slot for name in _TIES)
+        slot = hashes.schema(row).slot
+        known = _tied[mark] = any(name in slot for name in _TIES)
     return known
 
 

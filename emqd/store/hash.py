@@ -3,9 +3,14 @@
 A job row has a handful of fields, and a queue holds millions of rows that
 share the same few field names in the same order. Held as a dict, each row
 would cost CPython's smallest table (184-224 bytes) before its values. So a
-small hash is a `Row`: a tuple `(schema, value, value, ...)` whose `Schema`
+small hash is a `Row`: a tuple `(mark, value, value, ...)` whose `Schema`
 (the field names in order, and where each one sits) is shared by every row
-with the same fields: a 3-field row costs 72 bytes. Rows are immutable, so a
+with the same fields: a 3-field row costs 72 bytes. The row holds its schema's
+`mark`, a small int that indexes the table of shared schemas, not the Schema
+itself: a tuple of ints and bytes is one the garbage collector stops tracking
+the first time it looks at it (CPython untracks tuples of untracked items),
+so a million rows cost the collector nothing after their first collection,
+where rows holding an object were traversed by every older collection. Rows are immutable, so a
 planner that reads one cannot change the store by mistake; a write builds the
 new row. A hash that passes COMPACT_MAX fields becomes a `BigHash` (a dict),
 which costs less than a schema of its own once fields no longer repeat.
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from emqd import errors
 from emqd.numbers import COMPILED, INT64_MAX, INT64_MIN, parse_int
@@ -55,18 +60,22 @@ class Schema:
     """The field names of a row, in order; shared by every row with the same fields.
 
     `slot[field]` is the field's index in the row tuple (1-based: slot 0 holds
-    the schema). `listpack` is Redis's encoding of rows of this schema. What an
-    HSET of some field names makes of it is cached (`after`), so a verb's HSET
-    costs one dict lookup.
+    the schema's `mark`). `listpack` is Redis's encoding of rows of this schema.
+    What an HSET of some field names makes of it is cached (`after`), so a verb's
+    HSET costs one dict lookup. `mark` is what a row holds in slot 0: the schema's
+    index in the table of shared schemas (one int object for all its rows: typed
+    `object`, so compiled code stores the object rather than a fresh box per row),
+    or the schema itself when it is not shared (past SCHEMAS_MAX).
     """
 
-    __slots__ = ("fields", "slot", "listpack", "_after")
+    __slots__ = ("fields", "slot", "listpack", "_after", "mark")
 
     def __init__(self, fields: tuple[bytes, ...], listpack: bool) -> None:
         self.fields = fields
         self.slot = {name: i + 1 for i, name in enumerate(fields)}
         self.listpack = listpack
         self._after: dict[tuple[bytes, ...], Transition] = {}
+        self.mark: object = self
 
     def after(self, names: tuple[bytes, ...]) -> Transition:
         """What writing `names` (new ones appended) makes of this schema."""
@@ -101,7 +110,7 @@ class Transition:
                 where = slot[name] = len(fields)
                 source.append(0)
             source[where] = len(schema.fields) + 1 + i
-        source[0] = len(schema.fields) + 1 + len(names)  # the new schema, given last
+        source[0] = len(schema.fields) + 1 + len(names)  # the new schema's mark, given last
         self.listpack = schema_of(tuple(fields), True)
         self.hashtable = schema_of(tuple(fields), False)
         self.widest = max(map(len, names), default=0)
@@ -127,6 +136,7 @@ class Transition:
 
 
 _schemas: Final[dict[tuple[tuple[bytes, ...], bool], Schema]] = {}
+_marked: Final[list[Schema]] = []  # the shared schemas, by mark
 
 
 def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
@@ -136,13 +146,23 @@ def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
         schema = Schema(fields, listpack)
         if len(_schemas) < SCHEMAS_MAX:
             _schemas[(fields, listpack)] = schema
+            schema.mark = len(_marked)
+            _marked.append(schema)
     return schema
 
 
-_EMPTY: Final = schema_of((), True)
-_EMPTY_ROW: Final = (_EMPTY,)
+def schema(row: Row) -> Schema:
+    """The schema of a Row, from the mark in its slot 0."""
+    mark: object = row[0]
+    if isinstance(mark, int):
+        return _marked[mark]
+    return cast(Schema, mark)  # an unshared schema is its own mark
 
-Row = tuple[Any, ...]  # (Schema, value, ...): see the module docstring
+
+_EMPTY: Final = schema_of((), True)
+_EMPTY_ROW: Final = (_EMPTY.mark,)
+
+Row = tuple[Any, ...]  # (its schema's mark, value, ...): see the module docstring
 
 
 class BigHash(dict[bytes, bytes]):
@@ -164,21 +184,19 @@ def get(row: Hash, name: bytes) -> bytes | None:
     """The value of field `name`, None when absent."""
     if isinstance(row, BigHash):
         return row.get(name)
-    schema: Schema = row[0]  # typed, so that compiled code reads its dict natively
-    where = schema.slot.get(name)
+    where = schema(row).slot.get(name)
     return None if where is None else row[where]
 
 
 def has(row: Hash, name: bytes) -> bool:
     if isinstance(row, BigHash):
         return name in row
-    schema: Schema = row[0]
-    return name in schema.slot
+    return name in schema(row).slot
 
 
 def field_set(row: Hash) -> Container[bytes]:
     """Something `field in` answers for (the fields, never the values)."""
-    return row if isinstance(row, BigHash) else row[0].slot
+    return row if isinstance(row, BigHash) else schema(row).slot
 
 
 def length(row: Hash) -> int:
@@ -187,7 +205,7 @@ def length(row: Hash) -> int:
 
 def names(row: Hash) -> Iterable[bytes]:
     """The field names, in order."""
-    return row.keys() if isinstance(row, BigHash) else row[0].fields
+    return row.keys() if isinstance(row, BigHash) else schema(row).fields
 
 
 def values(row: Hash) -> Iterable[bytes]:
@@ -198,7 +216,7 @@ def items(row: Hash) -> Iterator[tuple[bytes, bytes]]:
     """(field, value) pairs, in order."""
     if isinstance(row, BigHash):
         return iter(row.items())
-    return zip(row[0].fields, row[1:], strict=True)
+    return zip(schema(row).fields, row[1:], strict=True)
 
 
 def as_dict(row: Hash | None) -> dict[bytes, bytes]:
@@ -210,7 +228,7 @@ def as_dict(row: Hash | None) -> dict[bytes, bytes]:
 
 def is_listpack(row: Hash) -> bool:
     """True while Redis would hold this hash as a listpack (OBJECT ENCODING, HSCAN)."""
-    return row.listpack if isinstance(row, BigHash) else row[0].listpack
+    return row.listpack if isinstance(row, BigHash) else schema(row).listpack
 
 
 # --- writes (keyspace.apply only): each returns the new value -----------------------------
@@ -220,16 +238,17 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
     if row is None:
         row = _EMPTY_ROW
     if not isinstance(row, BigHash):
-        old: Schema = row[0]
+        old = schema(row)
         transition = old._after.get(names) or old.after(names)
-        schema = transition.target(values, limits) if old.listpack else transition.hashtable
+        new_schema = transition.target(values, limits) if old.listpack else transition.hashtable
         if transition.count > COMPACT_MAX:
-            return written(_to_big(row, schema.listpack), names, values, limits)
+            return written(_to_big(row, new_schema.listpack), names, values, limits)
         slots = transition.slots
         if slots is None:  # a new field, or interpreted: the itemgetter
-            return transition.assemble((*row, *values, schema))  # type: ignore[no-any-return]
+            return transition.assemble((*row, *values,  # type: ignore[no-any-return]
+                                        new_schema.mark))
         new = list(row)
-        new[0] = schema
+        new[0] = new_schema.mark
         for i in range(len(slots)):
             new[slots[i]] = values[i]
         return tuple(new)
@@ -262,14 +281,14 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
     """`row` after HDEL of `names` (absent ones ignored); None once it is empty."""
     if not isinstance(row, BigHash):
         gone = set(names)
-        schema: Schema = row[0]
-        kept = [i for i, name in enumerate(schema.fields) if name not in gone]
-        if len(kept) == len(schema.fields):
+        old = schema(row)
+        kept = [i for i, name in enumerate(old.fields) if name not in gone]
+        if len(kept) == len(old.fields):
             return row
         if not kept:
             return None
-        fields = tuple(schema.fields[i] for i in kept)
-        return (schema_of(fields, schema.listpack), *(row[i + 1] for i in kept))
+        fields = tuple(old.fields[i] for i in kept)
+        return (schema_of(fields, old.listpack).mark, *(row[i + 1] for i in kept))
     if row.scan is not None:
         names = list(names)
         _scan_note(row, [name for name in names if name in row], False)
@@ -281,7 +300,7 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
 
 
 def _to_big(row: Row, listpack: bool) -> BigHash:
-    big = BigHash(zip(row[0].fields, row[1:], strict=True))
+    big = BigHash(zip(schema(row).fields, row[1:], strict=True))
     big.listpack = listpack
     big.scan = None
     nbytes = sizes.BIG_HASH

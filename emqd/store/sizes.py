@@ -44,7 +44,7 @@ def key(name: bytes) -> int:
 
 
 def row(values: tuple[object, ...]) -> int:
-    """A Row `(schema, value, ...)`: the tuple and its values."""
+    """A Row `(mark, value, ...)`: the tuple and its values (the mark is shared)."""
     total = block(ROW + 8 * len(values))
     for i in range(1, len(values)):
         total += of_bytes(len(values[i]))  # type: ignore[arg-type]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from emqd.errors import HASH_NOT_INTEGER, OVERFLOW, Refusal, ReplyError
@@ -93,3 +95,26 @@ def test_the_limits_of_the_moment_decide() -> None:
     row = _hash([(b"a", b"1234")], limits)
     assert row is not None and not hashes.is_listpack(row)
     assert hashes.is_listpack(_hash([(b"a", b"1234")]))  # type: ignore[arg-type]
+
+
+def test_a_row_is_untracked_by_the_garbage_collector_after_its_first_collection() -> None:
+    """A row holds its schema's mark (an int) and bytes, so the collector stops tracking it
+    at its first collection: a million rows are not traversed by every later one."""
+    limits = Limits()
+    row = hashes.written(None, (b"state", b"payload"), (b"pending", b"x" * 100), limits)
+    row = hashes.written(row, (b"state",), (b"active",), limits)  # the copying path too
+    assert type(row[0]) is int
+    gc.collect()
+    assert not gc.is_tracked(row)
+    assert hashes.as_dict(row) == {b"state": b"active", b"payload": b"x" * 100}
+
+
+def test_a_row_of_an_unshared_schema_holds_the_schema_itself() -> None:
+    """Past SCHEMAS_MAX a new schema is not shared and has no mark of the table's: its rows
+    hold it, and read and write as any other row."""
+    unshared = hashes.Schema((b"a", b"b"), True)
+    row = (unshared, b"1", b"2")
+    assert hashes.schema(row) is unshared and hashes.get(row, b"b") == b"2"
+    assert hashes.as_dict(hashes.written(row, (b"a",), (b"9",), Limits())) == \
+        {b"a": b"9", b"b": b"2"}
+    assert hashes.removed(row, [b"a"]) == (hashes.schema_of((b"b",), True).mark, b"2")
