@@ -119,6 +119,7 @@ class Front:
                 log.warning("cluster: lease on %r not released (%s); it runs out", lease.queue,
                             exc)
         self.held.clear()
+        self.sink.close_links()
         await self.client.aclose()
 
     # --- owning --------------------------------------------------------------------------

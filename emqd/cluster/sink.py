@@ -7,9 +7,12 @@ to the primary of the queue's slot as one call of `scripts.APPLY`, which
 applies its ops only if the queue's lease still holds this front's term, and
 only once (the batch's number, checked against the queue's `written` key, makes
 a retry after a lost answer harmless). The batches of all queues on one
-primary travel in one pipeline on one connection, followed by `WAIT acks
-timeout` when the queue's shard has replicas to wait for (`WAIT` counts the
-writes of its own connection). A record is kept when its batch was applied
+primary travel in one pipeline on one connection of the sink's own
+(`NodeLink`), followed by `WAIT acks timeout` when the queue's shard has
+replicas to wait for (`WAIT` counts the writes of its own connection). Up to
+WINDOW batches of a queue are on their way at once, in order on one link: the
+primary applies one while the front plans the next, where one at a time left
+each idle while the other worked. A record is kept when its batch was applied
 and acknowledged; only then does the commit path let its reply and events go.
 
 Failures:
@@ -24,6 +27,9 @@ Failures:
   that broke, too few replicas in time) is retried, on a fresh connection to
   the slot's primary of the moment, until `timeout_ms` after the first failure,
   then fails the queue.
+A failure of the oldest batch in flight takes the later ones along: they are
+sent again behind it (their numbers make the ones already applied harmless),
+or written back with it; the answers to their first sending are stale.
 A failed queue's records (and every later one of that queue: they were
 planned on top of the lost ones) are reported to the commit path
 (`take_failed`), which answers their writers with a retryable error, and the
@@ -40,9 +46,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import hiredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisError, ResponseError
@@ -62,6 +70,7 @@ log = logging.getLogger("emqd")
 WAIT_MS = 1000  # one WAIT's timeout; a shortfall is retried until the write times out
 RETRY_FIRST_S = 0.05  # the first retry of a failed batch; doubled up to RETRY_MOST_S
 RETRY_MOST_S = 0.5
+WINDOW = 3  # batches of one queue on their way at once: the next goes out while one applies
 # A batch unanswered this long means the store could not be written (a failover, a lost
 # node): the stall sweep of its queue waits for it, then for as long again (`sweep_delay_ms`).
 SLOW_S = 0.05
@@ -100,7 +109,7 @@ class Batch:
     any other plan (a plain HINCRBY, say) ends the run, since leaving out the HSET
     before it could change what it meets."""
 
-    __slots__ = ("parts", "counts", "count", "merges", "records", "seq", "restore")
+    __slots__ = ("parts", "counts", "count", "merges", "records", "seq", "restore", "sent_at")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -110,6 +119,7 @@ class Batch:
         self.records: list[int] = []
         self.seq = 0  # its number, once it is sent
         self.restore = False
+        self.sent_at = 0.0  # monotonic: when it was first sent
 
     def add_shaped(self, shape: Shape, ops: list[Op]) -> None:
         """A verb's Shape's ops, each a part of its own."""
@@ -149,27 +159,31 @@ class Batch:
 
 
 class QueueLog:
-    """One owned queue's writes on their way to the cluster."""
+    """One owned queue's writes on their way to the cluster: the batch filling in this
+    loop iteration, and up to WINDOW batches sent and not yet acknowledged, in order."""
 
-    __slots__ = ("queue", "owner", "written", "filling", "sending", "failing_since", "slot",
-                 "retries", "sent_at", "grace_until")
+    __slots__ = ("queue", "owner", "written", "filling", "inflight", "wire", "paused", "link",
+                 "failing_since", "slot", "retries", "grace_until")
 
     def __init__(self, queue: bytes, owner: bytes, written: int) -> None:
         self.queue = queue
         self.owner = owner  # the owner key's value: the term and this front's address
-        self.written = written  # the last batch number the cluster holds, as far as we know
+        self.written = written  # the number of the last batch sent (the cluster holds it, or will)
         self.filling: Batch | None = None  # records of this loop iteration
-        self.sending: Batch | None = None  # the batch on its way (or waiting to retry)
-        self.failing_since: float | None = None  # monotonic: the first failure of `sending`
+        self.inflight: list[Batch] = []  # sent, not acknowledged yet (or waiting to be resent)
+        # Counts the times the batches in flight were sent again or replaced: an answer to
+        # an earlier sending is stale (the batches after a failed one fail with it, and are
+        # sent again behind it).
+        self.wire = 0
+        self.paused = False  # a retry or a write-back is due: nothing new goes out before it
+        self.link: NodeLink | None = None  # where the batches in flight went (one link: in order)
+        self.failing_since: float | None = None  # monotonic: the first failure of the oldest
         self.slot = key_slot(owner_key(queue))
         self.retries = 0
-        self.sent_at = 0.0  # monotonic: when `sending` was first sent
         self.grace_until = 0.0  # monotonic: the stall sweep waits until then (an outage's length)
 
-    def command(self) -> bytes:
-        """The APPLY call of the batch being sent, as RESP."""
-        batch = self.sending
-        assert batch is not None
+    def command(self, batch: Batch) -> bytes:
+        """The APPLY (or RESTORE) call of `batch`, as RESP."""
         head = b"*%d\r\n" % (7 + batch.count) + (_RESTORE_HEAD if batch.restore else _APPLY_HEAD)
         return b"".join([head, _bulk(owner_key(self.queue)), _bulk(written_key(self.queue)),
                          _bulk(self.owner), _bulk(b"%d" % batch.seq), *batch.parts])
@@ -207,7 +221,7 @@ class ClusterSink(Sink):
         """The front let `queue` go: its records not yet kept fail."""
         queue_log = self.logs.pop(queue, None)
         if queue_log is not None:
-            for batch in (queue_log.sending, queue_log.filling):
+            for batch in (*queue_log.inflight, queue_log.filling):
                 if batch is not None:
                     self._settle(batch.records, failed=True)
 
@@ -321,10 +335,10 @@ class ClusterSink(Sink):
         self._settle([record], failed=False)
 
     def flush(self) -> bool:
-        """Send each queue's batch of this loop iteration (a queue with a batch on its way
-        sends its next one when that one is settled)."""
+        """Send each queue's batch of this loop iteration (a queue with WINDOW batches on
+        their way, or a retry due, sends it once one is settled)."""
         for queue_log in self.logs.values():
-            if queue_log.filling is not None and queue_log.sending is None:
+            if queue_log.filling is not None and self._may_send(queue_log):
                 self._send(queue_log)
         if self.registry and self._registering is None:
             self._registering = asyncio.get_running_loop().create_task(self._register())
@@ -336,14 +350,24 @@ class ClusterSink(Sink):
         queue_log.filling = None
         queue_log.written += 1
         batch.seq = queue_log.written
-        queue_log.sending = batch
-        queue_log.sent_at = time.monotonic()
-        self._link_of(queue_log).enqueue(queue_log)
+        batch.sent_at = time.monotonic()
+        queue_log.inflight.append(batch)
+        link = queue_log.link = self._link_of(queue_log)
+        link.enqueue(queue_log, batch)
+
+    def _may_send(self, queue_log: QueueLog) -> bool:
+        """A new batch of the queue may go out now: no retry or write-back due, fewer than
+        WINDOW on their way, and those on the link it would take (batches on two links
+        could arrive out of order)."""
+        return not queue_log.paused and (not queue_log.inflight or (
+            len(queue_log.inflight) < WINDOW and self._link_of(queue_log) is queue_log.link))
 
     def _link_of(self, queue_log: QueueLog) -> NodeLink:
         node = self.client.nodes_manager.get_node_from_slot(queue_log.slot)
         link = self.links.get(node.name)
         if link is None or link.node is not node:
+            if link is not None:  # the node is another now: what is on the old link fails
+                link.close(ConnectionError(f"{node.name} is not the node it was"))
             link = self.links[node.name] = NodeLink(self, node)
         return link
 
@@ -361,7 +385,7 @@ class ClusterSink(Sink):
         queue_log = self.logs.get(queue)
         if queue_log is None:
             return None
-        return queue_log.written - (1 if queue_log.sending is not None else 0)
+        return queue_log.written - len(queue_log.inflight)
 
     def probe(self, queue: bytes) -> None:
         """The cluster holds fewer of `queue`'s batches than it acknowledged (a lease's
@@ -370,7 +394,7 @@ class ClusterSink(Sink):
         memory (`_restore`) without waiting for a client's write. A batch on its way
         finds it by itself."""
         queue_log = self.logs.get(queue)
-        if queue_log is None or queue_log.sending is not None:
+        if queue_log is None or queue_log.inflight or not self._may_send(queue_log):
             return
         if queue_log.filling is None:
             queue_log.filling = Batch()
@@ -384,28 +408,34 @@ class ClusterSink(Sink):
         if queue_log is None:
             return 0
         now = time.monotonic()
-        if queue_log.sending is not None and now - queue_log.sent_at >= SLOW_S:
+        if queue_log.inflight and now - queue_log.inflight[0].sent_at >= SLOW_S:
             return RECHECK_MS
         return max(0, int((queue_log.grace_until - now) * 1000))
 
     # --- answers -----------------------------------------------------------------------
-    def answered(self, queue_log: QueueLog, result: Any, acknowledged: bool) -> None:
-        """One queue's APPLY answer (and whether the WAIT after it counted enough)."""
-        if self.logs.get(queue_log.queue) is not queue_log:
-            return  # dropped meanwhile: its records were failed then
-        batch = queue_log.sending
-        assert batch is not None
+    def answered(self, queue_log: QueueLog, batch: Batch, wire: int, result: Any,
+                 acknowledged: bool) -> None:
+        """One batch's APPLY answer (and whether the WAIT after it counted enough). Answers
+        come in the order the batches were sent; one to a sending since replaced (the
+        queue was dropped, or its batches were sent again) is stale and ignored."""
+        if (self.logs.get(queue_log.queue) is not queue_log or wire != queue_log.wire
+                or not queue_log.inflight or queue_log.inflight[0] is not batch):
+            return
         if isinstance(result, int) and acknowledged:
             now = time.monotonic()
-            if now - queue_log.sent_at >= SLOW_S:
-                queue_log.grace_until = now + (now - queue_log.sent_at)
-            queue_log.sending = None
+            if now - batch.sent_at >= SLOW_S:
+                queue_log.grace_until = now + (now - batch.sent_at)
+            del queue_log.inflight[0]
             queue_log.failing_since = None
             queue_log.retries = 0
             self._settle(batch.records, failed=False)
-            if queue_log.filling is not None:
+            if queue_log.filling is not None and self._may_send(queue_log):
                 self._send(queue_log)
             return
+        # The batches sent after this one meet the same fate: they are sent again behind
+        # it (or written back with it), and their answers to this sending are stale.
+        queue_log.wire += 1
+        queue_log.paused = True
         if isinstance(result, ResponseError):
             text = str(result).encode()
             if text.startswith(_GAP) and not batch.restore:
@@ -443,13 +473,15 @@ class ClusterSink(Sink):
             if self.logs.get(queue) is queue_log:
                 self._fail(queue_log, f"the lost writes could not be written back ({exc})")
             return
-        batch = queue_log.sending
-        if self.logs.get(queue) is not queue_log or batch is None:
+        if self.logs.get(queue) is not queue_log or not queue_log.inflight:
             return  # dropped meanwhile: its records failed then
-        filling = queue_log.filling
-        if filling is not None:
-            batch.records += filling.records
-            queue_log.filling = None
+        batch, *later = queue_log.inflight
+        for other in (*later, queue_log.filling):
+            if other is not None:
+                batch.records += other.records
+        queue_log.filling = None
+        queue_log.inflight = [batch]
+        batch.seq = queue_log.written  # the number of the last batch it stands for
         held = self.held(queue)
         doomed = list(dict.fromkeys([*names, *(key for key, _ in held)]))
         out: list[bytes] = []
@@ -464,11 +496,19 @@ class ClusterSink(Sink):
         batch.restore_with(b"".join(out), count)
         queue_log.failing_since = None
         queue_log.retries = 0
-        self._link_of(queue_log).enqueue(queue_log)
+        self._resend(queue_log)
 
     def _resend(self, queue_log: QueueLog) -> None:
-        if self.logs.get(queue_log.queue) is queue_log and queue_log.sending is not None:
-            self._link_of(queue_log).enqueue(queue_log)
+        """Send the batches in flight again, in order, on the link to the slot's primary
+        of the moment; new batches may follow them."""
+        if self.logs.get(queue_log.queue) is not queue_log:
+            return
+        queue_log.paused = False
+        link = queue_log.link = self._link_of(queue_log)
+        for batch in queue_log.inflight:
+            link.enqueue(queue_log, batch)
+        if queue_log.filling is not None and self._may_send(queue_log):
+            self._send(queue_log)
 
     def _fail(self, queue_log: QueueLog, why: str) -> None:
         log.error("cluster: queue %r lost its writes (%s); dropped from this front, its "
@@ -513,67 +553,131 @@ class ClusterSink(Sink):
         finally:
             self._registering = None
 
+    def close_links(self) -> None:
+        """Shutdown (the commit path settled): the primaries' connections close."""
+        for link in self.links.values():
+            link.close(ConnectionError("the front is shutting down"))
+        self.links.clear()
+
     def info(self) -> dict[str, object]:
         return {"aof_enabled": 0, "cluster_queues_writing": len(self.logs),
                 "cluster_records_unsettled": self.appended - self._durable}
 
 
+class _Sent:
+    """One pipeline on a link's connection: its batches, and the WAIT after them (acks)."""
+
+    __slots__ = ("items", "acks", "replies")
+
+    def __init__(self, items: list[tuple[QueueLog, Batch, int]], acks: int) -> None:
+        self.items = items
+        self.acks = acks
+        self.replies: list[Any] = []
+
+    def complete(self) -> bool:
+        return len(self.replies) == len(self.items) + (1 if self.acks else 0)
+
+
 class NodeLink:
-    """One primary's connection for the sink: batches go out a pipeline at a time, each
-    followed by WAIT on the same connection."""
+    """One primary's connection for the sink, of its own: asyncio streams and hiredis, as
+    the server's own wire. Each loop iteration's batches for the node go out as one
+    pipeline (followed by `WAIT`, which counts the writes of its own connection) without
+    waiting for the answers to the pipelines before it, which a reader takes in order:
+    the node applies one iteration's batches while the front plans the next."""
 
     def __init__(self, sink: ClusterSink, node: ClusterNode) -> None:
         self.sink = sink
         self.node = node
-        self.connection: Any = None
-        self.ready: list[QueueLog] = []
-        self.task: asyncio.Task[None] | None = None
+        self.ready: list[tuple[QueueLog, Batch, int]] = []  # (queue, batch, its wire)
+        self.sent: deque[_Sent] = deque()  # pipelines written, their answers not all read
+        self.writer: asyncio.StreamWriter | None = None
+        self.connecting: asyncio.Task[None] | None = None
+        self.pushing = False
 
-    def enqueue(self, queue_log: QueueLog) -> None:
-        self.ready.append(queue_log)
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._run())
+    def enqueue(self, queue_log: QueueLog, batch: Batch) -> None:
+        """Send `batch` of `queue_log` in this loop iteration's pipeline."""
+        self.ready.append((queue_log, batch, queue_log.wire))
+        if not self.pushing:
+            self.pushing = True
+            asyncio.get_running_loop().call_soon(self._push)
 
-    async def _run(self) -> None:
-        try:
-            while self.ready:
-                batch, self.ready = self.ready, []
-                await self._send(batch)
-        finally:
-            self.task = None
-
-    async def _send(self, queue_logs: list[QueueLog]) -> None:
+    def _push(self) -> None:
+        self.pushing = False
+        if self.writer is None:
+            if self.connecting is None and self.ready:
+                self.connecting = asyncio.get_running_loop().create_task(self._connect())
+            return
+        items = [item for item in self.ready if item[2] == item[0].wire]  # not resent since
+        self.ready = []
+        if not items:
+            return
         sink = self.sink
-        acks = max(sink.acks_for(queue_log) for queue_log in queue_logs)
-        payload = [queue_log.command() for queue_log in queue_logs]
+        acks = max(sink.acks_for(queue_log) for queue_log, _, _ in items)
+        payload = [queue_log.command(batch) for queue_log, batch, _ in items]
         if acks:
             payload.append(b"*3\r\n$4\r\nWAIT\r\n" + _bulk(b"%d" % acks) + _bulk(b"%d" % WAIT_MS))
-        results: list[Any] = []
-        acknowledged = True
-        try:
-            if self.connection is None:
-                self.connection = self.node.acquire_connection()
-            await self.connection.send_packed_command(b"".join(payload), check_health=False)
-            for _ in queue_logs:
-                try:
-                    results.append(await self.connection.read_response())
-                except ResponseError as exc:
-                    results.append(exc)
-            if acks:
-                replicas = await self.connection.read_response()
-                acknowledged = isinstance(replicas, int) and replicas >= acks
-        except (RedisError, OSError) as exc:
-            self._drop_connection()
-            results += [exc] * (len(queue_logs) - len(results))
-            acknowledged = False
-        except asyncio.CancelledError:
-            self._drop_connection()
-            raise
-        for queue_log, result in zip(queue_logs, results, strict=True):
-            sink.answered(queue_log, result, acknowledged)
-        sink.notify()
+        self.sent.append(_Sent(items, acks))
+        self.writer.write(b"".join(payload))
 
-    def _drop_connection(self) -> None:
-        connection, self.connection = self.connection, None
-        if connection is not None:
-            asyncio.get_running_loop().create_task(connection.disconnect())
+    async def _connect(self) -> None:
+        try:
+            reader, self.writer = await asyncio.open_connection(self.node.host, self.node.port)
+        except OSError as exc:
+            self.connecting = None
+            self._fail_all(exc, self.ready)
+            self.ready = []
+            return
+        self.connecting = None
+        asyncio.get_running_loop().create_task(self._read(reader, self.writer))
+        self._push()
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answers, in the order their pipelines went out, until the connection ends."""
+        parser = hiredis.Reader(replyError=ResponseError)
+        try:
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    raise ConnectionError(f"{self.node.name} closed the connection")
+                parser.feed(data)
+                while (reply := parser.gets()) is not False:
+                    self._answer(reply)
+        except (OSError, hiredis.ProtocolError) as exc:
+            if self.writer is writer:
+                self.writer = None
+                sent, self.sent = self.sent, deque()
+                for pipeline in sent:
+                    self._fail_all(exc, pipeline.items)
+            writer.close()
+
+    def _answer(self, reply: Any) -> None:
+        pipeline = self.sent[0]
+        pipeline.replies.append(reply)
+        if not pipeline.complete():
+            return
+        self.sent.popleft()
+        replies = pipeline.replies
+        acknowledged = True
+        if pipeline.acks:
+            replicas = replies[-1]
+            acknowledged = isinstance(replicas, int) and replicas >= pipeline.acks
+        for (queue_log, batch, wire), result in zip(pipeline.items, replies, strict=False):
+            self.sink.answered(queue_log, batch, wire, result, acknowledged)
+        self.sink.notify()
+
+    def _fail_all(self, exc: BaseException, items: list[tuple[QueueLog, Batch, int]]) -> None:
+        for queue_log, batch, wire in items:
+            self.sink.answered(queue_log, batch, wire, exc, False)
+        self.sink.notify()
+
+    def close(self, why: BaseException) -> None:
+        """Let the connection go; what was sent or is ready on it fails with `why` (its
+        queues retry it on the link of the moment)."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.close()
+        sent, self.sent = self.sent, deque()
+        ready, self.ready = self.ready, []
+        for pipeline in sent:
+            self._fail_all(why, pipeline.items)
+        self._fail_all(why, ready)

@@ -7,10 +7,12 @@ ops, for Shape plans and generic ones, against the same ops' log record.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import hiredis
 import pytest
+from redis.exceptions import ResponseError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -211,16 +213,50 @@ def test_a_batch_the_store_held_holds_the_stall_sweep_as_long_again() -> None:
     sink = sink_with(b"q")
     queue_log = sink.logs[b"q"]
     assert sink.sweep_delay_ms(b"q") == 0 and sink.sweep_delay_ms(b"other") == 0
-    queue_log.sending, queue_log.sent_at = Batch(), time.monotonic() - 2.0
+    slow = Batch()
+    slow.sent_at = time.monotonic() - 2.0
+    queue_log.inflight = [slow]
     assert sink.sweep_delay_ms(b"q") == RECHECK_MS
-    sink.answered(queue_log, 1, True)
-    assert queue_log.sending is None
+    sink.answered(queue_log, slow, queue_log.wire, 1, True)
+    assert queue_log.inflight == []
     assert 1_800 <= sink.sweep_delay_ms(b"q") <= 2_000
     queue_log.grace_until = 0.0
-    queue_log.sending, queue_log.sent_at = Batch(), time.monotonic()
+    quick = Batch()
+    quick.sent_at = time.monotonic()
+    queue_log.inflight = [quick]
     assert sink.sweep_delay_ms(b"q") == 0  # on its way, but not slow
-    sink.answered(queue_log, 1, True)
+    sink.answered(queue_log, quick, queue_log.wire, 1, True)
     assert sink.sweep_delay_ms(b"q") == 0
+
+
+def test_answers_to_batches_in_flight_count_in_order_and_a_failure_takes_the_later_along(
+) -> None:
+    """Two batches of a queue on their way: an answer for the second before the first's
+    is not taken; the first acknowledged, the second becomes the oldest; a failure of
+    the oldest pauses the queue and makes the answers of that sending stale (the later
+    batch is sent again behind it, not written back on its own EMQGAP)."""
+    async def run() -> None:
+        sink = sink_with(b"q")
+        queue_log = sink.logs[b"q"]
+        first, second, third = Batch(), Batch(), Batch()
+        first.records, second.records, third.records = [1], [2], [3]
+        sink.appended = 3
+        queue_log.inflight = [first, second]
+        wire = queue_log.wire
+        sink.answered(queue_log, second, wire, 1, True)  # not the oldest: not taken
+        assert queue_log.inflight == [first, second] and sink.durable == 0
+        sink.answered(queue_log, first, wire, 1, True)
+        assert queue_log.inflight == [second] and sink.durable == 1
+        queue_log.inflight.append(third)
+        sink.answered(queue_log, second, wire, ConnectionError("lost"), False)
+        assert queue_log.paused and queue_log.wire == wire + 1
+        assert queue_log.inflight == [second, third] and sink.durable == 1
+        sink.answered(queue_log, third, wire, ResponseError("EMQGAP the cluster holds 1"), True)
+        assert queue_log.inflight == [second, third]  # stale: no write-back started
+        assert not sink._may_send(queue_log)  # paused until the retry
+        assert sink.take_failed() == []
+
+    asyncio.run(run())
 
 
 def shapes() -> list[Shape]:
