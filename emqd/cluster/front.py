@@ -37,7 +37,7 @@ from redis.exceptions import RedisError
 from emqd import clock
 from emqd.cluster import scripts
 from emqd.cluster.loader import load
-from emqd.cluster.names import FRONTS, PREFIX, REGISTRY, front_address
+from emqd.cluster.names import FRONTS, PREFIX, REGISTRY, front_address, owner_key
 from emqd.cluster.ownership import Lease, Leases, address_of
 from emqd.cluster.router import ClusterRouter
 from emqd.cluster.sink import ClusterSink
@@ -228,14 +228,19 @@ class Front:
                 log.debug("cluster: no adoption round: %s", exc)
 
     async def _adopt_round(self) -> None:
-        """Take queues nobody owns whose clock work is due."""
+        """Take queues nobody owns whose clock work is due. Their owner keys are read in
+        one pipeline a node (one MGET a slot), not one round trip a queue: a front asks
+        about every queue of the registry it does not hold, each round."""
         names: Any = await self.client.zrange(REGISTRY, 0, -1)
+        others = [queue for queue in names if queue not in self.held]
+        if not others:
+            return
+        owners: Any = await self.client.mget_nonatomic([owner_key(queue) for queue in others])
         now = clock.now_ms()
         taken = 0
-        for queue in names:
-            if queue in self.held or taken >= ADOPT_PER_ROUND:
-                continue
-            owner = await self.leases.owner(queue)
+        for queue, owner in zip(others, owners, strict=True):
+            if taken >= ADOPT_PER_ROUND:
+                break
             if owner is not None and address_of(owner) != self.address:
                 continue
             keys = queue_keys(queue)
