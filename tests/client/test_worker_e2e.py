@@ -207,13 +207,8 @@ async def test_heartbeat_keeps_a_long_handler_from_being_swept(
             await asyncio.sleep(0.9)  # three times the lease
             return "finished"
 
-        worker = Worker(queue, handler, lease_ms=300, block_ms=50)
-        task = asyncio.create_task(worker.run())
-        try:
-            await wait_async(lambda: _state(queue, job_id), "completed", 5)
-        finally:
-            worker.stop()
-            await asyncio.wait_for(task, 5)
+        worker = await _work_until_completed(queue, job_id, handler, 5, lease_ms=300,
+                                             block_ms=50)
         row = await queue.get(job_id)
         assert (row.attempts, row.stalled, row.result) == (1, 0, b"finished")
         assert worker.counts.lost == 0 and worker.counts.completed == 1
@@ -284,13 +279,8 @@ async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
             async def handler(job: Job) -> str:
                 return "done"
 
-            worker = Worker(queue, handler, lease_ms=5000, block_ms=50)
-            task = asyncio.create_task(worker.run())
-            try:
-                await wait_async(lambda: _state(queue, job_id), "completed", 10)
-            finally:
-                worker.stop()
-                await asyncio.wait_for(task, 5)
+            worker = await _work_until_completed(queue, job_id, handler, 10, lease_ms=5000,
+                                                 block_ms=50)
             assert refused == ["EMQ.CLAIM", "EMQ.COMPLETE"]
             row = await queue.get(job_id)
             assert (row.attempts, row.stalled, row.result) == (1, 0, b"done")
@@ -300,6 +290,20 @@ async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
             assert len(retried) >= 2, retried
     finally:
         server.stop()
+
+
+async def _work_until_completed(queue: Queue, job_id: str, handler: Callable, timeout: float,
+                                **options: Any) -> Worker:
+    """Run a Worker with `handler` until job `job_id` is completed (within `timeout`),
+    then stop it; the stopped worker, for its counts."""
+    worker = Worker(queue, handler, **options)
+    task = asyncio.create_task(worker.run())
+    try:
+        await wait_async(lambda: _state(queue, job_id), "completed", timeout)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 5)
+    return worker
 
 
 async def _state(queue: Queue, job_id: str) -> str:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -56,14 +58,26 @@ async def produce(port: int, name: str, acked: set[bytes], refused: list[str],
         await client.aclose()
 
 
-@pytest.mark.timeout(120)  # bounded phases that can add up past the suite's 60 s
-def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
+@contextmanager
+def cluster_and_front(*flags: str) -> Iterator[tuple[Cluster, ServerProcess]]:
+    """A cluster of its own (3 primaries, a replica each) and one front with `flags`;
+    both stopped by PID at the end, the cluster also when the front fails to start."""
     need_redis()
     cluster = Cluster.start()
     server: ServerProcess | None = None
     try:
-        server = front(cluster, "--cluster-acks", "1", "--cluster-lease-ms", "2000",
-                       "--cluster-timeout-ms", "3000")
+        server = front(cluster, *flags)
+        yield cluster, server
+    finally:
+        if server is not None:
+            server.stop()
+        cluster.stop()
+
+
+@pytest.mark.timeout(120)  # bounded phases that can add up past the suite's 60 s
+def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
+    with cluster_and_front("--cluster-acks", "1", "--cluster-lease-ms", "2000",
+                           "--cluster-timeout-ms", "3000") as (cluster, server):
         primary = cluster.primary_of(b"emq:{load}:pending")
         replica = cluster.replica_of(primary)
         acked: set[bytes] = set()
@@ -102,10 +116,6 @@ def test_no_acknowledged_job_is_lost_when_a_primary_is_killed() -> None:
         # acknowledged again once the shard has a replica
         until(lambda: redis.Redis(port=server.port).execute_command(
             "EMQ.ADD", "load", "after", "ID", "after") == b"after", 20, "writes acked again")
-    finally:
-        if server is not None:
-            server.stop()
-        cluster.stop()
 
 
 @pytest.mark.timeout(90)  # bounded phases that can add up past the suite's 60 s
@@ -115,12 +125,8 @@ def test_a_lease_does_not_run_out_for_the_time_a_failover_held_its_claim() -> No
     longer than the failover). The store could not be written meanwhile, so that time is
     not the worker's: the sweep did not take the job back, its COMPLETE is OK, and the row
     counts no stall."""
-    need_redis()
-    cluster = Cluster.start()
-    server: ServerProcess | None = None
-    try:
-        server = front(cluster, "--cluster-acks", "0", "--cluster-lease-ms", "30000",
-                       "--cluster-timeout-ms", "30000")
+    with cluster_and_front("--cluster-acks", "0", "--cluster-lease-ms", "30000",
+                           "--cluster-timeout-ms", "30000") as (cluster, server):
         client = redis.Redis(port=server.port, socket_timeout=40)
         job = client.execute_command("EMQ.ADD", "held", "payload")
         primary = cluster.primary_of(b"emq:{held}:pending")
@@ -134,7 +140,3 @@ def test_a_lease_does_not_run_out_for_the_time_a_failover_held_its_claim() -> No
         with cluster.client() as store:
             assert store.hget(b"emq:{held}:job:" + job, "state") == b"completed"
             assert store.hget(b"emq:{held}:job:" + job, "stalled") in (None, b"0")
-    finally:
-        if server is not None:
-            server.stop()
-        cluster.stop()
