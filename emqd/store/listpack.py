@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+from mypy_extensions import i64
+
 from emqd.store.packed import PREFIX, score_at
 
 EMPTY: Final = b"\x00"  # a set of no members
@@ -63,8 +65,15 @@ def start(raw: bytes) -> int:
     return n + 1 if n < _LONG else int.from_bytes(raw[1:5], "big") + 5
 
 
+def _signature(member: bytes) -> int:
+    """`hash(member) & 255`, in 64-bit arithmetic: a hash past 62 bits is a boxed int to
+    the compiled core, and its `&` a slow call."""
+    whole: i64 = hash(member)
+    return int(whole & 255)
+
+
 def _sig(member: bytes) -> bytes:
-    return _BYTE[hash(member) & 255]
+    return _BYTE[_signature(member)]
 
 
 def _head(n: int) -> bytes:
@@ -147,7 +156,7 @@ def rank_of(raw: bytes, member: bytes) -> int:
     length = len(member)
     sigs = _sigs_at(raw)
     base = sigs + n
-    sig = hash(member) & 255
+    sig = _signature(member)
     lo, hi = sigs, base  # the signatures still to look at
     if length < _LONG:
         if (raw[sigs] == sig and raw[base] == length
@@ -190,7 +199,7 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
     size = len(raw)
     sigs_at = _sigs_at(raw)
     base = sigs_at + n
-    if (rank < 0 and n < min(entries, _LONG - 1) and len(member) <= longest
+    if (rank < 0 and n < entries and n < _LONG - 1 and len(member) <= longest
             and (n == 0 or key_at(raw, last(raw)) < key)):
         return _appended(raw, base, n, member, key)
     sigs = raw[sigs_at:base]
