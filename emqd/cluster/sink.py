@@ -71,6 +71,7 @@ WAIT_MS = 1000  # one WAIT's timeout; a shortfall is retried until the write tim
 RETRY_FIRST_S = 0.05  # the first retry of a failed batch; doubled up to RETRY_MOST_S
 RETRY_MOST_S = 0.5
 WINDOW = 3  # batches of one queue on their way at once: the next goes out while one applies
+CONNECT_S = 2.0  # a primary's connection not made in this long fails (a retry follows)
 # A batch unanswered this long means the store could not be written (a failover, a lost
 # node): the stall sweep of its queue waits for it, then for as long again (`sweep_delay_ms`).
 SLOW_S = 0.05
@@ -337,7 +338,8 @@ class ClusterSink(Sink):
     def flush(self) -> bool:
         """Send each queue's batch of this loop iteration (a queue with WINDOW batches on
         their way, or a retry due, sends it once one is settled)."""
-        for queue_log in self.logs.values():
+        # a copy: a link found stale on the way fails what it carried, which can drop a queue
+        for queue_log in list(self.logs.values()):
             if queue_log.filling is not None and self._may_send(queue_log):
                 self._send(queue_log)
         if self.registry and self._registering is None:
@@ -565,14 +567,16 @@ class ClusterSink(Sink):
 
 
 class _Sent:
-    """One pipeline on a link's connection: its batches, and the WAIT after them (acks)."""
+    """One pipeline on a link's connection: its batches, the WAIT after them (acks), and
+    the timer that gives up on a node that stopped answering (`NodeLink._expire`)."""
 
-    __slots__ = ("items", "acks", "replies")
+    __slots__ = ("items", "acks", "replies", "timer")
 
     def __init__(self, items: list[tuple[QueueLog, Batch, int]], acks: int) -> None:
         self.items = items
         self.acks = acks
         self.replies: list[Any] = []
+        self.timer: asyncio.TimerHandle | None = None
 
     def complete(self) -> bool:
         return len(self.replies) == len(self.items) + (1 if self.acks else 0)
@@ -616,19 +620,33 @@ class NodeLink:
         payload = [queue_log.command(batch) for queue_log, batch, _ in items]
         if acks:
             payload.append(b"*3\r\n$4\r\nWAIT\r\n" + _bulk(b"%d" % acks) + _bulk(b"%d" % WAIT_MS))
-        self.sent.append(_Sent(items, acks))
+        pipeline = _Sent(items, acks)
+        pipeline.timer = asyncio.get_running_loop().call_later(
+            self.sink.timeout_s + WAIT_MS / 1000, self._expire, pipeline)
+        self.sent.append(pipeline)
         self.writer.write(b"".join(payload))
+
+    def _expire(self, pipeline: _Sent) -> None:
+        """A pipeline still unanswered after the write timeout (and a WAIT's): the node
+        stopped answering without closing the connection (a stopped process, a host
+        gone from the network), so the link gives up on it, its batches fail and are
+        retried, and the queue's timeout runs, where it would have waited for ever."""
+        if any(sent is pipeline for sent in self.sent):
+            self.close(TimeoutError(f"{self.node.name} did not answer in "
+                                    f"{self.sink.timeout_s + WAIT_MS / 1000:g}s"))
 
     async def _connect(self) -> None:
         try:
-            reader, self.writer = await asyncio.open_connection(self.node.host, self.node.port)
-        except OSError as exc:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.node.host, self.node.port), CONNECT_S)
+        except OSError as exc:  # refused, unreachable, or not connected in CONNECT_S
             self.connecting = None
-            self._fail_all(exc, self.ready)
-            self.ready = []
+            ready, self.ready = self.ready, []
+            self._fail_all(exc, ready)
             return
         self.connecting = None
-        asyncio.get_running_loop().create_task(self._read(reader, self.writer))
+        self.writer = writer
+        asyncio.get_running_loop().create_task(self._read(reader, writer))
         self._push()
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -644,10 +662,7 @@ class NodeLink:
                     self._answer(reply)
         except (OSError, hiredis.ProtocolError) as exc:
             if self.writer is writer:
-                self.writer = None
-                sent, self.sent = self.sent, deque()
-                for pipeline in sent:
-                    self._fail_all(exc, pipeline.items)
+                self.close(exc)
             writer.close()
 
     def _answer(self, reply: Any) -> None:
@@ -656,6 +671,8 @@ class NodeLink:
         if not pipeline.complete():
             return
         self.sent.popleft()
+        if pipeline.timer is not None:
+            pipeline.timer.cancel()
         replies = pipeline.replies
         acknowledged = True
         if pipeline.acks:
@@ -679,5 +696,7 @@ class NodeLink:
         sent, self.sent = self.sent, deque()
         ready, self.ready = self.ready, []
         for pipeline in sent:
+            if pipeline.timer is not None:
+                pipeline.timer.cancel()
             self._fail_all(why, pipeline.items)
         self._fail_all(why, ready)

@@ -19,6 +19,8 @@ with the restarted node's empty dataset (these nodes keep nothing on disk).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ from contextlib import contextmanager
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import TryAgainError
 
 from tests.cluster.conftest import need_redis
 from tests.cluster.support import Cluster, front, until
@@ -140,3 +143,29 @@ def test_a_lease_does_not_run_out_for_the_time_a_failover_held_its_claim() -> No
         with cluster.client() as store:
             assert store.hget(b"emq:{held}:job:" + job, "state") == b"completed"
             assert store.hget(b"emq:{held}:job:" + job, "stalled") in (None, b"0")
+
+
+@pytest.mark.timeout(90)  # bounded phases that can add up past the suite's 60 s
+def test_a_primary_that_stops_answering_is_given_up_on_not_waited_for() -> None:
+    """SIGSTOP of the queue's primary: its connections stay open and nothing answers, as
+    with a host gone from the network. The front gives the pipeline up after the write
+    timeout (and a WAIT's), retries on the slot's primary of the moment, and answers
+    the writer, TRYAGAIN or (once the replica took over) OK, within seconds, where it
+    would have waited until the node woke."""
+    with cluster_and_front("--cluster-acks", "0", "--cluster-timeout-ms", "1500") \
+            as (cluster, server):
+        client = redis.Redis(port=server.port, socket_timeout=40)
+        assert client.execute_command("EMQ.ADD", "mute", "before") == b"1"
+        primary = cluster.primary_of(b"emq:{mute}:pending")
+        os.kill(primary.proc.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            try:
+                reply = client.execute_command("EMQ.ADD", "mute", "during")
+            except TryAgainError:
+                reply = None
+            took = time.monotonic() - started
+        finally:
+            os.kill(primary.proc.pid, signal.SIGCONT)
+        assert took < 20, f"the ADD was answered after {took:.1f}s"
+        assert reply in (None, b"2"), reply
