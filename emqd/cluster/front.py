@@ -204,8 +204,11 @@ class Front:
             await asyncio.sleep(every)
             leases = list(self.held.values())
             acknowledged = [self.sink.acknowledged(lease.queue) for lease in leases]
-            results = await asyncio.gather(*(self.leases.renew(lease) for lease in leases),
-                                           return_exceptions=True)
+            # Each renewal gets a third of the lease: a primary that stops answering must
+            # not hold the renewal of the queues on every other primary with it.
+            results = await asyncio.gather(
+                *(asyncio.wait_for(self.leases.renew(lease), every) for lease in leases),
+                return_exceptions=True)
             for lease, known, written in zip(leases, acknowledged, results, strict=True):
                 if isinstance(written, BaseException):
                     log.debug("cluster: lease on %r not renewed: %s", lease.queue, written)

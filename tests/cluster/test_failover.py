@@ -151,12 +151,16 @@ def test_a_primary_that_stops_answering_is_given_up_on_not_waited_for() -> None:
     with a host gone from the network. The front gives the pipeline up after the write
     timeout (and a WAIT's), retries on the slot's primary of the moment, and answers
     the writer, TRYAGAIN or (once the replica took over) OK, within seconds, where it
-    would have waited until the node woke."""
-    with cluster_and_front("--cluster-acks", "0", "--cluster-timeout-ms", "1500") \
-            as (cluster, server):
+    would have waited until the node woke. A queue on another primary keeps its lease
+    meanwhile: the silent node's renewal does not hold the others'."""
+    with cluster_and_front("--cluster-acks", "0", "--cluster-timeout-ms", "1500",
+                           "--cluster-lease-ms", "2000") as (cluster, server):
         client = redis.Redis(port=server.port, socket_timeout=40)
         assert client.execute_command("EMQ.ADD", "mute", "before") == b"1"
         primary = cluster.primary_of(b"emq:{mute}:pending")
+        other = next(name for name in (f"other{i}" for i in range(100))
+                     if cluster.primary_of(f"emq:{{{name}}}:pending".encode()) is not primary)
+        assert client.execute_command("EMQ.ADD", other, "x") == b"1"
         os.kill(primary.proc.pid, signal.SIGSTOP)
         try:
             started = time.monotonic()
@@ -165,7 +169,10 @@ def test_a_primary_that_stops_answering_is_given_up_on_not_waited_for() -> None:
             except TryAgainError:
                 reply = None
             took = time.monotonic() - started
+            time.sleep(max(0.0, 3.0 - took))  # past the lease, the node still stopped
+            assert client.execute_command("EMQ.ADD", other, "y") == b"2"
         finally:
             os.kill(primary.proc.pid, signal.SIGCONT)
         assert took < 20, f"the ADD was answered after {took:.1f}s"
         assert reply in (None, b"2"), reply
+        assert f"the lease on {other.encode()!r} ran out" not in server.output()
