@@ -159,7 +159,7 @@ class Enqueue:
             where = lanes.waiting_key(keys, job.group)
             name, score = b"pending", (job.priority or 0) * PRIORITY_BAND + seq
             state.ledger.enter(job.group)
-        self.view.zset(where)  # its type, before the plan ZADDs to it
+        self.view.check_zset(where)  # its type, before the plan ZADDs to it
         self.rows += [
             (b"HSET", keys.job(job_id), b"state", name, b"payload", job.payload,
              b"created_ms", b"%d" % now, *fields),

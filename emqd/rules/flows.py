@@ -321,7 +321,7 @@ class Flows:
             return ops
         source = keys.dead if parent.was == job.DEAD else keys.waiting
         view = self.view
-        view.zset(source)
+        view.check_zset(source)
         ops.append((b"ZREM", source, job_id))
         if parent.was == job.DEAD:
             ops.append(job.count_op(view, keys, b"revived"))
@@ -336,7 +336,7 @@ class Flows:
             return ops
         gone = [name for name in (DEAD_CHILDREN, FAILED_CHILD) if hashes.has(parent.row, name)]
         if parent.now == job.WAITING:
-            view.zset(keys.waiting)
+            view.check_zset(keys.waiting)
             ops.append((b"HSET", row_key, job.STATE, job.WAITING, LEFT, b"%d" % left))
             ops.append((b"ZADD", keys.waiting, now, job_id))
         else:  # promoted: it enters pending for the first time

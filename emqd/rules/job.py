@@ -142,7 +142,7 @@ def entry_key(keys: QueueKeys, row: Hash) -> bytes:
 
 def check_entry(view: View, keys: QueueKeys, row: Hash) -> None:
     """Make sure the entry set is a sorted set (WRONGTYPE now) before a plan ZADDs to it."""
-    view.zset(entry_key(keys, row))
+    view.check_zset(entry_key(keys, row))
 
 
 def first_entry_score(row: Hash, seq: int) -> int:

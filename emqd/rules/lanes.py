@@ -364,7 +364,7 @@ def _window_ops(ledger: Ledger, lane_rates: LaneRates) -> list[Op]:
             held += [at, group]
             lane_rates.due.append((RATED, ledger.keys.queue, at))
     if held:
-        ledger.view.zset(ledger.keys.rated)  # its type, before the ZADD
+        ledger.view.check_zset(ledger.keys.rated)  # its type, before the ZADD
         ops.append((b"ZADD", ledger.keys.rated, *held))
     return ops
 

@@ -49,6 +49,11 @@ class View:
     def zset(self, key: bytes) -> ZSet | None:
         raise NotImplementedError
 
+    def check_zset(self, key: bytes) -> None:
+        """WRONGTYPE unless `key` holds a sorted set or nothing: a planner's check of a key
+        it will write, with nothing to read there."""
+        self.zset(key)
+
     def type_name(self, key: bytes) -> str:
         raise NotImplementedError
 
@@ -111,6 +116,12 @@ class Keyspace(View):
         if type(value) is ZSet:
             return value
         raise errors.WRONGTYPE()
+
+    def check_zset(self, key: bytes) -> None:
+        """As View's, without making a listpack's ZSet."""
+        value = self.data.get(key)
+        if value is not None and type(value) is not bytes and type(value) is not ZSet:
+            raise errors.WRONGTYPE()
 
     def type_name(self, key: bytes) -> str:
         value = self.data.get(key)
@@ -234,15 +245,19 @@ def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
     """HSET key names[0] values[0] ..."""
     data = space.data
     row = data.get(key)
+    before = 0
     if row is None:
         before = -sizes.key(key)
         if space.scan is not None:
             space.scan = space.scan.added(key)
-    else:
-        before = value_bytes(row)
+    elif type(row) is not tuple:
+        before = value_bytes(row)  # a BigHash, written in place: counted first
     new = hashes.written(row, names, values, space.limits)  # type: ignore[arg-type]
     data[key] = new
-    space.used += value_bytes(new) - before
+    if type(row) is tuple and type(new) is tuple:  # counted by the values that changed
+        space.used += sizes.row_growth(row, new)
+    else:
+        space.used += value_bytes(new) - (sizes.row(row) if type(row) is tuple else before)
 
 
 def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:

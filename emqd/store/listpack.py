@@ -11,7 +11,7 @@ Layout: a count, one signature byte per entry, then the entries in Redis's order
 (score, then member bytes):
 
     count  = 1 byte, or 0xFF + 4 bytes big-endian when >= 255
-    sigs   = `count` bytes: entry i's member hashed to one byte (`hash(member) & 255`)
+    sigs   = `count` bytes: entry i's member summed up in one byte (`signature`)
     entry  = length, packed key (store/packed.py: 9 bytes of score + the member), length'
     length = the member's length: 1 byte, or 0xFF + 4 bytes big-endian when >= 255
     length'= the same length written backwards (1 byte, or 4 bytes + 0xFF), so the
@@ -20,11 +20,13 @@ Layout: a count, one signature byte per entry, then the entries in Redis's order
 Each entry is thus its packed key between two lengths, and the keys of a set
 compare as bytes in the set's order. A member is found by its signature: one
 `find` of a single byte in the signatures (memchr, in C) gives the ranks worth
-looking at, about one in 256 of the others, and a walk of the lengths from the
-nearer end reaches each. The signatures are what make an absent member cheap: a
-ZADD of a new job looks for it first, and searching the entries' bytes for it
-cost ~0.6 us at 50 members, a third of a job cycle's difference from the
-skiplist form. `hash` is seeded per process, and these bytes never leave it.
+looking at (none among a queue's consecutive job ids, about one in 256 of
+other members), and a walk of the lengths from the nearer end reaches each. The
+signatures are what make an absent member cheap: a ZADD of a new job looks for it
+first, and searching the entries' bytes for it cost ~0.6 us at 50 members, a
+third of a job cycle's difference from the skiplist form. Members chosen to share
+a signature cost a walk of the set (at most `zset-max-listpack-entries`), which
+is what each search costs in Redis's listpack.
 The first and the last entries are compared before any search: a queue takes
 its oldest job and adds its newest. Every function takes the bytes and returns
 new ones; the caller (store/zset.py, store/keyspace.py) decides when a set
@@ -65,15 +67,21 @@ def start(raw: bytes) -> int:
     return n + 1 if n < _LONG else int.from_bytes(raw[1:5], "big") + 5
 
 
-def _signature(member: bytes) -> int:
-    """`hash(member) & 255`, in 64-bit arithmetic: a hash past 62 bits is a boxed int to
-    the compiled core, and its `&` a slow call."""
-    whole: i64 = hash(member)
-    return int(whole & 255)
+def signature(member: bytes) -> int:
+    """The member's last (up to) 8 bytes read as decimal digits, modulo 256: a few reads
+    in 64-bit arithmetic, where `hash` of a fresh member cost a third of a search at
+    50 members. A decimal id's signature is the id modulo 256 (10**8 is a multiple of
+    256, so the digits before the last 8 add nothing), so any 256 consecutive job ids
+    of a queue have different ones."""
+    n: i64 = len(member)
+    sig: i64 = 0
+    for i in range(n - 8 if n > 8 else 0, n):
+        sig = (sig * 10 + member[i] - 48) & 255
+    return int(sig)
 
 
 def _sig(member: bytes) -> bytes:
-    return _BYTE[_signature(member)]
+    return _BYTE[signature(member)]
 
 
 def _head(n: int) -> bytes:
@@ -156,7 +164,7 @@ def rank_of(raw: bytes, member: bytes) -> int:
     length = len(member)
     sigs = _sigs_at(raw)
     base = sigs + n
-    sig = _signature(member)
+    sig = signature(member)
     lo, hi = sigs, base  # the signatures still to look at
     if length < _LONG:
         if (raw[sigs] == sig and raw[base] == length
@@ -200,6 +208,7 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
     sigs_at = _sigs_at(raw)
     base = sigs_at + n
     if (rank < 0 and n < entries and n < _LONG - 1 and len(member) <= longest
+            and len(member) < _LONG
             and (n == 0 or key_at(raw, last(raw)) < key)):
         return _appended(raw, base, n, member, key)
     sigs = raw[sigs_at:base]
@@ -236,10 +245,11 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
 
 
 def _appended(raw: bytes, base: int, n: int, member: bytes, key: bytes) -> bytes:
-    """`raw` (of `n` < 254 members, the entries from `base`) with a new last entry: a
+    """`raw` (of `n` < 254 members, the entries from `base`) with a new last entry (of a
+    member shorter than 255 bytes): a
     queue's every new job, so it is built in one join (half the time of the general way)."""
-    return b"".join((_BYTE[n + 1], raw[1:base], _sig(member), raw[base:],
-                     _entry(key, len(member))))
+    length = _BYTE[len(member)]  # the caller saw it shorter than 255
+    return b"".join((_BYTE[n + 1], raw[1:base], _sig(member), raw[base:], length, key, length))
 
 
 def removed(raw: bytes, member: bytes) -> bytes:

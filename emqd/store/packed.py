@@ -22,7 +22,8 @@ from typing import Final
 
 PREFIX: Final = 9  # bytes of a packed key before the member
 _DOUBLE: Final = struct.Struct(">d")
-_POSITIVE: Final = b"\x01"
+_POSITIVE_PREFIX: Final = struct.Struct(">Bd")  # \x01 and the double: one object, not two
+_ZERO: Final = b"\x01" + _DOUBLE.pack(0.0)
 _NEGATIVE: Final = b"\x00"
 _INVERT: Final = bytes(255 - i for i in range(256))
 _MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
@@ -31,9 +32,9 @@ _MEMBER = itemgetter(slice(PREFIX, None))  # a packed key's member
 def pack(score: float, member: bytes) -> bytes:
     """The key that sorts as (score, member) sorts; -0 packs as 0, NaN is never given."""
     if score > 0:
-        return _POSITIVE + _DOUBLE.pack(score) + member
+        return _POSITIVE_PREFIX.pack(1, score) + member
     if score == 0:
-        return _POSITIVE + _DOUBLE.pack(0.0) + member
+        return _ZERO + member
     return _NEGATIVE + _DOUBLE.pack(score).translate(_INVERT) + member
 
 

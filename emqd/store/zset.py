@@ -156,7 +156,7 @@ class ZSet:
     def __contains__(self, member: bytes) -> bool:
         raw = self.packed
         if raw is not None:
-            return lp.find(raw, member) >= 0
+            return lp.rank_of(raw, member) >= 0
         return member in self._big()
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:

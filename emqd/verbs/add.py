@@ -175,7 +175,7 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     # hash refuses with WRONGTYPE here, instead of failing the plan halfway.
     meta = view.hash(keys.meta)
     queues = view.zset(QUEUES)
-    view.zset(keys.scheduled if due is not None else lanes.waiting_key(keys, args.group))
+    view.check_zset(keys.scheduled if due is not None else lanes.waiting_key(keys, args.group))
     ring = view.zset(keys.ring)
     if args.id is not None and view.type_name(keys.job(args.id)) != "none":
         return Plan([], args.id, None, ())  # idempotent: the job exists

@@ -148,7 +148,7 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     # Every key the plan may write is read first, for its type: a hash at
     # `active` must refuse the claim now rather than break the plan halfway.
     meta = view.hash(keys.meta)
-    view.zset(keys.active)
+    view.check_zset(keys.active)
     pending = view.zset(keys.pending)
     ring = view.zset(keys.ring)  # absent: no servable lane
     if meta is not None and is_paused(hashes.get(meta, PAUSED)):
@@ -189,7 +189,7 @@ def round_robin(args: ClaimArgs, view: View, want: int, window: rates.Window | N
 def _window(view: View, keys: QueueKeys, meta: Hash, now_ms: int) -> rates.Window:
     rate = rates.queue_rate(meta, keys.queue)
     assert rate is not None  # the caller saw `rate_max`
-    view.zset(keys.rate_log)
+    view.check_zset(keys.rate_log)
     return rates.Window(view, keys.rate_log, rate, now_ms)
 
 

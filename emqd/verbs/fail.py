@@ -141,7 +141,7 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = job.held(view, keys, args.id, args.token)
     failures = incremented(hashes.get(row, job.FAILURES), 1)  # corrupt: HINCRBY's text
-    view.zset(keys.scheduled)  # its type, before a retry ZADDs there
+    view.check_zset(keys.scheduled)  # its type, before a retry ZADDs there
     settings = queue_settings.of_queue(view, keys, args.config)
     verdict = decide(args, row, failures, settings, now_ms)
     written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)

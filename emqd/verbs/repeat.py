@@ -93,7 +93,7 @@ def plan(args: RepeatArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     if not schedules.fits(following):
         raise errors.invalid_time("EVERY", NAME)  # a slot past the times the store holds
     key = keys.repeat(args.name)
-    view.zset(keys.repeats)  # its type, before the ZADD
+    view.check_zset(keys.repeats)  # its type, before the ZADD
     ops: list[Op] = []
     if view.type_name(key) != "none":
         ops.append((b"DEL", key))  # replaced: its old fields go

@@ -55,7 +55,7 @@ def parse(argv: list[bytes], config: Config) -> ReviveArgs:
 def plan(args: ReviveArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = view.hash(keys.job(args.id))
-    view.zset(keys.dead)
+    view.check_zset(keys.dead)
     if row is None or hashes.get(row, job.STATE) != job.DEAD:
         raise errors.STATE_NOT_DEAD()
     if hashes.has(row, flows.LEFT):

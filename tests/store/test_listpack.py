@@ -133,7 +133,17 @@ def test_a_listpack_converts_at_the_thresholds_and_never_back() -> None:
 
 
 def _sig(member: bytes) -> bytes:
-    return bytes((hash(member) & 255,))
+    return bytes((lp.signature(member),))
+
+
+def test_consecutive_decimal_ids_have_distinct_signatures() -> None:
+    """A queue's job ids: any 256 in a row (across a change of length too) share none,
+    so a search of a queue's set never walks to a wrong entry."""
+    for first in (0, 1, 745, 9_900, 99_999_990, 60_635_118_000, 10**20 - 100):
+        ids = [b"%d" % i for i in range(first, first + 256)]
+        assert len({lp.signature(member) for member in ids}) == 256
+    assert lp.signature(b"a") != lp.signature(b"b") != lp.signature(b"ab")
+    assert lp.signature(b"xx12345678") == lp.signature(b"yy12345678")  # the last 8 only
 
 
 def test_the_bytes_are_the_documented_layout() -> None:
@@ -155,11 +165,11 @@ def _colliding(count: int) -> list[bytes]:
     """`count` members whose signatures are all one byte, so a find must tell them apart
     by their bytes (about one member in 256 shares any given signature)."""
     found: list[bytes] = []
-    target = hash(b"m0") & 255
+    target = lp.signature(b"m0")
     i = 0
     while len(found) < count:
         member = b"m%d" % i
-        if hash(member) & 255 == target:
+        if lp.signature(member) == target:
             found.append(member)
         i += 1
     return found
