@@ -98,7 +98,11 @@ def oldest_or(zset: ZSet | None, added: tuple[Any, bytes]) -> bytes:
     """The steady state of a set at its bound, one finished job in and one row out:
     the row that goes, the set's oldest or the (score, id) just `added` if older."""
     oldest = None if zset is None else zset.first()
-    return oldest[1] if oldest is not None and oldest <= added else added[1]
+    if oldest is None:
+        return added[1]
+    score, member = oldest
+    at: float = added[0]  # an int or a float: compared as numbers, not as tuples
+    return member if score < at or (score == at and member <= added[1]) else added[1]
 
 
 # --- one housekeeping slice --------------------------------------------------------------
