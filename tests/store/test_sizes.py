@@ -21,6 +21,8 @@ VALUES = st.sampled_from([b"", b"1", b"12", b"v" * 30, b"w" * 600])
 SCORES = st.sampled_from([0, -0.0, 1, 2.5, 1e9])
 OPS = st.one_of(
     st.tuples(st.just(b"HSET"), KEYS, NAMES, VALUES),
+    # two fields, maybe one name twice (the last value stays): sizes.row_change's cases
+    st.tuples(st.just(b"HSET"), KEYS, NAMES, VALUES, NAMES, VALUES),
     st.tuples(st.just(b"HDEL"), KEYS, NAMES),
     st.tuples(st.just(b"HINCRBY"), KEYS, st.just(b"n"), st.just(3)),
     st.tuples(st.just(b"ZADD"), KEYS, SCORES, NAMES),
