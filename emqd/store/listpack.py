@@ -161,6 +161,11 @@ def _offset_of(raw: bytes, base: int, n: int, rank: int) -> int:
 
 def rank_of(raw: bytes, member: bytes) -> int:
     """`member`'s rank, -1 when absent."""
+    return _rank(raw, member, signature(member))
+
+
+def _rank(raw: bytes, member: bytes, sig: i64) -> int:
+    """rank_of, given the member's signature (`added` has a use for it too)."""
     n = count(raw)
     if n == 0:
         return -1
@@ -168,7 +173,6 @@ def rank_of(raw: bytes, member: bytes) -> int:
     length = len(member)
     sigs = _sigs_at(raw)
     base = sigs + n
-    sig = signature(member)
     lo, hi = sigs, base  # the signatures still to look at
     if length < _LONG:
         if (raw[sigs] == sig and raw[base] == length
@@ -215,7 +219,8 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
     """`raw` with `member` at packed key `key` (`raw` itself when it holds that already);
     b"" when the member is new and the set may not hold it in this form (it has
     `entries` members, or the member is longer than `longest`)."""
-    rank = rank_of(raw, member)
+    signed = signature(member)
+    rank = _rank(raw, member, signed)
     n = count(raw)
     size = len(raw)
     sigs_at = _sigs_at(raw)
@@ -223,13 +228,13 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
     if (rank < 0 and n < entries and n < _LONG - 1 and len(member) <= longest
             and len(member) < _LONG
             and (n == 0 or key_at(raw, last(raw)) < key)):
-        return _appended(raw, base, n, member, key)
+        return _appended(raw, base, n, _BYTE[signed], key, len(member))
     sigs = raw[sigs_at:base]
     if rank < 0:
         if n >= entries or len(member) > longest:
             return b""
         gone = stop = size
-        sig = _sig(member)
+        sig = _BYTE[signed]
         n += 1
     else:
         gone = _offset_of(raw, base, n, rank)
@@ -257,12 +262,12 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
     return b"".join((head, raw[base:gone], raw[stop:at], entry, raw[at:]))
 
 
-def _appended(raw: bytes, base: int, n: int, member: bytes, key: bytes) -> bytes:
-    """`raw` (of `n` < 254 members, the entries from `base`) with a new last entry (of a
-    member shorter than 255 bytes): a
-    queue's every new job, so it is built in one join (half the time of the general way)."""
-    length = _BYTE[len(member)]  # the caller saw it shorter than 255
-    return b"".join((_BYTE[n + 1], raw[1:base], _sig(member), raw[base:], length, key, length))
+def _appended(raw: bytes, base: int, n: int, sig: bytes, key: bytes, size: int) -> bytes:
+    """`raw` (of `n` < 254 members, the entries from `base`) with a new last entry, its
+    signature `sig`, packed key `key` and member `size` bytes long (< 255): a queue's
+    every new job, so it is built in one join (half the time of the general way)."""
+    length = _BYTE[size]  # the caller saw the member shorter than 255 bytes
+    return b"".join((_BYTE[n + 1], raw[1:base], sig, raw[base:], length, key, length))
 
 
 def removed(raw: bytes, member: bytes) -> bytes:
