@@ -40,7 +40,7 @@ from emqd.cluster.loader import load
 from emqd.cluster.names import FRONTS, PREFIX, REGISTRY, front_address, owner_key
 from emqd.cluster.ownership import Lease, Leases, address_of
 from emqd.cluster.router import ClusterRouter
-from emqd.cluster.sink import CONNECT_S, ClusterSink
+from emqd.cluster.sink import ClusterSink
 from emqd.config import Config
 from emqd.core import Core
 from emqd.housekeeping import Housekeeping
@@ -74,13 +74,8 @@ class Front:
         assert config.cluster is not None
         self.config = config
         self.keyspace = keyspace
-        # The client's own reads and writes (leases, the loader, adoption, the registry)
-        # give a silent node up as the sink's batches do: a primary stopped with its
-        # connections open (SIGSTOP, a host gone) held them until it woke.
         self.client = RedisCluster(startup_nodes=seed_nodes(config.cluster),
-                                   require_full_coverage=False,
-                                   socket_timeout=config.cluster_timeout_ms / 1000,
-                                   socket_connect_timeout=CONNECT_S)
+                                   require_full_coverage=False)
         self.address = front_address(config)
         self.password = config.requirepass
         self.leases = Leases(self.client, self.address, config.cluster_lease_ms)
