@@ -266,7 +266,7 @@ def plain_value(value: object) -> tuple[str, dict]:
     from emqd.store import hash as hashes
     from emqd.store.zset import ZSet
 
-    if isinstance(value, bytes):  # a listpack sorted set, stored as its bytes
+    if isinstance(value, bytes) and not hashes.is_row(value):  # a listpack set, as its bytes
         value = ZSet(value)
     if isinstance(value, ZSet):
         return "zset", {member: score for score, member in value}

@@ -111,7 +111,7 @@ def object_encoding(session: Session, argv: list[bytes]) -> Any:
     value = _value(session, argv[2])
     if value is None:
         return None
-    if type(value) is bytes:  # a listpack's own form (store/listpack.py)
+    if type(value) is bytes and not hashes.is_row(value):  # a listpack set (store/listpack.py)
         return b"listpack"
     if type(value) is ZSet:
         return b"listpack" if value.listpack else b"skiplist"

@@ -222,17 +222,18 @@ class Rewrite:
 def items_of(value: Any, copy: bool) -> tuple[bool, Mapping[Any, Any]]:
     """(is_zset, field -> value or member -> score) of a stored value.
 
-    A small hash is an immutable Row: its pairs never change under the
-    snapshot. A BigHash or a ZSet is changed in place by later plans, so
-    `copy` takes a copy of it before that happens.
+    A small hash (a Row) and a small sorted set (a listpack) are bytes, never
+    changed in place: their pairs never change under the snapshot. A BigHash
+    or a ZSet is changed in place by later plans, so `copy` takes a copy of it
+    before that happens.
     """
-    if type(value) is bytes:  # a listpack sorted set: bytes, never changed in place
+    if type(value) is bytes:
+        if hashes.is_row(value):
+            return False, hashes.as_dict(value)
         return True, _Scores(ZSet(value))
     if type(value) is ZSet:
         scores = _Scores(value)
         return True, dict(scores) if copy else scores
-    if type(value) is tuple:
-        return False, hashes.as_dict(value)
     return False, dict(value) if copy else value
 
 

@@ -98,7 +98,7 @@ def effective(row: Hash | None, config: Config) -> Settings:
     """The validated settings; a corrupt stored value raises `corrupt_setting`."""
     if row is None:
         key: tuple[Any, ...] = (id(config),)
-    elif type(row) is tuple:
+    elif type(row) is bytes:  # a Row: immutable, so a key of the cache
         key = (id(config), row)
     else:
         key = (id(config), *[hashes.get(row, name) for name in FIELDS])

@@ -36,7 +36,7 @@ def tied(row: Hash) -> bool:
     """Whether the row has a parent, children or a unique key (cached per row schema)."""
     if isinstance(row, BigHash):
         return any(name in row for name in _TIES)
-    mark = row[0]
+    mark = hashes.mark(row)
     known = _tied.get(mark)
     if known is None:
         if len(_tied) >= _TIED_MAX:

@@ -2,18 +2,28 @@
 
 A job row has a handful of fields, and a queue holds millions of rows that
 share the same few field names in the same order. Held as a dict, each row
-would cost CPython's smallest table (184-224 bytes) before its values. So a
-small hash is a `Row`: a tuple `(mark, value, value, ...)` whose `Schema`
-(the field names in order, and where each one sits) is shared by every row
-with the same fields: a 3-field row costs 72 bytes. The row holds its schema's
-`mark`, a small int that indexes the table of shared schemas, not the Schema
-itself: a tuple of ints and bytes is one the garbage collector stops tracking
-the first time it looks at it (CPython untracks tuples of untracked items),
-so a million rows cost the collector nothing after their first collection,
-where rows holding an object were traversed by every older collection. Rows are immutable, so a
-planner that reads one cannot change the store by mistake; a write builds the
-new row. A hash that passes COMPACT_MAX fields becomes a `BigHash` (a dict),
-which costs less than a schema of its own once fields no longer repeat.
+would cost CPython's smallest table (184-224 bytes) before its values, and as
+a tuple of its values, a tuple (80 bytes for three) and an object a value
+(a 100-byte payload alone is 144). So a small hash is a `Row`: one bytes
+object, as Redis holds a small hash in one listpack,
+
+    row    = 0x00, mark (2 bytes big-endian), then each value in field order
+    value  = length, the value's bytes
+    length = 1 byte, or 0xFF + 4 bytes big-endian when >= 255
+
+whose `Schema` (the field names in order, and where each one sits) is shared
+by every row with the same fields; `mark` indexes the table of shared schemas.
+A pending job's row is then 160 bytes where the tuple and its payload were
+224, and it is one object the garbage collector never tracks. The leading
+0x00 is what tells a row from the other value held as plain bytes, a small
+sorted set (store/listpack.py), which starts with its count and is never
+empty. A read slices the value out (a copy of its bytes); a write builds the
+next row (a copy of at most ROW_MAX bytes, as Redis's listpack moves its bytes
+on a write), so a planner that reads a row cannot change the store by
+mistake. A hash past COMPACT_MAX fields or ROW_MAX bytes, or whose schema is
+past SCHEMAS_MAX, becomes a `BigHash` (a dict, written in place), which costs
+less than a schema of its own once fields no longer repeat, and copies no big
+value on a write.
 
 Field order is insertion order in both forms, as in Redis's listpack (an
 updated field keeps its place; HDEL closes the gap), so HGETALL of a small
@@ -31,17 +41,22 @@ emqd's own compact/dict choice.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Iterator
-from operator import itemgetter
-from typing import Any, Final, cast
+from typing import Final
+
+from mypy_extensions import i64
 
 from emqd import errors
-from emqd.numbers import COMPILED, INT64_MAX, INT64_MIN, parse_int
+from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 from emqd.store import sizes
 from emqd.store.scan_index import ScanIndex
 
 COMPACT_MAX: Final = 32  # fields held in a Row; more make a BigHash
-SCHEMAS_MAX: Final = 65_536  # shared schemas remembered; past it new ones are not shared
+ROW_MAX: Final = 4096  # bytes a Row may have; a longer one is a BigHash
+SCHEMAS_MAX: Final = 65_536  # shared schemas (a row's mark is 2 bytes); past it, BigHashes
 TRANSITIONS_MAX: Final = 64  # cached HSET shapes per schema
+HEAD: Final = 3  # a row's 0x00 and mark, before its values
+_LONG: Final = 255  # a length byte that says: 4 bytes follow
+_LENGTH: Final = [bytes((i,)) for i in range(_LONG)]  # a short value's length byte, shared
 
 
 class Limits:
@@ -59,23 +74,22 @@ class Limits:
 class Schema:
     """The field names of a row, in order; shared by every row with the same fields.
 
-    `slot[field]` is the field's index in the row tuple (1-based: slot 0 holds
-    the schema's `mark`). `listpack` is Redis's encoding of rows of this schema.
-    What an HSET of some field names makes of it is cached (`after`), so a verb's
-    HSET costs one dict lookup. `mark` is what a row holds in slot 0: the schema's
-    index in the table of shared schemas (one int object for all its rows: typed
-    `object`, so compiled code stores the object rather than a fresh box per row),
-    or the schema itself when it is not shared (past SCHEMAS_MAX).
+    `slot[field]` is the field's place in the row (1-based). `listpack` is Redis's
+    encoding of rows of this schema. What an HSET of some field names makes of it is
+    cached (`after`), so a verb's HSET costs one dict lookup. `mark` is the schema's
+    index in the table of shared schemas (-1 past SCHEMAS_MAX: no row has such a
+    schema, a hash of it is a BigHash), and `head` a row's first bytes, which hold it.
     """
 
-    __slots__ = ("fields", "slot", "listpack", "_after", "mark")
+    __slots__ = ("fields", "slot", "listpack", "_after", "mark", "head")
 
     def __init__(self, fields: tuple[bytes, ...], listpack: bool) -> None:
         self.fields = fields
         self.slot = {name: i + 1 for i, name in enumerate(fields)}
         self.listpack = listpack
         self._after: dict[tuple[bytes, ...], Transition] = {}
-        self.mark: object = self
+        self.mark = -1
+        self.head = b""
 
     def after(self, names: tuple[bytes, ...]) -> Transition:
         """What writing `names` (new ones appended) makes of this schema."""
@@ -88,41 +102,35 @@ class Schema:
 
 
 class Transition:
-    """An HSET of some names on one schema: the schema after it, both ways, and the slots.
+    """An HSET of some names on one schema: the schema after it, both ways, and where
+    each value goes.
 
     Both encodings of the result are kept because which one applies depends on
     the values written and on the limits of the moment (CONFIG SET changes them).
-    The new row is assembled in C: `assemble` is an itemgetter that picks each
-    slot of the new tuple from `(*old row, *values written, new schema)`, the
-    last value of a name written twice winning, as HSET's does.
+    `replaced` is (slot, index in the values written) for each existing field written,
+    in slot order, the last value of a name written twice winning, as HSET's does;
+    `appended` the indexes of the values of the new fields, in their order.
     """
 
-    __slots__ = ("listpack", "hashtable", "widest", "count", "assemble", "slots")
+    __slots__ = ("listpack", "hashtable", "widest", "count", "replaced", "appended")
 
     def __init__(self, schema: Schema, names: tuple[bytes, ...]) -> None:
         fields = list(schema.fields)
-        source = list(range(len(fields) + 1))  # new slot -> index in (*row, *values, schema)
         slot = dict(schema.slot)
+        source: dict[int, int] = {}  # slot -> index of the value that lands there
         for i, name in enumerate(names):
             where = slot.get(name)
             if where is None:
                 fields.append(name)
                 where = slot[name] = len(fields)
-                source.append(0)
-            source[where] = len(schema.fields) + 1 + i
-        source[0] = len(schema.fields) + 1 + len(names)  # the new schema's mark, given last
+            source[where] = i
+        old = len(schema.fields)
         self.listpack = schema_of(tuple(fields), True)
         self.hashtable = schema_of(tuple(fields), False)
         self.widest = max(map(len, names), default=0)
         self.count = len(fields)
-        self.assemble = itemgetter(*source)
-        # Where each name written sits, when none is new (the common HSET: a job's
-        # state, a counter): compiled, `written` then copies the row and sets those
-        # slots, one tuple made where the itemgetter's way makes two and a list.
-        # (None interpreted, where the itemgetter costs less: see `written`.)
-        self.slots: tuple[int, ...] | None = (
-            tuple(schema.slot[name] for name in names)
-            if COMPILED and len(fields) == len(schema.fields) else None)
+        self.replaced = tuple(sorted((where, i) for where, i in source.items() if where <= old))
+        self.appended = tuple(source[where] for where in range(old + 1, len(fields) + 1))
 
     def target(self, values: tuple[bytes, ...], limits: Limits) -> Schema:
         """The new schema of a listpack row: still `listpack` only if Redis would keep it."""
@@ -146,27 +154,36 @@ def schema_of(fields: tuple[bytes, ...], listpack: bool) -> Schema:
         schema = Schema(fields, listpack)
         if len(_schemas) < SCHEMAS_MAX:
             _schemas[(fields, listpack)] = schema
-            schema.mark = len(_marked)
+            schema.mark = mark = len(_marked)
+            schema.head = bytes((0, mark >> 8, mark & 0xFF))
             _marked.append(schema)
     return schema
 
 
-def schema(row: Row) -> Schema:
-    """The schema of a Row, from the mark in its slot 0."""
-    mark: object = row[0]
-    if isinstance(mark, int):
-        return _marked[mark]
-    return cast(Schema, mark)  # an unshared schema is its own mark
+def is_row(value: bytes) -> bool:
+    """A stored bytes value is a Row (not a listpack sorted set, which starts with its
+    count, never 0: an empty set is not stored)."""
+    return value[0] == 0
+
+
+def mark(row: bytes) -> int:
+    """The mark of a Row's schema (the same int for all rows of one schema)."""
+    return (row[1] << 8) | row[2]
+
+
+def schema(row: bytes) -> Schema:
+    """The schema of a Row."""
+    return _marked[(row[1] << 8) | row[2]]
 
 
 _EMPTY: Final = schema_of((), True)
-_EMPTY_ROW: Final = (_EMPTY.mark,)
+_EMPTY_ROW: Final = _EMPTY.head
 
-Row = tuple[Any, ...]  # (its schema's mark, value, ...): see the module docstring
+Row = bytes  # 0x00, a schema's mark, the values: see the module docstring
 
 
 class BigHash(dict[bytes, bytes]):
-    """A hash with more than COMPACT_MAX fields; `listpack` is Redis's encoding of it,
+    """A hash held as a dict; `listpack` is Redis's encoding of it,
     `scan` the index of an HSCAN in progress (store/scan_index.py), or None, and
     `nbytes` what it costs (store/sizes.py), kept as it changes."""
 
@@ -179,13 +196,64 @@ class BigHash(dict[bytes, bytes]):
 Hash = Row | BigHash
 
 
+# --- a Row's values ------------------------------------------------------------------------
+def _skip(row: bytes, at: i64) -> i64:
+    """The offset just past the value that starts at `at`."""
+    n: i64 = row[at]
+    if n < _LONG:
+        return at + 1 + n
+    return at + 5 + int.from_bytes(row[at + 1:at + 5], "big")
+
+
+def _value_at(row: bytes, at: i64) -> bytes:
+    """The value that starts at `at`."""
+    n: i64 = row[at]
+    if n < _LONG:
+        return row[at + 1:at + 1 + n]
+    n = int.from_bytes(row[at + 1:at + 5], "big")
+    return row[at + 5:at + 5 + n]
+
+
+def _slot_value(row: bytes, where: int) -> bytes:
+    """The value in slot `where` (1-based)."""
+    at: i64 = HEAD
+    for _ in range(where - 1):
+        at = _skip(row, at)
+    return _value_at(row, at)
+
+
+def _values(row: bytes) -> list[bytes]:
+    """Every value of a Row, in order."""
+    out: list[bytes] = []
+    at: i64 = HEAD
+    end: i64 = len(row)
+    while at < end:
+        out.append(_value_at(row, at))
+        at = _skip(row, at)
+    return out
+
+
+def _length(n: int) -> bytes:
+    """The length of a value of `n` bytes, as a row holds it."""
+    return _LENGTH[n] if n < _LONG else b"\xff" + n.to_bytes(4, "big")
+
+
+def _row(schema: Schema, values: Iterable[bytes]) -> bytes:
+    """The Row of these values (in the schema's field order)."""
+    parts = [schema.head]
+    for value in values:
+        parts.append(_length(len(value)))
+        parts.append(value)
+    return b"".join(parts)
+
+
 # --- reads ---------------------------------------------------------------------------------
 def get(row: Hash, name: bytes) -> bytes | None:
     """The value of field `name`, None when absent."""
     if isinstance(row, BigHash):
         return row.get(name)
-    where = schema(row).slot.get(name)
-    return None if where is None else row[where]
+    where = _marked[(row[1] << 8) | row[2]].slot.get(name)
+    return None if where is None else _slot_value(row, where)
 
 
 def has(row: Hash, name: bytes) -> bool:
@@ -200,7 +268,7 @@ def field_set(row: Hash) -> Container[bytes]:
 
 
 def length(row: Hash) -> int:
-    return len(row) if isinstance(row, BigHash) else len(row) - 1
+    return len(row) if isinstance(row, BigHash) else len(schema(row).fields)
 
 
 def names(row: Hash) -> Iterable[bytes]:
@@ -209,14 +277,14 @@ def names(row: Hash) -> Iterable[bytes]:
 
 
 def values(row: Hash) -> Iterable[bytes]:
-    return row.values() if isinstance(row, BigHash) else row[1:]
+    return row.values() if isinstance(row, BigHash) else _values(row)
 
 
 def items(row: Hash) -> Iterator[tuple[bytes, bytes]]:
     """(field, value) pairs, in order."""
     if isinstance(row, BigHash):
         return iter(row.items())
-    return zip(schema(row).fields, row[1:], strict=True)
+    return zip(schema(row).fields, _values(row), strict=True)
 
 
 def as_dict(row: Hash | None) -> dict[bytes, bytes]:
@@ -241,17 +309,38 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
         old = schema(row)
         transition = old._after.get(names) or old.after(names)
         new_schema = transition.target(values, limits) if old.listpack else transition.hashtable
-        if transition.count > COMPACT_MAX:
+        if transition.count > COMPACT_MAX or new_schema.mark < 0 or _too_long(values):
             return written(_to_big(row, new_schema.listpack), names, values, limits)
-        slots = transition.slots
-        if slots is None:  # a new field, or interpreted: the itemgetter
-            return transition.assemble((*row, *values,  # type: ignore[no-any-return]
-                                        new_schema.mark))
-        new = list(row)
-        new[0] = new_schema.mark
-        for i in range(len(slots)):
-            new[slots[i]] = values[i]
-        return tuple(new)
+        # The new row: its head, the old row's runs of values kept, each value written
+        # in its slot's place, then the new fields' values.
+        parts = [new_schema.head]
+        at: i64 = HEAD
+        run: i64 = HEAD
+        slot = 1
+        for where, i in transition.replaced:
+            while slot < where:
+                at = _skip(row, at)
+                slot += 1
+            if at > run:
+                parts.append(row[run:at])
+            value = values[i]
+            n = len(value)
+            parts.append(_LENGTH[n] if n < _LONG else _length(n))  # _length, inlined
+            parts.append(value)
+            at = _skip(row, at)
+            slot += 1
+            run = at
+        if run < len(row):
+            parts.append(row[run:])
+        for i in transition.appended:
+            value = values[i]
+            n = len(value)
+            parts.append(_LENGTH[n] if n < _LONG else _length(n))
+            parts.append(value)
+        new = b"".join(parts)
+        if len(new) > ROW_MAX:
+            return _to_big(new, new_schema.listpack)
+        return new
     big = row  # a BigHash: written in place
     if big.scan is not None:
         _scan_note(big, [name for name in dict.fromkeys(names) if name not in big], True)
@@ -287,8 +376,11 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
             return row
         if not kept:
             return None
-        fields = tuple(old.fields[i] for i in kept)
-        return (schema_of(fields, old.listpack).mark, *(row[i + 1] for i in kept))
+        new_schema = schema_of(tuple(old.fields[i] for i in kept), old.listpack)
+        if new_schema.mark < 0:
+            return _to_big(row, old.listpack, kept)
+        values = _values(row)
+        return _row(new_schema, [values[i] for i in kept])
     if row.scan is not None:
         names = list(names)
         _scan_note(row, [name for name in names if name in row], False)
@@ -299,8 +391,19 @@ def removed(row: Hash, names: Iterable[bytes]) -> Hash | None:
     return row if row else None
 
 
-def _to_big(row: Row, listpack: bool) -> BigHash:
-    big = BigHash(zip(schema(row).fields, row[1:], strict=True))
+def _too_long(values: tuple[bytes, ...]) -> bool:
+    """A value longer than a Row may be: the hash becomes a BigHash before the value is
+    copied into a row (a 64 MiB HSET would otherwise peak at three times its size)."""
+    for value in values:
+        if len(value) > ROW_MAX:
+            return True
+    return False
+
+
+def _to_big(row: bytes, listpack: bool, kept: list[int] | None = None) -> BigHash:
+    """A Row's fields (those at the indexes `kept`, when given) as a BigHash."""
+    pairs = list(zip(schema(row).fields, _values(row), strict=True))
+    big = BigHash(pairs if kept is None else [pairs[i] for i in kept])
     big.listpack = listpack
     big.scan = None
     nbytes = sizes.BIG_HASH

@@ -27,8 +27,9 @@ from emqd.store.hash import BigHash, Hash, Limits
 from emqd.store.scan_index import ScanIndex
 from emqd.store.zset import ZSet, added_to, skiplist
 
-# A hash (a Row tuple or a BigHash), a skiplist ZSet, or a listpack sorted set's bytes
-# (store/listpack.py: stored as the value itself, read through a ZSet made for the read).
+# A hash (a Row, which is bytes, or a BigHash), a skiplist ZSet, or a listpack sorted
+# set's bytes (store/listpack.py: stored as the value itself, read through a ZSet made
+# for the read). Of the two kinds of bytes, a Row starts with 0x00 (`hashes.is_row`).
 Value = Hash | ZSet | bytes
 
 
@@ -99,9 +100,13 @@ class Keyspace(View):
     def hash(self, key: bytes) -> Hash | None:
         """The hash at `key`, None when absent; WRONGTYPE when it is a sorted set."""
         value = self.data.get(key)
-        if value is None or type(value) is tuple:
-            return value
-        if type(value) is ZSet or type(value) is bytes:
+        if value is None:
+            return None
+        if type(value) is bytes:
+            if value[0] == 0:  # a Row
+                return value
+            raise errors.WRONGTYPE()
+        if type(value) is ZSet:
             raise errors.WRONGTYPE()
         return value  # type: ignore[return-value]
 
@@ -112,6 +117,8 @@ class Keyspace(View):
         if value is None:
             return None
         if type(value) is bytes:
+            if value[0] == 0:  # a Row
+                raise errors.WRONGTYPE()
             return ZSet(value)
         if type(value) is ZSet:
             return value
@@ -120,7 +127,7 @@ class Keyspace(View):
     def check_zset(self, key: bytes) -> None:
         """As View's, without making a listpack's ZSet."""
         value = self.data.get(key)
-        if value is not None and type(value) is not bytes and type(value) is not ZSet:
+        if value is not None and not is_zset(value):
             raise errors.WRONGTYPE()
 
     def type_name(self, key: bytes) -> str:
@@ -216,17 +223,17 @@ class Keyspace(View):
 
 def is_zset(value: Value) -> bool:
     """A stored value is a sorted set (either form), not a hash."""
-    return type(value) is ZSet or type(value) is bytes
+    if type(value) is bytes:
+        return value[0] != 0  # a listpack's count, where a Row has 0x00
+    return type(value) is ZSet
 
 
 # --- the primitives each op is made of (and what a Shape's applier calls directly) -----
 # Each keeps `Keyspace.used`, the bytes the keyspace holds (store/sizes.py): a value's
 # cost before the write, against its cost after, a key's own when it comes or goes.
 def value_bytes(value: Value) -> int:
-    """What a stored value costs, without its key (store/sizes.py): a row from its
-    lengths, a listpack from its size, a skiplist or a BigHash as it keeps its own."""
-    if type(value) is tuple:
-        return sizes.row(value)
+    """What a stored value costs, without its key (store/sizes.py): a row or a listpack
+    from its size, a skiplist or a BigHash as it keeps its own."""
     if type(value) is bytes:
         return sizes.of_bytes(len(value))
     if type(value) is ZSet:
@@ -250,14 +257,13 @@ def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
         before = -sizes.key(key)
         if space.scan is not None:
             space.scan = space.scan.added(key)
-    elif type(row) is not tuple:
-        before = value_bytes(row)  # a BigHash, written in place: counted first
+    else:
+        if is_zset(row):  # a plan never asks this; a damaged log might
+            raise errors.WRONGTYPE()
+        before = value_bytes(row)  # counted first: a BigHash is written in place
     new = hashes.written(row, names, values, space.limits)  # type: ignore[arg-type]
     data[key] = new
-    if type(row) is tuple and type(new) is tuple:  # counted by the values that changed
-        space.used += sizes.row_growth(row, new)
-    else:
-        space.used += value_bytes(new) - (sizes.row(row) if type(row) is tuple else before)
+    space.used += value_bytes(new) - before
 
 
 def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
@@ -268,6 +274,8 @@ def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
         zset = _new_zset(space, key, member)
         before = 0
     else:
+        if not is_zset(zset):  # a plan never asks this; a damaged log might
+            raise errors.WRONGTYPE()
         before = value_bytes(zset)
     if type(zset) is bytes:
         zset = data[key] = added_to(zset, member, _score(score), space.limits)
@@ -302,6 +310,8 @@ def _remove_fields(space: Keyspace, key: bytes, names: Sequence[bytes]) -> None:
     row = data.get(key)
     if row is None:
         return
+    if is_zset(row):
+        raise errors.WRONGTYPE()
     before = value_bytes(row)
     left = hashes.removed(row, names)  # type: ignore[arg-type]
     if left is None:
@@ -316,6 +326,8 @@ def _remove_members(space: Keyspace, key: bytes, members: tuple[bytes, ...]) -> 
     zset = data.get(key)
     if zset is None:
         return
+    if not is_zset(zset):
+        raise errors.WRONGTYPE()
     before = value_bytes(zset)
     if type(zset) is bytes:
         left = zset
@@ -355,7 +367,7 @@ FREE_WHOLE: Final = 4096  # fields or members a value may have to be freed at on
 
 
 def _is_big(value: Value) -> bool:
-    return type(value) is not tuple and type(value) is not bytes and len(value) > FREE_WHOLE
+    return type(value) is not bytes and len(value) > FREE_WHOLE
 
 
 def _list_parts(value: BigHash | ZSet, parts: list[list[Any]]) -> None:
@@ -393,6 +405,8 @@ def _hdel(space: Keyspace, op: Sequence[Any]) -> None:
 def _hincrby(space: Keyspace, op: Sequence[Any]) -> None:
     _, key, name, by = op
     row = space.data.get(key)
+    if row is not None and is_zset(row):
+        raise errors.WRONGTYPE()
     current = None if row is None else hashes.get(row, name)  # type: ignore[arg-type]
     value = b"%d" % ((int(current) if current is not None else 0) + int(by))
     set_fields(space, key, (name,), (value,))
@@ -414,6 +428,8 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
         zset = _new_zset(space, key, op[3])
         before = 0
     else:
+        if not is_zset(zset):
+            raise errors.WRONGTYPE()
         before = value_bytes(zset)
     for i in range(2, len(op), 2):
         if type(zset) is bytes:

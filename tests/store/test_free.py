@@ -67,13 +67,13 @@ def test_a_value_someone_else_holds_stays_whole() -> None:
     freeing lets go of them and changes nothing in them."""
     space = filled()
     snapshot = dict(space.data)
-    copies = {key: dict(value) if type(value) is not tuple else value
+    copies = {key: dict(value) if type(value) is not bytes else value
               for key, value in snapshot.items() if key != b"pending"}
     members = list(snapshot[b"pending"].members())
     space.apply([(b"FLUSHALL",)])
     drained(space, 1_000)
     assert list(snapshot[b"pending"].members()) == members
-    assert {key: dict(value) if type(value) is not tuple else value
+    assert {key: dict(value) if type(value) is not bytes else value
             for key, value in snapshot.items() if key != b"pending"} == copies
 
 

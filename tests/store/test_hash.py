@@ -66,13 +66,35 @@ def test_a_hash_never_converts_back_to_a_listpack() -> None:
 def test_rows_share_their_schema_and_keep_insertion_order() -> None:
     one = _hash([(b"state", b"pending"), (b"payload", b"p1")])
     two = _hash([(b"state", b"pending"), (b"payload", b"p2")])
-    assert type(one) is tuple and one[0] is two[0]  # type: ignore[index]
+    assert type(one) is bytes and type(two) is bytes and one[0] == 0
+    assert hashes.mark(one) == hashes.mark(two) and hashes.schema(one) is hashes.schema(two)
     one = hashes.written(one, (b"attempts", b"state"), (b"1", b"active"), Limits())
     assert hashes.as_dict(one) == {b"state": b"active", b"payload": b"p1", b"attempts": b"1"}
     assert list(hashes.names(one)) == [b"state", b"payload", b"attempts"]
     one = hashes.removed(one, [b"state", b"nope"])
     assert list(hashes.items(one)) == [(b"payload", b"p1"), (b"attempts", b"1")]  # type: ignore[arg-type]
     assert hashes.removed(one, [b"payload", b"attempts"]) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("long", [254, 255, 256, 70_000])
+def test_a_row_holds_values_of_any_length_in_place(long: int) -> None:
+    """A value's length takes 1 byte below 255, 5 from 255 on; the fields after a long
+    one read and write as any other. Past ROW_MAX bytes the hash is a BigHash."""
+    limits = Limits()
+    row = hashes.written(None, (b"a", b"big", b"z"), (b"1", b"x" * long, b"2"), limits)
+    row = hashes.written(row, (b"z", b"a", b"new"), (b"3", b"", b"4"), limits)
+    assert hashes.as_dict(row) == {b"a": b"", b"big": b"x" * long, b"z": b"3", b"new": b"4"}
+    assert hashes.get(row, b"z") == b"3" and hashes.get(row, b"new") == b"4"
+    assert isinstance(row, hashes.BigHash) is (long > hashes.ROW_MAX)
+    row = hashes.removed(row, [b"big"])
+    assert row is not None and hashes.as_dict(row) == {b"a": b"", b"z": b"3", b"new": b"4"}
+
+
+def test_a_name_written_twice_keeps_its_last_value() -> None:
+    row = hashes.written(None, (b"a", b"b", b"a"), (b"1", b"2", b"3"), Limits())
+    assert list(hashes.items(row)) == [(b"a", b"3"), (b"b", b"2")]
+    row = hashes.written(row, (b"b", b"c", b"b", b"c"), (b"4", b"5", b"6", b"7"), Limits())
+    assert list(hashes.items(row)) == [(b"a", b"3"), (b"b", b"6"), (b"c", b"7")]
 
 
 def test_a_value_equal_to_a_field_name_is_not_a_field() -> None:
@@ -97,24 +119,28 @@ def test_the_limits_of_the_moment_decide() -> None:
     assert hashes.is_listpack(_hash([(b"a", b"1234")]))  # type: ignore[arg-type]
 
 
-def test_a_row_is_untracked_by_the_garbage_collector_after_its_first_collection() -> None:
-    """A row holds its schema's mark (an int) and bytes, so the collector stops tracking it
-    at its first collection: a million rows are not traversed by every later one."""
+def test_a_row_is_never_tracked_by_the_garbage_collector() -> None:
+    """A row is one bytes object: a million rows are nothing the collector traverses."""
     limits = Limits()
     row = hashes.written(None, (b"state", b"payload"), (b"pending", b"x" * 100), limits)
     row = hashes.written(row, (b"state",), (b"active",), limits)  # the copying path too
-    assert type(row[0]) is int
-    gc.collect()
-    assert not gc.is_tracked(row)
+    assert type(row) is bytes and not gc.is_tracked(row)
     assert hashes.as_dict(row) == {b"state": b"active", b"payload": b"x" * 100}
 
 
-def test_a_row_of_an_unshared_schema_holds_the_schema_itself() -> None:
-    """Past SCHEMAS_MAX a new schema is not shared and has no mark of the table's: its rows
-    hold it, and read and write as any other row."""
-    unshared = hashes.Schema((b"a", b"b"), True)
-    row = (unshared, b"1", b"2")
-    assert hashes.schema(row) is unshared and hashes.get(row, b"b") == b"2"
-    assert hashes.as_dict(hashes.written(row, (b"a",), (b"9",), Limits())) == \
-        {b"a": b"9", b"b": b"2"}
-    assert hashes.removed(row, [b"a"]) == (hashes.schema_of((b"b",), True).mark, b"2")
+def test_a_hash_whose_schema_is_not_shared_is_a_dict() -> None:
+    """Past SCHEMAS_MAX a new schema is not shared and has no mark for a row to hold: a
+    hash of it is a BigHash, which reads and writes as any other hash."""
+    base = hashes.schema_of((b"unshared-a",), True)
+    transition = hashes.Transition(base, (b"unshared-b",))
+    transition.listpack = transition.hashtable = hashes.Schema((b"unshared-a", b"unshared-b"), True)
+    assert transition.listpack.mark == -1
+    base._after[(b"unshared-b",)] = transition  # what an HSET of that name makes of base
+    try:
+        row = hashes.written(None, (b"unshared-a",), (b"1",), Limits())
+        assert type(row) is bytes
+        big = hashes.written(row, (b"unshared-b",), (b"2",), Limits())
+        assert isinstance(big, hashes.BigHash) and hashes.is_listpack(big)
+        assert hashes.as_dict(big) == {b"unshared-a": b"1", b"unshared-b": b"2"}
+    finally:
+        del base._after[(b"unshared-b",)]

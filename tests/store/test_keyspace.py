@@ -1,4 +1,5 @@
-"""store/keyspace.py: how a sorted set is born, as Redis 7.0's ZADD creates its key.
+"""store/keyspace.py: how a sorted set is born, as Redis 7.0's ZADD creates its key, and
+how the two kinds of bytes value (a small hash's Row, a small set's listpack) stay apart.
 
 Redis looks at the first member of the call only: a skiplist when
 `zset-max-listpack-entries` is 0 or that member is longer than
@@ -12,6 +13,7 @@ import math
 
 import pytest
 
+from emqd import errors
 from emqd.store.keyspace import Keyspace, add_member
 
 
@@ -49,3 +51,26 @@ def test_a_verb_s_single_member_follows_the_same_rule() -> None:
     space.limits.zset_entries = 128
     add_member(space, b"w", 1, b"a")
     assert not space.zset(b"y").listpack and space.zset(b"w").listpack  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("op", [
+    (b"ZADD", b"h", 1, b"a"), (b"ZREM", b"h", b"f"), (b"HSET", b"z", b"f", b"v"),
+    (b"HDEL", b"z", b"a"), (b"HINCRBY", b"z", b"a", 1),
+])
+def test_an_op_on_the_other_kind_of_bytes_is_refused_whole(op: tuple) -> None:
+    """A Row and a small set are both bytes. A plan never writes one as the other (its
+    command refused WRONGTYPE first); an op of a damaged log that does is refused before
+    it changes anything, so the loader reports the record instead of loading garbage."""
+    space = _space()
+    space.apply([(b"HSET", b"h", b"f", b"v"), (b"ZADD", b"z", 1, b"a")])
+    assert type(space.data[b"h"]) is bytes and type(space.data[b"z"]) is bytes
+    before, used = dict(space.data), space.used
+    with pytest.raises(errors.ReplyError) as caught:
+        space.apply([op])
+    assert errors.WRONGTYPE == caught.value
+    assert space.data == before and space.used == used
+    assert space.type_name(b"h") == "hash" and space.type_name(b"z") == "zset"
+    with pytest.raises(errors.ReplyError):
+        space.zset(b"h")
+    with pytest.raises(errors.ReplyError):
+        space.hash(b"z")
