@@ -27,6 +27,7 @@ from emqd import events
 from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QUEUES, QueueKeys
+from emqd.numbers import ms_text
 from emqd.plan import SCHEDULED, Due, Op
 from emqd.rules import job, lanes, tokens
 from emqd.rules.job import ATTEMPTS, PRIORITY_BAND
@@ -162,7 +163,7 @@ class Enqueue:
         self.view.check_zset(where)  # its type, before the plan ZADDs to it
         self.rows += [
             (b"HSET", keys.job(job_id), b"state", name, b"payload", job.payload,
-             b"created_ms", b"%d" % now, *fields),
+             b"created_ms", ms_text(now), *fields),
             (b"ZADD", where, score, job_id),
         ]
         extra: dict[str, Any] | None = None if due is None else {"due_ms": due}

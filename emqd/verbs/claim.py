@@ -52,7 +52,7 @@ from emqd.command import verb_command
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS, parse_int
+from emqd.numbers import MAX_TIME_MS, decimal, ms_text, parse_int
 from emqd.plan import LEASED, Block, Due, Op, Plan, Shape, Slot
 from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
@@ -250,16 +250,16 @@ def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, 
     """The fast path: one flat job, nothing skipped, from a template."""
     keys = args.keys
     job_id, row, number = found
-    token = b"%d" % number
+    token = decimal(number)
     reply, event = _claimed(keys, job_id, row, token, now)
     holder = args.holder
     if holder:
-        ops = ONE_HELD.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
-                           holder, keys.active, b"%d" % deadline)
+        ops = ONE_HELD.ops(keys.pending, job_id, keys.job(job_id), token, run_id, ms_text(now),
+                           holder, keys.active, ms_text(deadline))
         one = ONE_HELD
     else:
-        ops = ONE.ops(keys.pending, job_id, keys.job(job_id), token, run_id, b"%d" % now,
-                      keys.active, b"%d" % deadline)
+        ops = ONE.ops(keys.pending, job_id, keys.job(job_id), token, run_id, ms_text(now),
+                      keys.active, ms_text(deadline))
         one = ONE
     shape: Shape | None = one
     if number > 1:  # a row that held a token already: the floor may rise (tokens.py)
@@ -284,12 +284,12 @@ def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline:
     """The lanes' fast path: one job from the ring's head lane, from a template."""
     keys = args.keys
     job_id, group = turn.job_id, turn.group
-    token = b"%d" % turn.token
+    token = decimal(turn.token)
     reply, event = _claimed(keys, job_id, turn.row, token, now)
-    values = [turn.lane_key, job_id, turn.row_key, token, run_id, b"%d" % now]
+    values = [turn.lane_key, job_id, turn.row_key, token, run_id, ms_text(now)]
     if args.holder:
         values.append(args.holder)
-    values += [keys.active, b"%d" % deadline, keys.gactive, group, b"%d" % turn.running,
+    values += [keys.active, ms_text(deadline), keys.gactive, group, b"%d" % turn.running,
                keys.ring]
     if turn.rr is not None:
         values.append(b"%d" % turn.rr)
@@ -313,9 +313,9 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], co
     deadline = now + args.lease_ms
     zadd: list[Any] = [b"ZADD", keys.active]
     for job_id, row, number in jobs:
-        token = b"%d" % number
+        token = decimal(number)
         stamp: tuple[bytes, ...] = (job.ATTEMPTS, token, job.STATE, job.ACTIVE,
-                                    job.LEASE_EPOCH, run_id, job.CLAIMED_MS, b"%d" % now)
+                                    job.LEASE_EPOCH, run_id, job.CLAIMED_MS, ms_text(now))
         if args.holder:
             stamp += (job.HOLDER, args.holder)
         ops.append((b"HSET", keys.job(job_id), *stamp))

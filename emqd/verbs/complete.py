@@ -27,7 +27,7 @@ from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import parse_int
+from emqd.numbers import ms_text, parse_int
 from emqd.plan import BIG_VALUE, Op, Plan, Shape, Slot
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, retention, ties
@@ -133,7 +133,7 @@ def general(args: CompleteArgs, view: View, row: Hash, settings: queue_settings.
     end = ties.Ending(view, keys, args.config, now_ms, ledger, [args.id], job.COMPLETED, settings)
     end.happened.append(_event(args, row, now_ms))
     end.ops += job.leave_active_ops(keys, args.id, row, ledger)
-    end.ops.append((b"HSET", keys.job(args.id), *_fields(args, b"%d" % now_ms)))
+    end.ops.append((b"HSET", keys.job(args.id), *_fields(args, ms_text(now_ms))))
     end.completed(args.id, row, args.result)
     return Plan(end.finish(), "OK", end.happened, tuple(end.due))
 
@@ -165,7 +165,7 @@ def _shaped(args: CompleteArgs, view: View, now_ms: int, settings: queue_setting
     if excess > 1:
         return None
     shape = SHAPES[(args.result is not None, excess == 1)]
-    now = b"%d" % now_ms
+    now = ms_text(now_ms)
     values = [keys.active, args.id, keys.job(args.id), now]
     if args.result is not None:
         values.append(args.result)
