@@ -248,3 +248,17 @@ def test_a_float_op_written_as_repr_reads_back_exactly(score: float) -> None:
     text = repr(arg).encode() if type(arg) is float else b"%d" % arg
     back = parse_float(text)
     assert back == score and math.copysign(1.0, back) == math.copysign(1.0, score)
+
+
+@given(st.lists(st.one_of(st.integers(-5, 2_000), st.integers(-(2**63), 2**63)), max_size=40))
+def test_decimal_and_ms_text_write_what_formatting_writes(numbers: list[int]) -> None:
+    """From the table, from the memo of the last two times (asked in any order, some
+    twice in a row, as a CLAIM asks its time and its deadline), or formatted afresh:
+    the same text as `b"%d" % n` every time."""
+    from emqd.numbers import decimal, ms_text
+
+    for n in numbers + numbers[::-1] + numbers:
+        assert decimal(n) == b"%d" % n
+        assert ms_text(n) == b"%d" % n
+        assert ms_text(n + 30_000) == b"%d" % (n + 30_000)
+        assert ms_text(n) == b"%d" % n
