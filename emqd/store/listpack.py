@@ -258,16 +258,16 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
                 at = end(raw, at)
     head = _head(n) + sigs[:below] + sig + sigs[below:]
     if at <= gone:
-        return b"".join((head, raw[base:at], entry, raw[at:gone], raw[stop:]))
-    return b"".join((head, raw[base:gone], raw[stop:at], entry, raw[at:]))
+        return b"%b%b%b%b%b" % (head, raw[base:at], entry, raw[at:gone], raw[stop:])
+    return b"%b%b%b%b%b" % (head, raw[base:gone], raw[stop:at], entry, raw[at:])
 
 
 def _appended(raw: bytes, base: int, n: int, sig: bytes, key: bytes, size: int) -> bytes:
     """`raw` (of `n` < 254 members, the entries from `base`) with a new last entry, its
     signature `sig`, packed key `key` and member `size` bytes long (< 255): a queue's
-    every new job, so it is built in one join (half the time of the general way)."""
+    every new job, so it is built at once (half the time of the general way)."""
     length = _BYTE[size]  # the caller saw the member shorter than 255 bytes
-    return b"".join((_BYTE[n + 1], raw[1:base], sig, raw[base:], length, key, length))
+    return b"%b%b%b%b%b%b%b" % (_BYTE[n + 1], raw[1:base], sig, raw[base:], length, key, length)
 
 
 def removed(raw: bytes, member: bytes) -> bytes:
@@ -278,11 +278,11 @@ def removed(raw: bytes, member: bytes) -> bytes:
     n = count(raw)
     sigs = _sigs_at(raw)
     base = sigs + n
-    if rank == 0 and n < _LONG:  # a queue's oldest job: the common case, one join
-        return b"".join((_BYTE[n - 1], raw[2:base], raw[end(raw, base):]))
+    if rank == 0 and n < _LONG:  # a queue's oldest job: the common case, one copy
+        return b"%b%b%b" % (_BYTE[n - 1], raw[2:base], raw[end(raw, base):])
     off = _offset_of(raw, base, n, rank)
-    return b"".join((_head(n - 1), raw[sigs:sigs + rank], raw[sigs + rank + 1:base],
-                     raw[base:off], raw[end(raw, off):]))
+    return b"%b%b%b%b%b" % (_head(n - 1), raw[sigs:sigs + rank], raw[sigs + rank + 1:base],
+                            raw[base:off], raw[end(raw, off):])
 
 
 def keys(raw: bytes) -> list[bytes]:

@@ -144,3 +144,16 @@ def test_a_hash_whose_schema_is_not_shared_is_a_dict() -> None:
         assert hashes.as_dict(big) == {b"unshared-a": b"1", b"unshared-b": b"2"}
     finally:
         del base._after[(b"unshared-b",)]
+
+
+@pytest.mark.parametrize("fields", range(12))
+def test_a_row_of_any_number_of_fields_reads_back_what_was_written(fields: int) -> None:
+    """A row is built from 1 + 2 pieces a field (a format of up to ten, a join past them):
+    every count, written at once and then field by field over an existing row."""
+    limits = Limits()
+    pairs = [(b"f%d" % i, b"v" * i) for i in range(fields)]
+    whole = hashes.written(None, tuple(n for n, _ in pairs), tuple(v for _, v in pairs), limits)
+    assert list(hashes.items(whole)) == pairs
+    for name, _ in pairs:
+        whole = hashes.written(whole, (name,), (name + b"!",), limits)
+    assert list(hashes.items(whole)) == [(name, name + b"!") for name, _ in pairs]
