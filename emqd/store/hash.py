@@ -217,8 +217,11 @@ def _value_at(row: bytes, at: i64) -> bytes:
 def _slot_value(row: bytes, where: int) -> bytes:
     """The value in slot `where` (1-based)."""
     at: i64 = HEAD
-    for _ in range(where - 1):
-        at = _skip(row, at)
+    left: i64 = where - 1  # an i64 count: a `for _ in range` boxed each `_` compiled
+    while left > 0:
+        n: i64 = row[at]
+        at = at + 1 + n if n < _LONG else _skip(row, at)  # a short value inline
+        left -= 1
     return _value_at(row, at)
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy_extensions import i64
+
 ENTRY: Final = 40  # a dict entry: 24 bytes, its index, and the table's free room
 KEY: Final = ENTRY  # a key's place in the keyspace's dict (its bytes are counted apart)
 BIG_HASH: Final = 144  # a BigHash: the dict subclass with its slots and its empty table
@@ -27,10 +29,12 @@ SLOT: Final = 9  # a packed key's place in the sorted lists (and their maxes)
 
 
 def block(size: int) -> int:
-    """The bytes an allocation of `size` takes."""
-    if size <= 512:
-        return (size + 15) & ~15
-    return (size + 8 + 15) & ~15
+    """The bytes an allocation of `size` takes (worked in 64-bit arithmetic: every write
+    counts two or three)."""
+    s: i64 = size
+    if s <= 512:
+        return (s + 15) & ~15
+    return (s + 8 + 15) & ~15
 
 
 def of_bytes(n: int) -> int:
