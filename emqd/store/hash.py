@@ -46,6 +46,7 @@ from typing import Final
 from mypy_extensions import i64
 
 from emqd import errors
+from emqd.concat import joined
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 from emqd.store import sizes
 from emqd.store.scan_index import ScanIndex
@@ -241,41 +242,13 @@ def _length(n: int) -> bytes:
     return _LENGTH[n] if n < _LONG else b"\xff" + n.to_bytes(4, "big")
 
 
-def _joined(p: list[bytes]) -> bytes:
-    """`b"".join(p)` for the few pieces a row is written from. Compiled, a `%b` format of
-    a fixed number of bytes objects is one allocation and a copy a piece (mypyc's
-    CPyBytes_Build), where `join` takes and releases each piece's buffer: ~100
-    instructions a piece more, and a job cycle writes three rows of 6-10 pieces."""
-    n = len(p)
-    if n == 2:
-        return b"%b%b" % (p[0], p[1])
-    if n == 3:
-        return b"%b%b%b" % (p[0], p[1], p[2])
-    if n == 4:
-        return b"%b%b%b%b" % (p[0], p[1], p[2], p[3])
-    if n == 5:
-        return b"%b%b%b%b%b" % (p[0], p[1], p[2], p[3], p[4])
-    if n == 6:
-        return b"%b%b%b%b%b%b" % (p[0], p[1], p[2], p[3], p[4], p[5])
-    if n == 7:
-        return b"%b%b%b%b%b%b%b" % (p[0], p[1], p[2], p[3], p[4], p[5], p[6])
-    if n == 8:
-        return b"%b%b%b%b%b%b%b%b" % (p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
-    if n == 9:
-        return b"%b%b%b%b%b%b%b%b%b" % (p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8])
-    if n == 10:
-        return b"%b%b%b%b%b%b%b%b%b%b" % (p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8],
-                                          p[9])
-    return b"".join(p)
-
-
 def _row(schema: Schema, values: Iterable[bytes]) -> bytes:
     """The Row of these values (in the schema's field order)."""
     parts = [schema.head]
     for value in values:
         parts.append(_length(len(value)))
         parts.append(value)
-    return _joined(parts)
+    return joined(parts)
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -368,7 +341,7 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
             n = len(value)
             parts.append(_LENGTH[n] if n < _LONG else _length(n))
             parts.append(value)
-        new = _joined(parts)
+        new = joined(parts)
         if len(new) > ROW_MAX:
             return _to_big(new, new_schema.listpack)
         return new

@@ -45,6 +45,7 @@ from typing import Any, Final, cast
 import hiredis
 
 from emqd import errors
+from emqd.concat import joined
 from emqd.errors import ProtocolError, ReplyError
 from emqd.numbers import COMPILED, format_double, parse_int
 from emqd.reply import BULKS, NULL_ARRAY, PAIRS, Raw, Set, Stream, Verbatim
@@ -655,6 +656,7 @@ def split_inline(line: bytes) -> list[bytes] | None:
 # QUEUED, type names), so the table stays small; it is bounded all the same.
 _SMALL_INTS: Final = tuple(b":%d\r\n" % n for n in range(1024))  # counts, failures, ...
 _BULK_HEADS: Final = tuple(b"$%d\r\n" % n for n in range(1024))  # ids, tokens, payloads
+_ARRAY_HEADS: Final = tuple(b"*%d\r\n" % n for n in range(32))  # a claimed job, a FAIL's answer
 _SIMPLE: Final[dict[str, bytes]] = {}
 _SIMPLE_MAX: Final = 256
 
@@ -686,14 +688,13 @@ def encode(value: Any, resp: int) -> bytes:
                 _SIMPLE[value] = encoded
         return encoded
     if t is list or t is tuple:
-        # Bulk strings inline: most arrays (a claimed job, HGETALL, ZRANGE) hold
-        # mostly bytes, and a call per element cost as much as its formatting.
-        return b"*%d\r\n" % len(value) + b"".join(
-            [
-                _bulk(v) if type(v) is bytes else encode(v, resp)
-                for v in value
-            ]
-        )
+        # Bulk strings without a call of `encode`: most arrays (a claimed job, HGETALL,
+        # ZRANGE) hold mostly bytes, and the call cost as much as the formatting.
+        n = len(value)
+        parts = [_ARRAY_HEADS[n] if n < 32 else b"*%d\r\n" % n]
+        for v in value:
+            parts.append(_bulk(v) if type(v) is bytes else encode(v, resp))
+        return joined(parts)
     if value is None:
         return b"_\r\n" if resp == 3 else b"$-1\r\n"
     if t is dict:
