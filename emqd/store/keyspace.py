@@ -103,7 +103,7 @@ class Keyspace(View):
         if value is None:
             return None
         if type(value) is bytes:
-            if value[0] == 0:  # a Row
+            if hashes.is_row(value):
                 return value
             raise errors.WRONGTYPE()
         if type(value) is ZSet:
@@ -117,7 +117,7 @@ class Keyspace(View):
         if value is None:
             return None
         if type(value) is bytes:
-            if value[0] == 0:  # a Row
+            if hashes.is_row(value):
                 raise errors.WRONGTYPE()
             return ZSet(value)
         if type(value) is ZSet:
@@ -224,7 +224,7 @@ class Keyspace(View):
 def is_zset(value: Value) -> bool:
     """A stored value is a sorted set (either form), not a hash."""
     if type(value) is bytes:
-        return value[0] != 0  # a listpack's count, where a Row has 0x00
+        return not hashes.is_row(value)
     return type(value) is ZSet
 
 
