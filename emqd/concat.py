@@ -1,6 +1,19 @@
-"""Bytes built from a list of pieces, without `b"".join`'s cost a piece (see `joined`)."""
+"""Bytes built from pieces: `joined` (without `b"".join`'s cost a piece), and the length
+prefix that a small hash's Row (store/hash.py) and a small set's listpack
+(store/listpack.py) both write."""
 
 from __future__ import annotations
+
+from typing import Final
+
+LONG: Final = 255  # a length byte that says: 4 bytes follow
+_BYTE: Final = [bytes((i,)) for i in range(LONG)]  # each short length's byte, shared
+
+
+def length_prefix(n: int) -> bytes:
+    """`n` as a Row or a listpack writes a length or a count: 1 byte below 255, else 0xFF
+    and 4 bytes big-endian."""
+    return _BYTE[n] if n < LONG else b"\xff" + n.to_bytes(4, "big")
 
 
 def joined(p: list[bytes]) -> bytes:

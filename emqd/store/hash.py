@@ -46,7 +46,7 @@ from typing import Final
 from mypy_extensions import i64
 
 from emqd import errors
-from emqd.concat import joined
+from emqd.concat import LONG, joined, length_prefix
 from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 from emqd.store import sizes
 from emqd.store.scan_index import ScanIndex
@@ -56,8 +56,6 @@ ROW_MAX: Final = 4096  # bytes a Row may have; a longer one is a BigHash
 SCHEMAS_MAX: Final = 65_536  # shared schemas (a row's mark is 2 bytes); past it, BigHashes
 TRANSITIONS_MAX: Final = 64  # cached HSET shapes per schema
 HEAD: Final = 3  # a row's 0x00 and mark, before its values
-_LONG: Final = 255  # a length byte that says: 4 bytes follow
-_LENGTH: Final = [bytes((i,)) for i in range(_LONG)]  # a short value's length byte, shared
 
 
 class Limits:
@@ -174,7 +172,7 @@ def mark(row: bytes) -> int:
 
 def schema(row: bytes) -> Schema:
     """The schema of a Row."""
-    return _marked[(row[1] << 8) | row[2]]
+    return _marked[mark(row)]
 
 
 _EMPTY: Final = schema_of((), True)
@@ -201,7 +199,7 @@ Hash = Row | BigHash
 def _skip(row: bytes, at: i64) -> i64:
     """The offset just past the value that starts at `at`."""
     n: i64 = row[at]
-    if n < _LONG:
+    if n < LONG:
         return at + 1 + n
     return at + 5 + int.from_bytes(row[at + 1:at + 5], "big")
 
@@ -209,7 +207,7 @@ def _skip(row: bytes, at: i64) -> i64:
 def _value_at(row: bytes, at: i64) -> bytes:
     """The value that starts at `at`."""
     n: i64 = row[at]
-    if n < _LONG:
+    if n < LONG:
         return row[at + 1:at + 1 + n]
     n = int.from_bytes(row[at + 1:at + 5], "big")
     return row[at + 5:at + 5 + n]
@@ -221,7 +219,7 @@ def _slot_value(row: bytes, where: int) -> bytes:
     left: i64 = where - 1  # an i64 count: a `for _ in range` boxed each `_` compiled
     while left > 0:
         n: i64 = row[at]
-        at = at + 1 + n if n < _LONG else _skip(row, at)  # a short value inline
+        at = at + 1 + n if n < LONG else _skip(row, at)  # a short value inline
         left -= 1
     return _value_at(row, at)
 
@@ -237,16 +235,11 @@ def _values(row: bytes) -> list[bytes]:
     return out
 
 
-def _length(n: int) -> bytes:
-    """The length of a value of `n` bytes, as a row holds it."""
-    return _LENGTH[n] if n < _LONG else b"\xff" + n.to_bytes(4, "big")
-
-
 def _row(schema: Schema, values: Iterable[bytes]) -> bytes:
     """The Row of these values (in the schema's field order)."""
     parts = [schema.head]
     for value in values:
-        parts.append(_length(len(value)))
+        parts.append(length_prefix(len(value)))
         parts.append(value)
     return joined(parts)
 
@@ -256,7 +249,7 @@ def get(row: Hash, name: bytes) -> bytes | None:
     """The value of field `name`, None when absent."""
     if isinstance(row, BigHash):
         return row.get(name)
-    where = _marked[(row[1] << 8) | row[2]].slot.get(name)
+    where = schema(row).slot.get(name)
     return None if where is None else _slot_value(row, where)
 
 
@@ -328,8 +321,7 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
             if at > run:
                 parts.append(row[run:at])
             value = values[i]
-            n = len(value)
-            parts.append(_LENGTH[n] if n < _LONG else _length(n))  # _length, inlined
+            parts.append(length_prefix(len(value)))
             parts.append(value)
             at = _skip(row, at)
             slot += 1
@@ -338,8 +330,7 @@ def written(row: Hash | None, names: tuple[bytes, ...], values: tuple[bytes, ...
             parts.append(row[run:])
         for i in transition.appended:
             value = values[i]
-            n = len(value)
-            parts.append(_LENGTH[n] if n < _LONG else _length(n))
+            parts.append(length_prefix(len(value)))
             parts.append(value)
         new = joined(parts)
         if len(new) > ROW_MAX:

@@ -40,10 +40,10 @@ from typing import Final
 
 from mypy_extensions import i64
 
+from emqd.concat import LONG, length_prefix
 from emqd.store.packed import PREFIX, score_at
 
 EMPTY: Final = b"\x00"  # a set of no members
-_LONG: Final = 255  # a count or length byte that says: 4 bytes follow
 _BYTE: Final = [bytes((i,)) for i in range(256)]
 # Up to this many signatures a compiled loop over them is quicker than `bytes.find`,
 # whose argument parsing alone costs ~80 ns (measured: 44 against 104 ns at 25 members).
@@ -53,18 +53,18 @@ _SCAN: Final = 48
 def count(raw: bytes) -> int:
     """How many members."""
     n = raw[0]
-    return n if n < _LONG else int.from_bytes(raw[1:5], "big")
+    return n if n < LONG else int.from_bytes(raw[1:5], "big")
 
 
 def _sigs_at(raw: bytes) -> int:
     """The offset of the signatures (just past the count)."""
-    return 1 if raw[0] < _LONG else 5
+    return 1 if raw[0] < LONG else 5
 
 
 def start(raw: bytes) -> int:
     """The offset of the first entry (just past the count and the signatures)."""
     n = raw[0]
-    return n + 1 if n < _LONG else int.from_bytes(raw[1:5], "big") + 5
+    return n + 1 if n < LONG else int.from_bytes(raw[1:5], "big") + 5
 
 
 def signature(member: bytes) -> int:
@@ -88,14 +88,10 @@ def _sig(member: bytes) -> bytes:
     return _BYTE[signature(member)]
 
 
-def _head(n: int) -> bytes:
-    return _BYTE[n] if n < _LONG else b"\xff" + n.to_bytes(4, "big")
-
-
 def end(raw: bytes, off: int) -> int:
     """The offset just past the entry at `off`."""
     n = raw[off]
-    if n < _LONG:
+    if n < LONG:
         return off + n + (PREFIX + 2)
     return off + int.from_bytes(raw[off + 1:off + 5], "big") + (PREFIX + 10)
 
@@ -103,7 +99,7 @@ def end(raw: bytes, off: int) -> int:
 def key_at(raw: bytes, off: int) -> bytes:
     """The packed key of the entry at `off`."""
     n = raw[off]
-    if n < _LONG:
+    if n < LONG:
         return raw[off + 1:off + 1 + PREFIX + n]
     n = int.from_bytes(raw[off + 1:off + 5], "big")
     return raw[off + 5:off + 5 + PREFIX + n]
@@ -111,27 +107,27 @@ def key_at(raw: bytes, off: int) -> bytes:
 
 def member_at(raw: bytes, off: int) -> bytes:
     n = raw[off]
-    if n < _LONG:
+    if n < LONG:
         return raw[off + 1 + PREFIX:off + 1 + PREFIX + n]
     n = int.from_bytes(raw[off + 1:off + 5], "big")
     return raw[off + 5 + PREFIX:off + 5 + PREFIX + n]
 
 
 def score_of_entry(raw: bytes, off: int) -> float:
-    return score_at(raw, off + (1 if raw[off] < _LONG else 5))
+    return score_at(raw, off + (1 if raw[off] < LONG else 5))
 
 
 def last(raw: bytes) -> int:
     """The offset of the last entry (the set is not empty)."""
     size = len(raw)
     n = raw[size - 1]
-    if n < _LONG:
+    if n < LONG:
         return size - (PREFIX + 2) - n
     return size - (PREFIX + 10) - int.from_bytes(raw[size - 5:size - 1], "big")
 
 
 def _entry(key: bytes, n: int) -> bytes:
-    if n < _LONG:
+    if n < LONG:
         length = _BYTE[n]
         return length + key + length
     word = n.to_bytes(4, "big")
@@ -141,7 +137,7 @@ def _entry(key: bytes, n: int) -> bytes:
 def _back(raw: bytes, off: int) -> int:
     """The offset of the entry that ends at `off` (read from its trailing length)."""
     n = raw[off - 1]
-    if n < _LONG:
+    if n < LONG:
         return off - n - (PREFIX + 2)
     return off - int.from_bytes(raw[off - 5:off - 1], "big") - (PREFIX + 10)
 
@@ -174,7 +170,7 @@ def _rank(raw: bytes, member: bytes, sig: i64) -> int:
     sigs = _sigs_at(raw)
     base = sigs + n
     lo, hi = sigs, base  # the signatures still to look at
-    if length < _LONG:
+    if length < LONG:
         if (raw[sigs] == sig and raw[base] == length
                 and raw[base + 1 + PREFIX:base + 1 + PREFIX + length] == member):
             return 0
@@ -225,8 +221,8 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
     size = len(raw)
     sigs_at = _sigs_at(raw)
     base = sigs_at + n
-    if (rank < 0 and n < entries and n < _LONG - 1 and len(member) <= longest
-            and len(member) < _LONG
+    if (rank < 0 and n < entries and n < LONG - 1 and len(member) <= longest
+            and len(member) < LONG
             and (n == 0 or key_at(raw, last(raw)) < key)):
         return _appended(raw, base, n, _BYTE[signed], key, len(member))
     sigs = raw[sigs_at:base]
@@ -256,7 +252,7 @@ def added(raw: bytes, member: bytes, key: bytes, entries: int, longest: int) -> 
                 if at != gone:
                     below += 1
                 at = end(raw, at)
-    head = _head(n) + sigs[:below] + sig + sigs[below:]
+    head = length_prefix(n) + sigs[:below] + sig + sigs[below:]
     if at <= gone:
         return b"%b%b%b%b%b" % (head, raw[base:at], entry, raw[at:gone], raw[stop:])
     return b"%b%b%b%b%b" % (head, raw[base:gone], raw[stop:at], entry, raw[at:])
@@ -278,11 +274,11 @@ def removed(raw: bytes, member: bytes) -> bytes:
     n = count(raw)
     sigs = _sigs_at(raw)
     base = sigs + n
-    if rank == 0 and n < _LONG:  # a queue's oldest job: the common case, one copy
+    if rank == 0 and n < LONG:  # a queue's oldest job: the common case, one copy
         return b"%b%b%b" % (_BYTE[n - 1], raw[2:base], raw[end(raw, base):])
     off = _offset_of(raw, base, n, rank)
-    return b"%b%b%b%b%b" % (_head(n - 1), raw[sigs:sigs + rank], raw[sigs + rank + 1:base],
-                            raw[base:off], raw[end(raw, off):])
+    return b"%b%b%b%b%b" % (length_prefix(n - 1), raw[sigs:sigs + rank],
+                            raw[sigs + rank + 1:base], raw[base:off], raw[end(raw, off):])
 
 
 def keys(raw: bytes) -> list[bytes]:
@@ -327,7 +323,7 @@ def rank_below(raw: bytes, bound: bytes) -> int:
 
 def of_keys(sorted_keys: list[bytes]) -> bytes:
     """The form of a set whose packed keys are `sorted_keys` (ascending, distinct)."""
-    parts = [_head(len(sorted_keys))]
+    parts = [length_prefix(len(sorted_keys))]
     parts += [_sig(key[PREFIX:]) for key in sorted_keys]
     for key in sorted_keys:
         parts.append(_entry(key, len(key) - PREFIX))
