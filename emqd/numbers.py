@@ -79,11 +79,14 @@ def parse_int(value: bytes) -> int | None:
     if 0 < size < 19:
         number: i64 = value[0] - 48
         if 0 < number <= 9 or (number == 0 and size == 1):
-            for i in range(1, size):
+            i: i64 = 1
+            end: i64 = size
+            while i < end:  # over i64s: a `range` loop boxed its index (~35 a digit)
                 digit: i64 = value[i] - 48
                 if digit < 0 or digit > 9:
                     return _parse_int_slowly(value)
                 number = number * 10 + digit
+                i += 1
             return number
     return _parse_int_slowly(value)
 

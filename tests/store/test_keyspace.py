@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emqd import errors
 from emqd.store.keyspace import Keyspace, add_member
@@ -74,3 +76,23 @@ def test_an_op_on_the_other_kind_of_bytes_is_refused_whole(op: tuple) -> None:
         space.zset(b"h")
     with pytest.raises(errors.ReplyError):
         space.hash(b"z")
+
+
+@given(st.lists(st.sampled_from([
+    b"1796355102047", b"1796355102048", b"0", b"-0", b"-17", b"1.5", b"007", b"1e3", b"inf",
+    b"-inf", b"9007199254740991", b"9007199254740993", b"-9007199254740993",
+    b"123456789012345678901234567890",
+]) | st.integers(-(2**60), 2**60).map(lambda n: b"%d" % n), min_size=1, max_size=20))
+def test_a_score_written_as_text_is_the_double_float_reads(texts: list[bytes]) -> None:
+    """A plan writes times as text; add_member reads digits itself and remembers the
+    last text. Whatever the order (a text repeated, two alternating, one past 2**53
+    that `float()` rounds), each member's score is `float()` of its text, sign of 0
+    included (a skiplist keeps -0)."""
+    space = _space(entries=0)
+    for i, text in enumerate(texts):
+        add_member(space, b"z", text, b"m%d" % i)
+    zset = space.zset(b"z")
+    assert zset is not None
+    for i, text in enumerate(texts):
+        score = zset.score(b"m%d" % i)
+        assert score == float(text) and math.copysign(1, score) == math.copysign(1, float(text))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emqd.store.hash import Limits
 from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, pack, score_of
@@ -171,6 +174,20 @@ def test_packed_keys_sort_as_the_scores_and_decode_back(scores: list[float]) -> 
     assert [score_of(k) for k in keys] == scores
     assert pack(-0.0, b"m") == pack(0.0, b"m")  # equal scores: one place in the order
     assert pack(1.0, b"a") < pack(1.0, b"b") < pack(1.0, b"ba") < pack(1.5, b"")
+
+
+@given(st.lists(st.tuples(st.sampled_from([1.0, 2.5, 1e12, 0.0, -3.0]) | st.floats(
+    allow_nan=False), st.binary(max_size=8)), max_size=30))
+def test_pack_remembers_a_score_without_confusing_two(pairs: list[tuple[float, bytes]]) -> None:
+    """pack keeps the last positive score's prefix: a run of keys, scores repeated or
+    not, packs each as its own score and member would (the layout, computed apart)."""
+    for score, member in pairs:
+        if score > 0:
+            expected = b"\x01" + struct.pack(">d", score) + member
+        else:
+            expected = pack(score, b"") + member  # 0 and negatives are not remembered
+        assert pack(score, member) == expected
+        assert score_of(pack(score, member)) == (0.0 if score == 0 else score)
 
 
 def test_members_walks_lazily_from_the_front() -> None:
