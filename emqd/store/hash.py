@@ -56,6 +56,7 @@ ROW_MAX: Final = 4096  # bytes a Row may have; a longer one is a BigHash
 SCHEMAS_MAX: Final = 65_536  # shared schemas (a row's mark is 2 bytes); past it, BigHashes
 TRANSITIONS_MAX: Final = 64  # cached HSET shapes per schema
 HEAD: Final = 3  # a row's 0x00 and mark, before its values
+_SHORT: Final = 2**62 - 1  # the largest int a compiled int holds unboxed
 
 
 class Limits:
@@ -221,7 +222,8 @@ def _slot_value(row: bytes, where: int) -> bytes:
         n: i64 = row[at]
         at = at + 1 + n if n < LONG else _skip(row, at)  # a short value inline
         left -= 1
-    return _value_at(row, at)
+    n = row[at]
+    return row[at + 1:at + 1 + n] if n < LONG else _value_at(row, at)  # the same
 
 
 def _values(row: bytes) -> list[bytes]:
@@ -430,6 +432,10 @@ def incremented(current: bytes | None, by: int) -> int:
     if value is None:
         raise errors.HASH_NOT_INTEGER()
     result = value + by
+    # Compiled, an int within 62 bits compares inline; against INT64_MAX itself (a boxed
+    # int) each test was a call of ~200 instructions, twice a counter.
+    if -_SHORT <= result <= _SHORT:
+        return result
     if result > INT64_MAX or result < INT64_MIN:
         raise errors.OVERFLOW()
     return result

@@ -20,6 +20,9 @@ LISTPACK_VALUE = Limits().hash_value
         (None, 1, 1), (b"5", -7, -2), (b"-9223372036854775807", -1, -(2**63)),
         (b"9223372036854775806", 1, 2**63 - 1), (b"0", 0, 0),
         (b"9223372036854775807", 1, OVERFLOW), (b"-9223372036854775808", -1, OVERFLOW),
+        # either side of 2**62, where a compiled int stops being held unboxed
+        (b"4611686018427387902", 1, 2**62 - 1), (b"4611686018427387903", 1, 2**62),
+        (b"-4611686018427387903", -1, -(2**62)), (b"-4611686018427387904", -1, -(2**62) - 1),
         (b"01", 1, HASH_NOT_INTEGER), (b"+1", 1, HASH_NOT_INTEGER), (b" 1", 1, HASH_NOT_INTEGER),
         (b"-0", 1, HASH_NOT_INTEGER), (b"1.5", 1, HASH_NOT_INTEGER), (b"", 1, HASH_NOT_INTEGER),
     ],
