@@ -328,9 +328,9 @@ class Flows:
             self.events.append((events.REVIVED, keys.queue, job_id, now, None))
         if parent.now == job.DEAD:
             error = child_died_error(parent.cause or b"")
-            ops.append(job.dead_row_op(keys, job_id, now, job.LAST_ERROR, error, FAILED_CHILD,
-                                       parent.cause or b"", LEFT, b"%d" % left,
-                                       DEAD_CHILDREN, b"%d" % dead))
+            ops.append(job.dead_row_op(keys, job_id, now, (
+                job.LAST_ERROR, error, FAILED_CHILD, parent.cause or b"", LEFT, b"%d" % left,
+                DEAD_CHILDREN, b"%d" % dead)))
             self.deaths.setdefault(keys.queue, []).append(job_id)
             self.events.append((events.DEAD, keys.queue, job_id, now, {"error": error}))
             return ops

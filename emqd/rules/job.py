@@ -204,10 +204,11 @@ def count_op(view: View, keys: QueueKeys, *names: bytes, by: int = 1) -> Op:
     HINCRBY would refuse refuses the verb, as every counter does.
     """
     row = view.hash(keys.metrics)
-    fields: list[bytes] = []
-    for name in names:
-        fields += [name, b"%d" % incremented(None if row is None else hashes.get(row, name), by)]
-    return (b"HSET", keys.metrics, *fields)
+    op: list[bytes] = [b"HSET", keys.metrics]
+    for name in names:  # appended, not spread from a list of pairs: ~900 instructions less
+        op.append(name)
+        op.append(b"%d" % incremented(None if row is None else hashes.get(row, name), by))
+    return tuple(op)
 
 
 def set_of(keys: QueueKeys, row: Hash) -> bytes | None:
@@ -245,6 +246,9 @@ def metric_key(keys: QueueKeys, kind: bytes) -> bytes:
     return keys.metrics_completed if kind == COMPLETED else keys.metrics_failed
 
 
-def dead_row_op(keys: QueueKeys, job_id: bytes, now: int, *fields: bytes) -> Op:
-    """The row of a dead letter: `fields` (last_error, a counter) then state and time."""
+def dead_row_op(keys: QueueKeys, job_id: bytes, now: int, fields: tuple[bytes, ...]) -> Op:
+    """The row of a dead letter: `fields` (last_error, a counter) then state and time.
+
+    `fields` is a tuple, not `*fields`: compiled, a call that spreads a tuple into a
+    star parameter is a generic call (~2,400 instructions, a FAIL's dead letter)."""
     return (b"HSET", keys.job(job_id), *fields, STATE, DEAD, FINISHED_MS, b"%d" % now)

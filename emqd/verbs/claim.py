@@ -353,7 +353,7 @@ def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[An
     busy = [member for member, _ in corrupt] + [j[0] for j in jobs]
     end = ties.Ending(view, keys, args.config, now, ledger, busy, job.DEAD, settings)
     for member, text in corrupt:
-        end.ops.append(job.dead_row_op(keys, member, now, job.LAST_ERROR, text))
+        end.ops.append(job.dead_row_op(keys, member, now, (job.LAST_ERROR, text)))
         end.happened.append((events.DEAD, keys.queue, member, now, {"error": text}))
         end.died(member, view.hash(keys.job(member)))
     ops = end.finish(settle=False)  # the caller settles, after its rate window's ops

@@ -151,7 +151,7 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     leave = job.leave_active_ops(keys, args.id, row, ledger)
     if isinstance(verdict, Dead):
         return _dead(args, view, row, verdict, settings, ledger, [*leave, job.dead_row_op(
-            keys, args.id, now_ms, *written)], now_ms)
+            keys, args.id, now_ms, written)], now_ms)
     lane_ops = lanes.settle(ledger)
     due_ms = verdict.due
     ops = [

@@ -162,7 +162,7 @@ def _dead(end: ties.Ending, member: bytes, row: Hash, error: bytes,
           fields: tuple[bytes, ...]) -> None:
     """A member dies: its row dead (`fields`, then `last_error` = `error`) and its event."""
     keys, now_ms = end.keys, end.now_ms
-    end.ops.append(job.dead_row_op(keys, member, now_ms, *fields, job.LAST_ERROR, error))
+    end.ops.append(job.dead_row_op(keys, member, now_ms, (*fields, job.LAST_ERROR, error)))
     end.happened.append((events.DEAD, keys.queue, member, now_ms, {"error": error}))
     end.died(member, row)
 
