@@ -125,8 +125,12 @@ class Transition:
                 where = slot[name] = len(fields)
             source[where] = i
         old = len(schema.fields)
-        self.listpack = schema_of(tuple(fields), True)
-        self.hashtable = schema_of(tuple(fields), False)
+        if len(fields) > COMPACT_MAX:  # a BigHash's: not shared, so not one of SCHEMAS_MAX
+            self.listpack = Schema(tuple(fields), True)
+            self.hashtable = Schema(tuple(fields), False)
+        else:
+            self.listpack = schema_of(tuple(fields), True)
+            self.hashtable = schema_of(tuple(fields), False)
         self.widest = max(map(len, names), default=0)
         self.count = len(fields)
         self.replaced = tuple(sorted((where, i) for where, i in source.items() if where <= old))

@@ -149,6 +149,26 @@ def test_a_hash_whose_schema_is_not_shared_is_a_dict() -> None:
         del base._after[(b"unshared-b",)]
 
 
+@pytest.mark.parametrize("present", [0, 30])
+def test_a_hash_past_compact_max_shares_no_schema(present: int) -> None:
+    """A hash of more than COMPACT_MAX fields is a BigHash: its field sets take no place
+    among the SCHEMAS_MAX shared schemas, however many different ones are written
+    (a table full of them would leave every new small field set a BigHash)."""
+    limits = Limits()
+    row = None
+    if present:  # a row of 30 fields that five new names take past 32
+        row = hashes.written(None, tuple(b"p%d" % i for i in range(present)),
+                             (b"v",) * present, limits)
+        assert type(row) is bytes
+    shared = len(hashes._schemas)
+    for k in range(5):
+        names = tuple(b"wide%d-%d" % (k, i) for i in range(40 - present))
+        big = hashes.written(row, names, (b"x",) * len(names), limits)
+        assert isinstance(big, hashes.BigHash)
+        assert hashes.length(big) == 40 and hashes.get(big, names[-1]) == b"x"
+    assert len(hashes._schemas) == shared
+
+
 @pytest.mark.parametrize("fields", range(12))
 def test_a_row_of_any_number_of_fields_reads_back_what_was_written(fields: int) -> None:
     """A row is built from 1 + 2 pieces a field (a format of up to ten, a join past them):
