@@ -25,6 +25,7 @@ from redis.crc import key_slot
 from emqd.cluster.names import REGISTRY, is_bookkeeping, owner_key, written_key
 from emqd.plan import Op
 from emqd.store.keyspace import Keyspace
+from emqd.wire.resp import encode_request
 
 KEYS_MAX = 10_000_000  # GETKEYSINSLOT's count: every key of the slot
 CHUNK = 20_000  # commands written before their replies are read
@@ -38,11 +39,12 @@ async def load(client: RedisCluster, queue: bytes, keyspace: Keyspace) -> int:
     written_raw = await client.get(written_key(queue))
     reader, writer = await asyncio.open_connection(node.host, node.port)
     try:
-        hashes = await _pipeline(reader, writer, [_command(b"HGETALL", name) for name in mine])
+        hashes = await _pipeline(reader, writer,
+                                 [encode_request((b"HGETALL", name)) for name in mine])
         sets = [name for name, reply in zip(mine, hashes, strict=True)
                 if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("WRONGTYPE")]
-        scored = await _pipeline(reader, writer, [_command(b"ZRANGE", name, b"0", b"-1",
-                                                           b"WITHSCORES") for name in sets])
+        scored = await _pipeline(reader, writer, [
+            encode_request((b"ZRANGE", name, b"0", b"-1", b"WITHSCORES")) for name in sets])
     finally:
         writer.close()
     ops: list[Op] = [(b"HSET", name, *flat) for name, flat in zip(mine, hashes, strict=True)
@@ -70,10 +72,6 @@ async def keys_in_cluster(client: RedisCluster, queue: bytes) -> tuple[ClusterNo
     prefix = owner_key(queue)[: -len(b"owner")]
     return node, [name for name in names
                   if name.startswith(prefix) and not is_bookkeeping(name, queue)]
-
-
-def _command(*argv: bytes) -> bytes:
-    return b"*%d\r\n" % len(argv) + b"".join(b"$%d\r\n%b\r\n" % (len(a), a) for a in argv)
 
 
 async def _pipeline(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

@@ -46,7 +46,7 @@ from emqd.dispatch import lookup
 from emqd.plan import AGAIN, Later
 from emqd.reply import Raw
 from emqd.session import Session
-from emqd.wire.resp import reply_end
+from emqd.wire.resp import encode_request, reply_end
 
 log = logging.getLogger("emqd")
 
@@ -106,8 +106,7 @@ class Link:
 
     async def _exchange(self, argv: list[bytes]) -> bytes:
         assert self.writer is not None and self.reader is not None
-        self.writer.write(b"*%d\r\n" % len(argv)
-                          + b"".join(b"$%d\r\n%b\r\n" % (len(a), a) for a in argv))
+        self.writer.write(encode_request(argv))
         while True:
             end = reply_end(self.buffer, 0)
             if end is not None:

@@ -38,7 +38,7 @@ Replies: `encode(value, resp)` for RESP2 (`resp=2`) or RESP3 (`resp=3`); see
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import chain, islice, repeat
 from typing import Any, Final, cast
 
@@ -661,13 +661,21 @@ _SIMPLE: Final[dict[str, bytes]] = {}
 _SIMPLE_MAX: Final = 256
 
 
+def _bulk_head(n: int) -> bytes:
+    """A bulk string's header, from a table below 1,024 bytes (formatting its length cost
+    ~150 instructions, a job cycle's replies hold five)."""
+    return _BULK_HEADS[n] if n < 1024 else b"$%d\r\n" % n
+
+
 def _bulk(value: bytes) -> bytes:
-    """A bulk string; its header from a table below 1,024 bytes (formatting its length
-    cost ~150 instructions, a job cycle's replies hold five)."""
-    n = len(value)
-    if n < 1024:
-        return b"%b%b\r\n" % (_BULK_HEADS[n], value)
-    return b"$%d\r\n%b\r\n" % (n, value)
+    """A bulk string."""
+    return b"%b%b\r\n" % (_bulk_head(len(value)), value)
+
+
+def encode_request(argv: Sequence[bytes]) -> bytes:
+    """A command as a client sends it (an array of bulk strings): what the cluster's
+    loader and router write to a node over their own connections."""
+    return b"".join([b"*%d\r\n" % len(argv), *map(_bulk, argv)])
 
 
 def encode(value: Any, resp: int) -> bytes:
@@ -706,7 +714,7 @@ def encode(value: Any, resp: int) -> bytes:
         return b"-%b\r\n" % value.message
     if t is float:
         text = format_double(value)
-        return b",%b\r\n" % text if resp == 3 else b"$%d\r\n%b\r\n" % (len(text), text)
+        return b",%b\r\n" % text if resp == 3 else _bulk(text)
     if t is bool:
         if resp == 3:
             return b"#t\r\n" if value else b"#f\r\n"
@@ -732,7 +740,6 @@ def encode(value: Any, resp: int) -> bytes:
 
 # --- big replies: a Stream, in chunks ---------------------------------------------
 STREAM_ITEMS: Final = 1024  # items a chunk holds (about 100 KiB of a KEYS reply of job keys)
-_HEADS: Final = [b"$%d\r\n" % n for n in range(1024)]  # a bulk string's header, by its length
 _CRLF: Final = b"\r\n"
 
 
@@ -760,7 +767,7 @@ def stream_chunks(stream: Stream, resp: int) -> Iterator[bytes]:
 
 
 def _heads(values: list[bytes]) -> list[bytes]:
-    return [_HEADS[n] if n < 1024 else b"$%d\r\n" % n for n in map(len, values)]
+    return [_bulk_head(n) for n in map(len, values)]
 
 
 def _bulks(values: list[bytes]) -> bytes:
@@ -781,8 +788,7 @@ def _scored(pairs: list[tuple[float, bytes]], resp: int) -> bytes:
     parts: list[bytes] = []
     for score, member in pairs:
         text = format_double(score)
-        parts += (_HEADS[len(member)] if len(member) < 1024 else b"$%d\r\n" % len(member),
-                  member, _CRLF, b"$%d\r\n%b\r\n" % (len(text), text))
+        parts += (_bulk_head(len(member)), member, _CRLF, _bulk(text))
     return b"".join(parts)
 
 

@@ -333,3 +333,16 @@ def test_plain_requests_read_first_leave_the_rest_of_the_chunk_on_its_old_path()
             parser = RequestParser()
             assert [r for chunk in chunks for r in parser.feed(chunk)] == [
                 [b"ECHO", b"*10000"], [b"PING"]]
+
+
+@pytest.mark.parametrize("argv", [
+    [b"PING"], [b"HGETALL", b"emq:{q}:job:1"], [b"SET", b"k", b""],
+    [b"ZRANGE", b"z", b"0", b"-1", b"WITHSCORES"], [b"ECHO", b"\r\n$3\r\n" * 300],
+])
+def test_encode_request_writes_what_a_client_sends(argv: list[bytes]) -> None:
+    """The cluster's own connections write commands with it: the bytes a client sends
+    (tests' own encoder), which a RESP reader reads back as the same arguments."""
+    data = resp.encode_request(argv)
+    assert data == encode_request(*argv)
+    parser = RequestParser()
+    assert parser.feed(data) == [argv]
