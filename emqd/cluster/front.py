@@ -52,6 +52,7 @@ log = logging.getLogger("emqd")
 ADOPT_EVERY_S = 1.0  # how often a front looks for queues nobody owns with work due
 ADOPT_PER_ROUND = 100  # queues taken in one round at most
 HEARTBEAT_S = 1.0
+RENEW_RETRY_S = 0.02  # the pause before a lease renewal that failed is tried again
 
 
 def _nothing() -> None:
@@ -200,8 +201,10 @@ class Front:
     # --- the loops ------------------------------------------------------------------------
     async def _renew(self) -> None:
         every = self.config.cluster_lease_ms / 3000
+        pause = every
         while True:
-            await asyncio.sleep(every)
+            await asyncio.sleep(pause)
+            pause = every
             leases = list(self.held.values())
             acknowledged = [self.sink.acknowledged(lease.queue) for lease in leases]
             # Each renewal gets a third of the lease: a primary that stops answering must
@@ -212,6 +215,11 @@ class Front:
             for lease, known, written in zip(leases, acknowledged, results, strict=True):
                 if isinstance(written, BaseException):
                     log.debug("cluster: lease on %r not renewed: %s", lease.queue, written)
+                    # Again at once, not a third later: a lease is judged held for 0.8 of
+                    # its time, so a round that timed out, then a full pause, lost it
+                    # (the client re-reading the topology after a stopped node's timeout
+                    # can hold one round). RENEW_RETRY_S keeps a refusal from spinning.
+                    pause = RENEW_RETRY_S
                 elif self.held.get(lease.queue) is not lease:
                     continue  # let go meanwhile
                 elif written < 0:
