@@ -11,6 +11,8 @@ loop for about HOLD_S however fast the server gets: read commands are sent as
 copies in one write (the server runs a read's requests back to back, as Redis
 does), writes are made bigger. A third connection's PING measures the hold,
 and the test insists that it was well over the lease, or it proved nothing.
+The worker and the PING run in processes of their own (TIMED_CLIENT), so that
+only the server's hold, never this process's, can delay them.
 
 Big replies (HGETALL, KEYS, ZRANGE of 100,000 items) no longer hold the loop:
 they are written a chunk at a time with other clients served in between
@@ -23,9 +25,12 @@ from __future__ import annotations
 
 import math
 import socket
-import threading
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import hiredis
 import pytest
@@ -36,6 +41,7 @@ pytestmark = pytest.mark.slow
 
 LEASE_MS = 1000
 BEAT_S = 0.3
+PING_EVERY_S = 0.005  # another client's PING: its worst wait is how long the loop was held
 HOLD_S = 3.0  # how long the heavy request aims to hold the loop
 MIN_HOLD_S = 1.3 * LEASE_MS / 1000  # below this the test would prove nothing
 BOUND_S = 30.0  # every wait below fails past this
@@ -65,56 +71,78 @@ def drain(sock: socket.socket, count: int) -> list:
 
 
 def send_and_drain(client: RawClient, data: bytes, count: int) -> tuple[list, float]:
+    """Send `data` while its replies are read, as a pipelining client must.
+
+    A client that wrote it all before reading would wait on its own full socket
+    once the replies outgrow the socket buffers (a MULTI of 1.2 million ADDs
+    answers 11 MB of QUEUED): the server stops reading a connection whose
+    replies back up (docs/SERVER.md, flow control).
+    """
     started = time.monotonic()
-    client.send(data)
-    replies = drain(client.sock, count)
+    with ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(client.send, data)
+        replies = drain(client.sock, count)
+        sent.result(timeout=BOUND_S)
     return replies, time.monotonic() - started
 
 
-class Heartbeat(threading.Thread):
-    """The worker: EMQ.EXTEND every BEAT_S on its own connection, each reply kept."""
+# The clients that time the server each run in a process of their own: building
+# a heavy request holds this process's GIL in C for up to seconds (0.7 s for 3.2
+# million HSET fields), which would hold back a thread's heartbeat, and cost the
+# worker its job for a reason that is not the server's, or stretch a PING's wait.
+# One command every `interval` s until stdin closes; "ready" after the first
+# reply, then at the end each reply's line and the longest wait for one.
+TIMED_CLIENT = textwrap.dedent("""
+    import select, socket, sys, time
+    port, interval, bound, *command = sys.argv[1:]
+    request = b"*%d\\r\\n" % len(command) + b"".join(
+        b"$%d\\r\\n%b\\r\\n" % (len(arg), arg) for arg in map(str.encode, command))
+    sock = socket.create_connection(("127.0.0.1", int(port)), timeout=float(bound))
+    replies, lines, worst = sock.makefile("rb"), [], 0.0
+    deadline = time.monotonic() + float(bound)
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        sock.sendall(request)
+        lines.append(replies.readline())
+        worst = max(worst, time.monotonic() - started)
+        if len(lines) == 1:
+            print("ready", flush=True)
+        if select.select([sys.stdin], [], [], float(interval))[0]:
+            break  # stdin closed: stop
+    for line in lines:
+        print(line.decode().rstrip("\\r\\n"))
+    print(worst)
+""")
 
-    def __init__(self, port: int, job: bytes, token: bytes) -> None:
-        super().__init__(daemon=True)
-        self.client = RawClient(port, timeout=BOUND_S)
-        self.job, self.token = job, token
-        self.replies: list[bytes] = []
-        self.done = threading.Event()
 
-    def run(self) -> None:
-        deadline = time.monotonic() + 2 * BOUND_S
-        while not self.done.is_set() and time.monotonic() < deadline:
-            self.replies.append(
-                self.client.command("EMQ.EXTEND", "work", self.job, self.token, LEASE_MS))
-            self.done.wait(BEAT_S)
+class TimedClient:
+    """A TIMED_CLIENT process: `stop()` gives its replies and its longest wait (s)."""
 
-    def stop(self) -> None:
-        self.done.set()
-        self.join(BOUND_S)
-        self.client.close()
+    def __init__(self, port: int, interval: float, *command: bytes | str | int) -> None:
+        argv = [arg.decode() if isinstance(arg, bytes) else str(arg) for arg in command]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", TIMED_CLIENT, str(port), str(interval), str(2 * BOUND_S),
+             *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert self.proc.stdout is not None
+            assert self.proc.stdout.readline() == "ready\n", "the timed client did not start"
+        except BaseException:
+            self.kill()
+            raise
 
+    def stop(self) -> tuple[list[str], float]:
+        try:
+            out, _ = self.proc.communicate(timeout=BOUND_S)  # closes stdin: the client ends
+        finally:
+            self.kill()
+        assert self.proc.returncode == 0, out
+        *replies, worst = out.splitlines()
+        return replies, float(worst)
 
-class Pinger(threading.Thread):
-    """Another client's PING, every 5 ms: its worst delay is how long the loop was held."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.client = RawClient(port, timeout=BOUND_S)
-        self.worst_s = 0.0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        deadline = time.monotonic() + BOUND_S
-        while not self.done.is_set() and time.monotonic() < deadline:
-            started = time.monotonic()
-            assert self.client.command("PING") == b"+PONG\r\n"
-            self.worst_s = max(self.worst_s, time.monotonic() - started)
-            self.done.wait(0.005)
-
-    def stop(self) -> None:
-        self.done.set()
-        self.join(BOUND_S)
-        self.client.close()
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=BOUND_S)
 
 
 # --- the heavy requests: setup, then (bytes, replies) for a size k ------------------
@@ -175,16 +203,16 @@ def hold_loop(port: int, make: Callable[[int], tuple[bytes, int]], attempts: int
         k = max(1, math.ceil(HOLD_S / unit_s))
         for _ in range(attempts):
             data, count = make(k)
-            pinger = Pinger(port)
-            pinger.start()
+            pinger = TimedClient(port, PING_EVERY_S, "PING")
             try:
                 time.sleep(0.1)
                 replies, _ = send_and_drain(heavy, data, count)
                 time.sleep(0.1)
             finally:
-                pinger.stop()
+                pongs, worst_s = pinger.stop()
             assert not isinstance(replies[-1], hiredis.ReplyError), replies[-1]
-            held_s = max(held_s, pinger.worst_s)
+            assert pongs and set(pongs) == {"+PONG"}, set(pongs)
+            held_s = max(held_s, worst_s)
             if held_s >= MIN_HOLD_S:
                 break
             k *= 2
@@ -212,20 +240,19 @@ def test_a_heartbeating_worker_keeps_its_job_across_a_heavy_command(
         claimed = ask(client, "EMQ.CLAIM", "work", LEASE_MS)
         assert isinstance(job, bytes) and isinstance(claimed, list) and claimed[0] == job
         token = claimed[1]
-        worker = Heartbeat(server.port, job, token)
-        worker.start()
+        worker = TimedClient(server.port, BEAT_S, "EMQ.EXTEND", "work", job, token, LEASE_MS)
         try:
             time.sleep(2 * BEAT_S)
             held_s = hold_loop(server.port, make, 1 if case in STREAMED else ATTEMPTS)
             time.sleep(3 * BEAT_S)  # past the deadline the hold overran: a wrong count shows
         finally:
-            worker.stop()
+            beats, _ = worker.stop()
         if case in STREAMED:
             assert held_s < MAX_STREAMED_HOLD_S, f"a streamed reply held the loop {held_s:.2f} s"
         else:
             assert held_s >= MIN_HOLD_S, f"the loop was held {held_s:.2f} s only: size the case up"
-        assert worker.replies and all(r.startswith(b":") for r in worker.replies), \
-            [r for r in worker.replies if not r.startswith(b":")]
+        assert len(beats) > 3, beats
+        assert all(r.startswith(":") for r in beats), [r for r in beats if not r.startswith(":")]
         assert ask(client, "HGET", b"emq:{work}:job:" + job, "stalled") is None
         assert b"housekeeping_stall_recovered:0\r\n" in ask(client, "INFO", "stats")
         assert ask(client, "EMQ.COMPLETE", "work", job, token) == b"OK"
