@@ -15,14 +15,20 @@ from tests.support import start_emqd
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize(("lease_ms", "handler_s"), [(450, 0.5), (3000, 1.5)],
+@pytest.mark.parametrize(("lease_ms", "handler_s", "away_s"), [(450, 0.5, 0.6), (3000, 1.5, 1.2)],
                          ids=["leases-recovered-while-away", "leases-survive"])
 async def test_a_persistent_restart_never_runs_one_job_twice_at_once(
-        tmp_path: Path, lease_ms: int, handler_s: float) -> None:
+        tmp_path: Path, lease_ms: int, handler_s: float, away_s: float) -> None:
     """With the append-only file the jobs survive a SIGKILLed server; the worker's leases
     either survive the outage (re-extended before any new claim) or were recovered
     (EMQSTALE, dropped): either way no job ever runs twice at once here, and none is
-    completed twice."""
+    completed twice.
+
+    The server stays away `away_s`: longer than a lease in the first case, and in
+    both longer than a heartbeat's interval (a third of the lease), so the worker
+    meets the outage. A shorter one can fall between two heartbeats, and redis-py
+    replaces a pooled connection that died while idle without a word: the worker
+    would never know the server had gone (and `reconnects` would stay 0)."""
     flags = ("--appendonly", "yes", "--appendfsync", "always", "--stalled-interval", "50")
     server = start_emqd(*flags, dir=str(tmp_path))
     port = server.port
@@ -44,7 +50,7 @@ async def test_a_persistent_restart_never_runs_one_job_twice_at_once(
             try:
                 await wait_async(lambda: count_stat(queue, "active"), 4, 5)
                 server.kill()
-                await asyncio.sleep(0.6)  # longer than a lease
+                await asyncio.sleep(away_s)
                 server = start_emqd(*flags, dir=str(tmp_path), port=port)
                 await wait_async(lambda: count_stat(queue, "completed"), 12, 20)
             finally:
