@@ -215,6 +215,7 @@ class Front:
             for lease, known, written in zip(leases, acknowledged, results, strict=True):
                 if isinstance(written, BaseException):
                     log.debug("cluster: lease on %r not renewed: %s", lease.queue, written)
+                    self.sink.refresh_topology()  # its primary may have moved
                     # Again at once, not a third later: a lease is judged held for 0.8 of
                     # its time, so a round that timed out, then a full pause, lost it
                     # (the client re-reading the topology after a stopped node's timeout

@@ -24,6 +24,7 @@ import secrets
 import time
 
 from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 
 from emqd.cluster import scripts
 from emqd.cluster.names import owner_key, written_key
@@ -95,11 +96,19 @@ class Leases:
 
     async def renew(self, lease: Lease) -> int:
         """Extend the lease if it is still ours (`valid_until` moves on) and answer the
-        number of the queue's last batch the cluster holds; -1 when it is not ours."""
+        number of the queue's last batch the cluster holds; -1 when it is not ours.
+
+        Sent to the slot's primary as the client last knew it, not through the
+        client's command path: that path may first re-read the topology (redis-py
+        8.2 does so in the first command after an error) and wait for a re-read
+        under way, and a re-read that asks a node which stopped answering held every
+        queue's renewal behind that one node. A primary that moved answers MOVED,
+        the renewal fails, and the front has the topology read again."""
         sent = time.monotonic()
-        written = int(await self.client.eval(scripts.RENEW, 2, owner_key(lease.queue),
-                                             written_key(lease.queue), lease.value,
-                                             self.lease_ms))
+        node = self.client.nodes_manager.get_node_from_slot(key_slot(owner_key(lease.queue)))
+        written = int(await node.execute_command(
+            "EVAL", scripts.RENEW, 2, owner_key(lease.queue), written_key(lease.queue),
+            lease.value, self.lease_ms))
         if written >= 0:
             lease.valid_until = max(lease.valid_until, sent + self.held_s)
         return written

@@ -40,7 +40,7 @@ from redis.exceptions import RedisError
 from emqd import errors
 from emqd.cluster.names import queue_of
 from emqd.cluster.ownership import Leases, address_of
-from emqd.cluster.sink import CROSSSLOT
+from emqd.cluster.sink import CROSSSLOT, ClusterSink
 from emqd.command import Command
 from emqd.dispatch import lookup
 from emqd.plan import AGAIN, Later
@@ -133,6 +133,7 @@ class Owners(Protocol):
     password: str | None
     resolve_s: float
     leases: Leases
+    sink: ClusterSink
 
     def serves(self, queue: bytes) -> bool: ...
 
@@ -260,7 +261,7 @@ class ClusterRouter:
                 log.debug("cluster: %r not reached yet: %s", key, exc)
             if time.monotonic() >= deadline:
                 return errors.UNACKNOWLEDGED()
-            await front.client.nodes_manager.initialize()
+            await asyncio.shield(front.sink.refresh_topology())
             await asyncio.sleep(pause)
             pause = min(pause * 2, 1.0)
 

@@ -460,7 +460,7 @@ class ClusterSink(Sink):
             return
         delay = min(RETRY_FIRST_S * 2 ** queue_log.retries, RETRY_MOST_S)
         queue_log.retries += 1
-        self._refresh_topology()
+        self.refresh_topology()
         asyncio.get_running_loop().call_later(delay, self._resend, queue_log)
 
     async def _restore(self, queue_log: QueueLog) -> None:
@@ -528,16 +528,22 @@ class ClusterSink(Sink):
             self._durable += 1
             settled.discard(self._durable)
 
-    def _refresh_topology(self) -> None:
-        """Have the client read the slots' owners again (a failover, a moved slot)."""
+    def refresh_topology(self) -> asyncio.Task[None]:
+        """Have the client read the slots' owners again (a failover, a moved slot): one
+        re-read at a time, shared by whoever asks meanwhile, and given up after the
+        write timeout. The client asks the nodes in turn, in no fixed order, and one
+        that stopped answering (SIGSTOP, a host gone from the network) would hold the
+        re-read, and every one after it, until it woke."""
         if self._topology is None or self._topology.done():
             self._topology = asyncio.get_running_loop().create_task(self._reread_topology())
+        return self._topology
 
     async def _reread_topology(self) -> None:
         try:
-            await self.client.nodes_manager.initialize()
-        except RedisError as exc:
-            log.warning("cluster: cannot read the slots' owners yet: %s", exc)
+            await asyncio.wait_for(self.client.nodes_manager.initialize(), self.timeout_s)
+        except (RedisError, TimeoutError) as exc:
+            log.warning("cluster: cannot read the slots' owners yet: %s",
+                        str(exc) or f"no answer in {self.timeout_s:g}s")
 
     async def _register(self) -> None:
         """Enter new queues in the registry (its own slot: ZADD NX, idempotent)."""
