@@ -90,13 +90,13 @@ def send_and_drain(client: RawClient, data: bytes, count: int) -> tuple[list, fl
 # a heavy request holds this process's GIL in C for up to seconds (0.7 s for 3.2
 # million HSET fields), which would hold back a thread's heartbeat, and cost the
 # worker its job for a reason that is not the server's, or stretch a PING's wait.
-# One command every `interval` s until stdin closes; "ready" after the first
-# reply, then at the end each reply's line and the longest wait for one.
+# One request (encoded here, passed as hex) every `interval` s until stdin closes;
+# "ready" after the first reply, then at the end each reply's line and the longest
+# wait for one.
 TIMED_CLIENT = textwrap.dedent("""
     import select, socket, sys, time
-    port, interval, bound, *command = sys.argv[1:]
-    request = b"*%d\\r\\n" % len(command) + b"".join(
-        b"$%d\\r\\n%b\\r\\n" % (len(arg), arg) for arg in map(str.encode, command))
+    port, interval, bound, request = sys.argv[1:]
+    request = bytes.fromhex(request)
     sock = socket.create_connection(("127.0.0.1", int(port)), timeout=float(bound))
     replies, lines, worst = sock.makefile("rb"), [], 0.0
     deadline = time.monotonic() + float(bound)
@@ -119,10 +119,10 @@ class TimedClient:
     """A TIMED_CLIENT process: `stop()` gives its replies and its longest wait (s)."""
 
     def __init__(self, port: int, interval: float, *command: bytes | str | int) -> None:
-        argv = [arg.decode() if isinstance(arg, bytes) else str(arg) for arg in command]
         self.proc = subprocess.Popen(
             [sys.executable, "-c", TIMED_CLIENT, str(port), str(interval), str(2 * BOUND_S),
-             *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             encode_request(*command).hex()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True)
         try:
             assert self.proc.stdout is not None
             assert self.proc.stdout.readline() == "ready\n", "the timed client did not start"

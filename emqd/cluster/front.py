@@ -217,9 +217,9 @@ class Front:
                     log.debug("cluster: lease on %r not renewed: %s", lease.queue, written)
                     self.sink.refresh_topology()  # its primary may have moved
                     # Again at once, not a third later: a lease is judged held for 0.8 of
-                    # its time, so a round that timed out, then a full pause, lost it
-                    # (the client re-reading the topology after a stopped node's timeout
-                    # can hold one round). RENEW_RETRY_S keeps a refusal from spinning.
+                    # its time, so a round that timed out (a renewal meets a primary
+                    # that is slow or moving), then a full pause, lost it. RENEW_RETRY_S
+                    # keeps a refusal from spinning.
                     pause = RENEW_RETRY_S
                 elif self.held.get(lease.queue) is not lease:
                     continue  # let go meanwhile
