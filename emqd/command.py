@@ -72,13 +72,13 @@ def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: s
     if with_holder is None:
         def handler(session: Session, argv: list[bytes]) -> Any:
             core = session.core
-            epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
+            epoch = (core.run_id_bytes if core.epochs is None or len(argv) < 2
                      else core.epoch_of(argv[1]))
             return plan(parse(argv, core.config), core.keyspace, clock.now_ms(), epoch)
     else:
         def handler(session: Session, argv: list[bytes]) -> Any:
             core = session.core
-            epoch = (core.run_id_bytes if core.terms is None or len(argv) < 2
+            epoch = (core.run_id_bytes if core.epochs is None or len(argv) < 2
                      else core.epoch_of(argv[1]))
             return plan(with_holder(parse(argv, core.config), holder_of(session)),
                         core.keyspace, clock.now_ms(), epoch)

@@ -25,11 +25,20 @@ connections that stopped for them go on with their requests.
 
 A sink that cannot keep records (`sink.failing`) makes the commit path try
 again every RETRY_S; meanwhile what depends on the unkept records waits, and
-so does everything after it on its connection. A sink that loses single
-records for good (`sink.fallible`, a remote store that refused them) names
-them (`take_failed`): an output whose own record failed is replaced by what
-its sender gave for that case (a retryable error for a reply), or dropped (a
-Pub/Sub message telling of it); nothing tells of a write the sink lost.
+so does everything after it on its connection.
+
+A sink that loses single records for good (`sink.fallible`: a remote store
+that refused them, or never acknowledged them) settles its records out of
+order and names the lost ones (`take_failed`). The rule, here and nowhere
+else: every output names the record it tells of (`own`: a write's reply its
+write's record; in cluster mode any reply about a queue the newest record of
+that queue, whatever woke it: a parked CLAIM, an EMQ.WAIT, an EXEC; a queue
+event its plan's record). It leaves only once that record is settled, and
+if the record was lost, what its sender gave for that case goes instead (a
+retryable error for a reply) or nothing (a Pub/Sub message). A remote sink
+keeps each queue's records in order and loses a queue's records from the
+first lost one on, so the newest record of a queue stands for every earlier
+one: nothing leaves that tells of a write the sink lost.
 
 The commit path knows outlets (`Outlet`: what a connection is to it), never
 sessions or sockets, and the sink knows records and offsets, never outlets.
@@ -45,7 +54,7 @@ from mypy_extensions import trait
 
 from emqd.dues import Dues
 from emqd.events import Listener
-from emqd.plan import Plan
+from emqd.plan import Op, Plan
 from emqd.sink import Sink
 from emqd.store.keyspace import Keyspace
 
@@ -88,6 +97,10 @@ class Commit:
         # they tell of or 0, what goes instead if that record fails or None: drop it).
         self.held: deque[tuple[Outlet, bytes, int, int, bytes | None]] = deque()
         self.fallible = sink.fallible
+        # Records a fallible sink lost that an output still held may name (cleared once
+        # nothing is held: a new output never names a lost record, since the sink's
+        # queue was dropped with it).
+        self.lost: set[int] = set()
         self._waiting: list[tuple[int, asyncio.Future[bool]]] = []  # `durable_at`'s
         self._flush_scheduled = False
         self._retry: asyncio.TimerHandle | None = None
@@ -132,10 +145,20 @@ class Commit:
         due = plan.due
         if due is None or due:
             self.dues.learn(plan)
-        if plan.events and batch is None:
+        if batch is not None:
+            return 0  # the EXEC's one record, at its end, is what its answer waits for
+        if plan.events:
             for listener in self.listeners:
                 listener(plan.events)
         return sink.appended if keeps else 0
+
+    def mirror(self, ops: list[Op]) -> None:
+        """Bring the store in line with what the sink already holds, without a record:
+        a remote sink's data entering the store (cluster mode: a queue a front takes
+        over, its keys as loaded) or leaving it (a queue let go). Not a change to keep,
+        nor one housekeeping or the listeners learn of (housekeeping reads a queue taken
+        over itself: `Housekeeping.watch`)."""
+        self.keyspace.apply(ops)
 
     def begin_batch(self) -> None:
         """From here to `end_batch`, commits are kept together (EXEC)."""
@@ -144,17 +167,18 @@ class Commit:
     def end_batch(self) -> int:
         """Hand the EXEC's plans to the sink as one record, then show the listeners their
         events, in order: only now does the sink hold what they tell of. The offset
-        the EXEC's answer waits for."""
+        the EXEC's answer waits for (0: it wrote nothing)."""
         plans, self._batch = self._batch, None
-        if plans:
-            if self.keeps:
-                self.sink.append_batch(plans)
-                self.schedule_flush()
-            for plan in plans:
-                if plan.events:
-                    for listener in self.listeners:
-                        listener(plan.events)
-        return self.sink.appended
+        if not plans:
+            return 0
+        if self.keeps:
+            self.sink.append_batch(plans)
+            self.schedule_flush()
+        for plan in plans:
+            if plan.events:
+                for listener in self.listeners:
+                    listener(plan.events)
+        return self.sink.appended if self.keeps else 0
 
     # --- answering ---------------------------------------------------------------------
     def send(self, outlet: Outlet, data: bytes, needed: int, eager: bool = True, own: int = 0,
@@ -169,8 +193,9 @@ class Commit:
         now (`write_now`, a write(2) under `everysec`) rather than at the end of the
         loop iteration; a queue event is not eager, so that a subscriber costs a
         pipeline of verbs no more system calls than it made without one.
-        `own`: the record the data tells of (a write's reply, an event), if any;
-        should a fallible sink lose it, `instead` goes out in its place (None: nothing).
+        `own`: the record the data tells of (a write's reply, an event, a reply about a
+        queue in cluster mode), if any; should a fallible sink lose it, `instead` goes
+        out in its place (None: nothing). See the module's docstring.
         """
         if not self.keeps:
             outlet.deliver(data)  # nothing is kept, so nothing is held
@@ -179,7 +204,15 @@ class Commit:
         if sink.strict and sink.failing is None:
             needed = sink.appended
         if not outlet.holding:
-            if needed <= sink.durable or (self.fallible and sink.resolved(needed)):
+            if self.fallible:
+                if self._settled(needed, own):
+                    if own in self.lost:
+                        if instead is not None:
+                            outlet.deliver(instead)
+                        return
+                    outlet.deliver(data)
+                    return
+            elif needed <= sink.durable:
                 outlet.deliver(data)
                 return
             if eager and not sink.strict and sink.failing is None and sink.write_now() \
@@ -189,6 +222,13 @@ class Commit:
         outlet.holding += 1
         self.held.append((outlet, data, needed, own, instead))
         self.schedule_flush()
+
+    def _settled(self, needed: int, own: int) -> bool:
+        """Under a fallible sink: whether an output that waits for `needed` and tells of
+        `own` may leave now (both settled: kept, or lost)."""
+        sink = self.sink
+        return (needed <= sink.durable or sink.resolved(needed)) and (
+            own <= sink.durable or sink.resolved(own))
 
     def durable_at(self, offset: int) -> asyncio.Future[bool] | None:
         """None when the sink holds `offset` durably now; else a future that is set when
@@ -223,7 +263,10 @@ class Commit:
         sink = self.sink
         sink.flush()
         durable = sink.durable
-        failed = set(sink.take_failed()) if self.fallible else None
+        failed: set[int] | None = None
+        if self.fallible:
+            failed = self.lost
+            failed.update(sink.take_failed())
         held = self.held
         stuck: set[Outlet] = set()
         kept: deque[tuple[Outlet, bytes, int, int, bytes | None]] = deque()
@@ -234,8 +277,8 @@ class Commit:
         while held:
             entry = held.popleft()
             outlet, data, needed, own, instead = entry
-            if (needed > durable and not (failed is not None and sink.resolved(needed))) \
-                    or outlet in stuck:
+            if outlet in stuck or (not self._settled(needed, own) if failed is not None
+                                   else needed > durable):
                 stuck.add(outlet)
                 kept.append(entry)
                 continue
@@ -262,6 +305,8 @@ class Commit:
                 outlet.deliver(out[0] if len(out) == 1 else b"".join(out))
         if self._waiting:
             self._wake_waiting(durable, failed)
+        if failed and not kept and not self._waiting:
+            failed.clear()  # nothing held can name them any more
         if sink.failing is not None and self._retry is None:
             self._retry = asyncio.get_running_loop().call_later(RETRY_S, self._retry_flush)
         for outlet in released:

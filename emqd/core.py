@@ -76,7 +76,8 @@ class Core:
     def __init__(self, config: Config, keyspace: Keyspace | None = None,
                  sink: Sink | None = None, stats: Stats | None = None,
                  deliver: Deliver = nowhere, run_id: str | None = None,
-                 shutdown: Callable[[], None] = _no_shutdown) -> None:
+                 shutdown: Callable[[], None] = _no_shutdown, router: Router | None = None,
+                 epochs: dict[bytes, bytes] | None = None) -> None:
         self.config = config
         self.keyspace = keyspace if keyspace is not None else Keyspace()
         self._set_limits(config)
@@ -103,18 +104,18 @@ class Core:
         self.memory_startup = rss_bytes()
         self.memory_peak = self.memory_startup
         self.maxmemory = config.maxmemory
-        # Cluster mode (emqd/cluster/front.py): where each request runs, and each owned
-        # queue's term, the epoch of the leases granted on its jobs; None in a single
-        # process, whose epoch is `run_id` for every queue.
-        self.router: Router | None = None
-        self.terms: dict[bytes, bytes] | None = None
+        # Cluster mode (emqd/cluster/front.py): where each request runs (the seam before
+        # dispatch), and each owned queue's term, the epoch of the leases granted on its
+        # jobs; None in a single process, whose epoch is `run_id` for every queue.
+        self.router = router
+        self.epochs = epochs
 
     def epoch_of(self, queue: bytes) -> bytes:
         """The epoch of the leases granted on `queue`'s jobs now (protocol section 6.1)."""
-        terms = self.terms
-        if terms is None:
+        epochs = self.epochs
+        if epochs is None:
             return self.run_id_bytes
-        return terms.get(queue, self.run_id_bytes)
+        return epochs.get(queue, self.run_id_bytes)
 
     @property
     def sink(self) -> Sink:

@@ -142,7 +142,7 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
         mark = commit.end_batch()
         session.in_exec = False
         if mark:
-            session.log_mark = mark
+            session.log_mark = session.tells = mark
     if any(resp != session.resp for resp in protocols):
         # A HELLO inside switched protocol: like Redis, each reply is in the
         # protocol of its moment, under an array header (the same in both).
@@ -324,7 +324,7 @@ def _commit(session: Session, plan: Plan) -> None:
     """Apply and keep a plan; its client's replies now wait for that record (commit.py)."""
     mark = session.core.commit.apply(plan)
     if mark:
-        session.log_mark = mark
+        session.log_mark = session.tells = mark
 
 
 def _run(session: Session, row: Command, argv: list[bytes]) -> Any:

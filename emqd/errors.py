@@ -83,11 +83,18 @@ def proto_expected_dollar(got: int) -> str:
 
 
 # --- Redis's own texts -------------------------------------------------------
-# What a client gets instead of its reply when the cluster did not take a write of its
-# queue (the front lost the queue, or the cluster did not acknowledge in time): retry.
+# Cluster mode (docs/CLUSTER.md): what a client gets instead of its reply when the
+# cluster did not take the writes the reply tells of (the front lost the queue, or the
+# cluster did not acknowledge in time), when a forwarded request's answer never came
+# back, and when the cluster cannot be reached to find a queue's owner. Each: retry.
 UNACKNOWLEDGED: Final = Refusal(
-    "TRYAGAIN the cluster did not acknowledge this write (its queue moved, or a failover);"
-    " retry")
+    "TRYAGAIN the cluster did not acknowledge the writes this reply tells of (its queue "
+    "moved, or a failover); they may or may not have been applied: retry")
+UNANSWERED: Final = Refusal(
+    "TRYAGAIN the queue's owner front did not answer in time; the request may or may not "
+    "have been applied: retry")
+UNREACHABLE: Final = Refusal(
+    "TRYAGAIN the cluster did not answer this front in time; retry")
 WRONGTYPE: Final = Refusal("WRONGTYPE Operation against a key holding the wrong kind of value")
 SYNTAX: Final = Refusal("ERR syntax error")
 NOT_INTEGER: Final = Refusal("ERR value is not an integer or out of range")

@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import Final
 
 import uvloop
-from redis.exceptions import RedisError
 
 from emqd import clock, core_build, fd_limit, queue_events
 from emqd.accept import Acceptor
@@ -61,11 +60,14 @@ class Server:
     each other: the sink (already loaded into `keyspace`), the core, the hub."""
 
     def __init__(self, config: Config, sink: Sink | None = None,
-                 keyspace: Keyspace | None = None, stats: Stats | None = None) -> None:
+                 keyspace: Keyspace | None = None, stats: Stats | None = None,
+                 front: Front | None = None) -> None:
         config = with_id_base(config)
         self.connections: dict[int, Connection] = {}
         self.core = Core(config, keyspace, sink if sink is not None else NullSink(), stats,
-                         deliver=Delivery(self.connections), shutdown=self.request_shutdown)
+                         deliver=Delivery(self.connections), shutdown=self.request_shutdown,
+                         router=front.router if front is not None else None,
+                         epochs=front.terms if front is not None else None)
         self.commit = self.core.commit
         self.hub = Hub(self.core, self.connections)
         self.listeners: list[Acceptor] = []
@@ -169,14 +171,14 @@ async def serve(config: Config) -> None:
     try:
         http_sock = bind_http(config)
         if config.cluster:
-            front = Front(config, keyspace)
+            front = Front(config)
             await front.connect()
             sink: Sink = front.sink
         elif config.appendonly:
             sink = open_log(config, keyspace, stats.fsyncs.add)
         else:
             sink = NullSink()
-        server = Server(config, sink, keyspace, stats)
+        server = Server(config, sink, keyspace, stats, front)
         if front is not None:
             front.start(server.core, server.housekeeping, server.hub.wake_parked)
     except BaseException:
@@ -202,7 +204,7 @@ def run(config: Config) -> int:
     try:
         config = fd_limit.fit(config)  # room for maxclients, and for the log and HTTP side
         uvloop.run(serve(config))
-    except (OSError, LoadError, RedisError, ValueError) as exc:
+    except (OSError, LoadError, ValueError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

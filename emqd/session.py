@@ -37,6 +37,7 @@ class Session:
         "last_command",
         "close_after_reply",
         "log_mark",
+        "tells",
         "pubsub",
         "forwarded",
     )
@@ -57,6 +58,11 @@ class Session:
         # The sink's `appended` after this client's last write: its replies wait for it
         # (emqd/commit.py `send`).
         self.log_mark = 0
+        # The record the reply to the request being run tells of (0: none): its own
+        # write's, or in cluster mode the newest of its queue's (emqd/commit.py, the
+        # rule). Set by the connection before each request, then by the commit
+        # (dispatch.py) and the cluster's router.
+        self.tells = 0
         # Its channels and patterns while it listens to any (emqd/pubsub.py);
         # None for every other client, which is all the dispatcher tests.
         self.pubsub: Subscriptions | None = None

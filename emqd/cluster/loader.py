@@ -9,44 +9,43 @@ that answered WRONGTYPE. A hundred thousand jobs are a few round trips and
 no script: Lua's `redis.call` cost the server about twice what the commands
 do, and redis-py's generic packer a microsecond an argument.
 
-The values enter the keyspace as the ops that rebuild them (HSET, ZADD), not
-through the commit path: they are what the cluster already holds.
+The values enter the front's store as the ops that rebuild them (HSET, ZADD),
+which the commit path applies unlogged (`Commit.load`): they are what the
+cluster already holds.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import hiredis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.crc import key_slot
-
 from emqd.cluster.names import REGISTRY, is_bookkeeping, owner_key, written_key
+from emqd.cluster.nodes import Address, NodeError, Pipe, Topology
+from emqd.cluster.ownership import slot_of
 from emqd.plan import Op
-from emqd.store.keyspace import Keyspace
 from emqd.wire.resp import encode_request
 
 KEYS_MAX = 10_000_000  # GETKEYSINSLOT's count: every key of the slot
 CHUNK = 20_000  # commands written before their replies are read
-_WRONGTYPE = b"WRONGTYPE"
 
 
-async def load(client: RedisCluster, queue: bytes, keyspace: Keyspace) -> int:
-    """Read every key of `queue` into `keyspace` (which holds none of them); the queue's
-    `written` count. Raises RedisError or OSError when the cluster cannot be read."""
-    node, mine = await keys_in_cluster(client, queue)
-    written_raw = await client.get(written_key(queue))
-    reader, writer = await asyncio.open_connection(node.host, node.port)
+async def load(topology: Topology, queue: bytes) -> tuple[list[Op], int]:
+    """Every key of `queue` as the ops that rebuild it in a store, and the queue's
+    `written` count. Raises OSError or TimeoutError when the cluster cannot be read
+    (each step is bounded by the topology's write timeout), NodeError when a node
+    refuses."""
+    address, mine = await keys_in_cluster(topology, queue)
+    written_raw = await topology.call(slot_of(queue), (b"GET", written_key(queue)))
+    pipe = Pipe(address)  # of the load's own: a big queue's replies hold no other request
     try:
-        hashes = await _pipeline(reader, writer,
-                                 [encode_request((b"HGETALL", name)) for name in mine])
+        hashes = await _pipeline(pipe, [encode_request((b"HGETALL", name)) for name in mine],
+                                 topology.timeout_s)
         sets = [name for name, reply in zip(mine, hashes, strict=True)
-                if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("WRONGTYPE")]
-        scored = await _pipeline(reader, writer, [
-            encode_request((b"ZRANGE", name, b"0", b"-1", b"WITHSCORES")) for name in sets])
+                if isinstance(reply, NodeError) and reply.text.startswith("WRONGTYPE")]
+        scored = await _pipeline(pipe, [
+            encode_request((b"ZRANGE", name, b"0", b"-1", b"WITHSCORES")) for name in sets],
+            topology.timeout_s)
     finally:
-        writer.close()
+        pipe.close(ConnectionError("the load is done"))
     ops: list[Op] = [(b"HSET", name, *flat) for name, flat in zip(mine, hashes, strict=True)
                      if isinstance(flat, list) and flat]
     for name, flat in zip(sets, scored, strict=True):
@@ -55,42 +54,33 @@ async def load(client: RedisCluster, queue: bytes, keyspace: Keyspace) -> int:
             for i in range(0, len(flat), 2):
                 pairs += [float(flat[i + 1]), flat[i]]
             ops.append((b"ZADD", name, *pairs))
-    registered = await client.zscore(REGISTRY, queue)
+    registered = await topology.call(slot_of(REGISTRY), (b"ZSCORE", REGISTRY, queue))
     if registered is not None:
-        ops.append((b"ZADD", REGISTRY, int(registered), queue))
-    keyspace.apply(ops)
-    return int(written_raw or 0)
+        ops.append((b"ZADD", REGISTRY, int(float(registered)), queue))
+    return ops, int(written_raw or 0)
 
 
-async def keys_in_cluster(client: RedisCluster, queue: bytes) -> tuple[ClusterNode, list[bytes]]:
+async def keys_in_cluster(topology: Topology, queue: bytes) -> tuple[Address, list[bytes]]:
     """The primary of the queue's slot, and the queue's keys it holds (its data: not the
     lease or the batch count)."""
-    slot = key_slot(owner_key(queue))
-    node = client.nodes_manager.get_node_from_slot(slot)
-    names: list[bytes] = await client.execute_command(
-        "CLUSTER", "GETKEYSINSLOT", slot, KEYS_MAX, target_nodes=node)
+    slot = slot_of(queue)
+    address = topology.primary(slot)
+    if address is None:
+        await topology.refresh()
+        address = topology.primary(slot)
+        if address is None:
+            raise ConnectionError(f"no node serves queue {queue!r}'s slot")
+    names: list[bytes] = await topology.pipe(address).call(
+        (b"CLUSTER", b"GETKEYSINSLOT", slot, KEYS_MAX), topology.timeout_s)
     prefix = owner_key(queue)[: -len(b"owner")]
-    return node, [name for name in names
-                  if name.startswith(prefix) and not is_bookkeeping(name, queue)]
+    return address, [name for name in names
+                     if name.startswith(prefix) and not is_bookkeeping(name, queue)]
 
 
-async def _pipeline(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    commands: list[bytes]) -> list[Any]:
-    """The replies to `commands`, sent a chunk at a time; an error reply is returned as
-    hiredis's ReplyError, not raised."""
-    parser = hiredis.Reader(replyError=hiredis.ReplyError)
+async def _pipeline(pipe: Pipe, commands: list[bytes], timeout: float) -> list[Any]:
+    """The replies to `commands`, sent a chunk at a time, each chunk answered within
+    `timeout`; an error reply is returned as a NodeError value, not raised."""
     replies: list[Any] = []
     for start in range(0, len(commands), CHUNK):
-        chunk = commands[start:start + CHUNK]
-        writer.write(b"".join(chunk))
-        wanted = len(replies) + len(chunk)
-        while len(replies) < wanted:
-            reply = parser.gets()
-            if reply is False:
-                data = await reader.read(1 << 20)
-                if not data:
-                    raise ConnectionError("the cluster closed the connection mid-load")
-                parser.feed(data)
-                continue
-            replies.append(reply)
+        replies += await pipe.exchange(commands[start:start + CHUNK], timeout)
     return replies

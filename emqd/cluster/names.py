@@ -13,11 +13,16 @@ from __future__ import annotations
 from typing import Final
 
 from emqd.config import Config
+from emqd.errors import Refusal
 from emqd.keys import QUEUES
 
 PREFIX: Final = b"emq:{"
 REGISTRY: Final = QUEUES  # the registry of queues: in its own slot, written apart (sink.py)
 FRONTS: Final = b"emq:fronts"  # zset: each front's address -> its last heartbeat (ms)
+# A front that does not own the queue (any more), before anything ran: a forwarded
+# request is never forwarded on, and the front that forwarded it looks the owner up again
+# (router.py); a plan of a queue let go meanwhile is refused before it is applied (sink.py).
+NOT_OWNER: Final = Refusal("TRYAGAIN this front does not own the queue; retry")
 
 
 def queue_of(key: bytes) -> bytes | None:

@@ -8,28 +8,34 @@ leases on jobs this owner grants (protocol section 6.1): when the queue moves
 (its owner died, stopped, or lost the lease), the new owner's stall sweep
 exempts the leases of the old term, as after a restart.
 
-The owner renews every lease a third of the lease's time (`scripts.RENEW`,
-only if the value is still its own; the answer also says how many of the
+The owner renews its leases a third of the lease's time apart, all of one
+primary's in one pipeline (`renew`: `scripts.RENEW` for each, which extends
+the key only if the value is still its own and answers how many of the
 queue's batches the cluster holds, so that a failover that lost some is
-noticed without waiting for a write) and holds the queue until `valid_until`:
-the monotonic time it sent its last successful renewal, plus the lease, less
-a margin. A front that was stopped (SIGSTOP) past that sees it at once when
-it runs again, before it serves the queue, and the cluster refuses its writes
-anyway (the term check). On a clean shutdown it deletes the key (`RELEASE`).
+noticed without waiting for a write), and holds each queue until
+`valid_until`: the monotonic time it sent its last successful renewal, plus
+the lease, less a margin. A front that was stopped (SIGSTOP) past that sees
+it at once when it runs again, before it serves the queue, and the cluster
+refuses its writes anyway (the term check). On a clean shutdown it deletes
+the key (`RELEASE`).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
+from typing import Any
 
-from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
 from emqd.cluster import scripts
 from emqd.cluster.names import owner_key, written_key
+from emqd.cluster.nodes import Topology
+from emqd.wire.resp import encode_request
 
 MARGIN = 0.2  # a lease counts as held for this much less than its length (clock drift)
+_RENEW = scripts.RENEW.encode()
 
 
 def new_term() -> bytes:
@@ -49,26 +55,33 @@ def term_of(value: bytes) -> bytes:
     return value.partition(b" ")[0]
 
 
+def slot_of(queue: bytes) -> int:
+    """The hash slot of every key of `queue`."""
+    return key_slot(owner_key(queue))
+
+
 class Lease:
     """This front's hold on one queue."""
 
-    __slots__ = ("queue", "value", "term", "valid_until")
+    __slots__ = ("queue", "value", "term", "valid_until", "slot")
 
     def __init__(self, queue: bytes, value: bytes, valid_until: float) -> None:
         self.queue = queue
         self.value = value
         self.term = term_of(value)
         self.valid_until = valid_until  # monotonic seconds
+        self.slot = slot_of(queue)
 
     def valid(self, now: float) -> bool:
         return now < self.valid_until
 
 
 class Leases:
-    """Taking, renewing and letting go of leases; the clock is `time.monotonic`."""
+    """Taking, renewing and letting go of leases; the clock is `time.monotonic`. Every
+    call is bounded (the topology's write timeout, or the renewal's own)."""
 
-    def __init__(self, client: RedisCluster, address: bytes, lease_ms: int) -> None:
-        self.client = client
+    def __init__(self, topology: Topology, address: bytes, lease_ms: int) -> None:
+        self.topology = topology
         self.address = address
         self.lease_ms = lease_ms
         self.held_s = lease_ms / 1000 * (1 - MARGIN)
@@ -77,7 +90,8 @@ class Leases:
         """The lease on `queue` if nobody holds it (None if somebody does)."""
         value = owner_value(new_term(), self.address)
         sent = time.monotonic()
-        taken = await self.client.set(owner_key(queue), value, nx=True, px=self.lease_ms)
+        taken = await self.topology.call(slot_of(queue), (
+            b"SET", owner_key(queue), value, b"NX", b"PX", self.lease_ms))
         return Lease(queue, value, sent + self.held_s) if taken else None
 
     async def take_back(self, queue: bytes, seen: bytes) -> Lease | None:
@@ -85,33 +99,33 @@ class Leases:
         life's, not run out yet): taken over under a new term if it is still `seen`."""
         value = owner_value(new_term(), self.address)
         sent = time.monotonic()
-        taken = await self.client.eval(scripts.TAKE_BACK, 1, owner_key(queue), seen, value,
-                                       self.lease_ms)
+        taken = await self.topology.call(slot_of(queue), (
+            b"EVAL", scripts.TAKE_BACK, 1, owner_key(queue), seen, value, self.lease_ms))
         return Lease(queue, value, sent + self.held_s) if taken else None
 
-    async def owner(self, queue: bytes) -> bytes | None:
+    async def owner(self, queue: bytes, timeout: float | None = None) -> bytes | None:
         """The value of the queue's owner key, if any front holds it."""
-        value = await self.client.get(owner_key(queue))
+        value = await self.topology.call(slot_of(queue), (b"GET", owner_key(queue)), timeout)
         return value if isinstance(value, bytes) else None
 
-    async def renew(self, lease: Lease) -> int:
-        """Extend the lease if it is still ours (`valid_until` moves on) and answer the
-        number of the queue's last batch the cluster holds; -1 when it is not ours.
-
-        Sent to the slot's primary as the client last knew it, not through the
-        client's command path: that path may first re-read the topology (redis-py
-        8.2 does so in the first command after an error) and wait for a re-read
-        under way, and a re-read that asks a node which stopped answering held every
-        queue's renewal behind that one node. A primary that moved answers MOVED,
-        the renewal fails, and the front has the topology read again."""
+    async def renew(self, leases: Sequence[Lease], timeout: float) -> list[Any]:
+        """Extend each lease that is still ours (`valid_until` moves on). For each, in
+        order: the number of the queue's last batch the cluster holds, -1 when the lease
+        is another's, or what kept it from being renewed (an exception, or a node's
+        error reply). A primary's leases go in one pipeline, each primary's apart
+        (`Topology.scatter`), so a hundred thousand leases are a few round trips and a
+        primary that stops answering holds up only its own, `timeout` at most."""
         sent = time.monotonic()
-        node = self.client.nodes_manager.get_node_from_slot(key_slot(owner_key(lease.queue)))
-        written = int(await node.execute_command(
-            "EVAL", scripts.RENEW, 2, owner_key(lease.queue), written_key(lease.queue),
-            lease.value, self.lease_ms))
-        if written >= 0:
-            lease.valid_until = max(lease.valid_until, sent + self.held_s)
-        return written
+        lease_ms = b"%d" % self.lease_ms
+        results = await self.topology.scatter([(lease.slot, encode_request((
+            b"EVAL", _RENEW, b"2", owner_key(lease.queue), written_key(lease.queue),
+            lease.value, lease_ms))) for lease in leases], timeout)
+        for lease, result in zip(leases, results, strict=True):
+            if type(result) is int and result >= 0:
+                lease.valid_until = max(lease.valid_until, sent + self.held_s)
+        return results
 
     async def release(self, lease: Lease) -> None:
-        await self.client.eval(scripts.RELEASE, 1, owner_key(lease.queue), lease.value)
+        await self.topology.call(lease.slot, (b"EVAL", scripts.RELEASE, 1,
+                                              owner_key(lease.queue), lease.value))
+

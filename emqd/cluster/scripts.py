@@ -71,13 +71,15 @@ end
 return 0
 """
 
-# The earliest due time of a queue's clock work (scheduled jobs, leases, schedules,
-# rate windows): the smallest first score of the four sets, or false when all are
-# empty. KEYS: the four sets.
+# When a queue's work is next due: "0" while it has jobs pending (a claim can take one
+# now: in `pending`, or in a lane of the `ring`), else the smallest first score of its
+# clock's sets (scheduled jobs, leases, schedules, rate windows), or false when it has
+# nothing to do. KEYS: pending, ring, then the four sets.
 DUE: Final = """
+if redis.call('ZCARD', KEYS[1]) > 0 or redis.call('ZCARD', KEYS[2]) > 0 then return '0' end
 local best = false
-for _, key in ipairs(KEYS) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+for i = 3, #KEYS do
+  local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
   if first[2] then
     local score = tonumber(first[2])
     if not best or score < best then best = score end

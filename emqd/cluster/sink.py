@@ -25,7 +25,8 @@ Failures:
   carries on; the batch that found the gap, and the next, are in it;
 - anything else (no primary during a failover, a moved slot, a connection
   that broke, too few replicas in time) is retried, on a fresh connection to
-  the slot's primary of the moment, until `timeout_ms` after the first failure,
+  the slot's primary of the moment, until the oldest batch in flight is
+  `timeout_ms` old (counted from its first sending: no writer waits longer),
   then fails the queue.
 A failure of the oldest batch in flight takes the later ones along: they are
 sent again behind it (their numbers make the ones already applied harmless),
@@ -46,19 +47,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
-
-import hiredis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.crc import key_slot
-from redis.exceptions import RedisError, ResponseError
 
 from emqd import errors
 from emqd.cluster import scripts
 from emqd.cluster.loader import keys_in_cluster
-from emqd.cluster.names import REGISTRY, is_bookkeeping, owner_key, queue_of, written_key
+from emqd.cluster.names import (
+    NOT_OWNER,
+    REGISTRY,
+    is_bookkeeping,
+    owner_key,
+    queue_of,
+    written_key,
+)
+from emqd.cluster.nodes import Address, NodeError, Pipe, Topology
+from emqd.cluster.ownership import slot_of
 from emqd.errors import ReplyError
 from emqd.persist.records import append_command
 from emqd.persist.rewrite import ITEMS_PER_COMMAND, append_value, items_of
@@ -67,7 +71,7 @@ from emqd.sink import Sink
 
 log = logging.getLogger("emqd")
 
-WAIT_MS = 1000  # one WAIT's timeout; a shortfall is retried until the write times out
+WAIT_MS = 1000  # one WAIT's longest timeout; a shortfall is retried until the write times out
 RETRY_FIRST_S = 0.05  # the first retry of a failed batch; doubled up to RETRY_MOST_S
 RETRY_MOST_S = 0.5
 WINDOW = 3  # batches of one queue on their way at once: the next goes out while one applies
@@ -83,7 +87,6 @@ NOT_SERVED = errors.Refusal(
 NOT_FLUSHED = errors.Refusal(
     "ERR FLUSHALL and FLUSHDB are not served in cluster mode: flush the cluster itself, then "
     "restart the fronts")
-NOT_OWNED = errors.Refusal("TRYAGAIN this front does not own the queue any more; retry")
 BOOKKEEPING = errors.Refusal(
     "ERR a queue's owner and written keys are the cluster's bookkeeping of its owner and "
     "writes: not written by clients")
@@ -164,7 +167,7 @@ class QueueLog:
     loop iteration, and up to WINDOW batches sent and not yet acknowledged, in order."""
 
     __slots__ = ("queue", "owner", "written", "filling", "inflight", "wire", "paused", "link",
-                 "failing_since", "slot", "retries", "grace_until")
+                 "slot", "retries", "grace_until", "last", "watchdog")
 
     def __init__(self, queue: bytes, owner: bytes, written: int) -> None:
         self.queue = queue
@@ -178,10 +181,12 @@ class QueueLog:
         self.wire = 0
         self.paused = False  # a retry or a write-back is due: nothing new goes out before it
         self.link: NodeLink | None = None  # where the batches in flight went (one link: in order)
-        self.failing_since: float | None = None  # monotonic: the first failure of the oldest
-        self.slot = key_slot(owner_key(queue))
+        self.slot = slot_of(queue)
         self.retries = 0
         self.grace_until = 0.0  # monotonic: the stall sweep waits until then (an outage's length)
+        self.last = 0  # its newest record: every reply about the queue tells of it (`last_of`)
+        # Fails the queue once its oldest batch in flight is `timeout_ms` old (`_overdue`).
+        self.watchdog: asyncio.TimerHandle | None = None
 
     def command(self, batch: Batch) -> bytes:
         """The APPLY (or RESTORE) call of `batch`, as RESP."""
@@ -191,15 +196,16 @@ class QueueLog:
 
 
 class ClusterSink(Sink):
-    def __init__(self, client: RedisCluster, acks: int | None, timeout_ms: int,
+    def __init__(self, topology: Topology, acks: int | None, timeout_ms: int,
                  lost: Callable[[bytes], None],
                  held: Callable[[bytes], list[tuple[bytes, Any]]]) -> None:
         super().__init__()
         self.fallible = True
         self.checks_plans = True
-        self.client = client
-        self.acks = acks  # None: 1 where the shard has a replica
+        self.topology = topology
+        self.acks = acks  # None: 1 where the shard has a replica now (`acks_for`)
         self.timeout_s = timeout_ms / 1000
+        self.wait_ms = min(WAIT_MS, timeout_ms)  # a WAIT's own timeout: within the write's
         self.lost = lost  # the front drops a failed queue (front.py)
         self.held = held  # a queue's keys and values in the front's store, for `_restore`
         self.logs: dict[bytes, QueueLog] = {}
@@ -207,9 +213,8 @@ class ClusterSink(Sink):
         self.settled: set[int] = set()  # settled records above `_durable`
         self.failed: list[int] = []
         self.registry: dict[bytes, bytes] = {}  # queues to enter in the registry (ZADD NX)
-        self.links: dict[str, NodeLink] = {}
+        self.links: dict[Address, NodeLink] = {}
         self._registering: asyncio.Task[None] | None = None
-        self._topology: asyncio.Task[None] | None = None
         self._admitted: tuple[Plan, bytes] | None = None  # `refusal`'s last: the plan's queue
 
     # --- the queues this front owns --------------------------------------------------
@@ -222,6 +227,8 @@ class ClusterSink(Sink):
         """The front let `queue` go: its records not yet kept fail."""
         queue_log = self.logs.pop(queue, None)
         if queue_log is not None:
+            if queue_log.watchdog is not None:
+                queue_log.watchdog.cancel()
             for batch in (*queue_log.inflight, queue_log.filling):
                 if batch is not None:
                     self._settle(batch.records, failed=True)
@@ -233,6 +240,14 @@ class ClusterSink(Sink):
 
     def resolved(self, offset: int) -> bool:
         return offset <= self._durable or offset in self.settled
+
+    def last_of(self, queue: bytes) -> int:
+        """The newest record of `queue` (0: none since this front took it). A queue's
+        records are kept in order and fail together from the first lost one on, so a
+        reply that waits for this one, and is replaced if it is lost, tells of nothing
+        the cluster lost (emqd/commit.py, the rule)."""
+        queue_log = self.logs.get(queue)
+        return 0 if queue_log is None else queue_log.last
 
     def take_failed(self) -> list[int]:
         failed, self.failed = self.failed, []
@@ -246,7 +261,7 @@ class ClusterSink(Sink):
         if plan.shape is not None:
             queue = queue_of(ops[0][1])
             if queue is None or queue not in self.logs:
-                return NOT_OWNED() if queue is not None else NOT_SERVED()
+                return NOT_OWNER() if queue is not None else NOT_SERVED()
             self._admitted = (plan, queue)
             return None
         queue = None
@@ -267,7 +282,7 @@ class ClusterSink(Sink):
                 elif owner != queue:
                     return CROSSSLOT()
         if queue is not None and queue not in self.logs:
-            return NOT_OWNED()
+            return NOT_OWNER()
         if queue is not None:
             self._admitted = (plan, queue)
         return None
@@ -295,6 +310,7 @@ class ClusterSink(Sink):
             batch.add_shaped(shape, ops)
             if record:
                 batch.records.append(record)
+                queue_log.last = record
             return
         queue = None
         for op in ops:
@@ -322,6 +338,7 @@ class ClusterSink(Sink):
             batch.add_encoded(b"".join(out), count)
         if record:
             batch.records.append(record)
+            queue_log.last = record
 
     def _record(self, record: int, ops: list[Op]) -> None:
         """An EXEC's one record: its batch is its queue's (all its plans are one queue's:
@@ -329,9 +346,11 @@ class ClusterSink(Sink):
         for op in ops:
             queue = queue_of(op[1])
             if queue is not None and queue in self.logs:
-                batch = self.logs[queue].filling
+                queue_log = self.logs[queue]
+                batch = queue_log.filling
                 if batch is not None:
                     batch.records.append(record)
+                    queue_log.last = record
                     return
         self._settle([record], failed=False)
 
@@ -354,8 +373,25 @@ class ClusterSink(Sink):
         batch.seq = queue_log.written
         batch.sent_at = time.monotonic()
         queue_log.inflight.append(batch)
+        if queue_log.watchdog is None:
+            queue_log.watchdog = asyncio.get_running_loop().call_later(
+                self.timeout_s, self._overdue, queue_log)
         link = queue_log.link = self._link_of(queue_log)
         link.enqueue(queue_log, batch)
+
+    def _overdue(self, queue_log: QueueLog) -> None:
+        """A queue's write timeout, measured from its oldest batch's first sending: no
+        reply waits longer for the cluster, whatever the retries (a silent primary, a
+        failover, replicas that do not acknowledge). Re-armed for the next oldest."""
+        queue_log.watchdog = None
+        if self.logs.get(queue_log.queue) is not queue_log or not queue_log.inflight:
+            return
+        age = time.monotonic() - queue_log.inflight[0].sent_at
+        if age >= self.timeout_s:
+            self._fail(queue_log, f"not acknowledged within {self.timeout_s:g}s")
+            return
+        queue_log.watchdog = asyncio.get_running_loop().call_later(
+            self.timeout_s - age, self._overdue, queue_log)
 
     def _may_send(self, queue_log: QueueLog) -> bool:
         """A new batch of the queue may go out now: no retry or write-back due, fewer than
@@ -365,21 +401,25 @@ class ClusterSink(Sink):
             len(queue_log.inflight) < WINDOW and self._link_of(queue_log) is queue_log.link))
 
     def _link_of(self, queue_log: QueueLog) -> NodeLink:
-        node = self.client.nodes_manager.get_node_from_slot(queue_log.slot)
-        link = self.links.get(node.name)
-        if link is None or link.node is not node:
-            if link is not None:  # the node is another now: what is on the old link fails
-                link.close(ConnectionError(f"{node.name} is not the node it was"))
-            link = self.links[node.name] = NodeLink(self, node)
+        """The link to the queue's slot's primary of the moment (a link to nowhere, whose
+        batches fail and are retried, while no node serves the slot)."""
+        address = self.topology.primary(queue_log.slot)
+        link = self.links.get(address) if address is not None else None
+        if link is None:
+            link = NodeLink(self, address)
+            if address is not None:
+                self.links[address] = link
         return link
 
     def acks_for(self, queue_log: QueueLog) -> int:
         """Replicas that must acknowledge the queue's writes: the setting, or 1 where the
-        queue's shard has a replica."""
+        queue's shard has a replica in the slot map of the moment (read every second and
+        after every error, nodes.py: a replica that is back counts again within a
+        second), 0 where it has none."""
         if self.acks is not None:
             return self.acks
-        shard = self.client.nodes_manager.slots_cache.get(queue_log.slot) or []
-        return 1 if len(shard) > 1 else 0
+        shard = self.topology.shard(queue_log.slot)
+        return 1 if shard is not None and shard.replicas else 0
 
     def acknowledged(self, queue: bytes) -> int | None:
         """The number of the queue's last batch the cluster acknowledged (None: this front
@@ -428,7 +468,6 @@ class ClusterSink(Sink):
             if now - batch.sent_at >= SLOW_S:
                 queue_log.grace_until = now + (now - batch.sent_at)
             del queue_log.inflight[0]
-            queue_log.failing_since = None
             queue_log.retries = 0
             self._settle(batch.records, failed=False)
             if queue_log.filling is not None and self._may_send(queue_log):
@@ -438,7 +477,7 @@ class ClusterSink(Sink):
         # it (or written back with it), and their answers to this sending are stale.
         queue_log.wire += 1
         queue_log.paused = True
-        if isinstance(result, ResponseError):
+        if isinstance(result, NodeError):
             text = str(result).encode()
             if text.startswith(_GAP) and not batch.restore:
                 log.warning("cluster: the cluster lost writes of queue %r it had acknowledged "
@@ -449,18 +488,16 @@ class ClusterSink(Sink):
             if text.startswith(_FENCED) or text.startswith(_GAP):
                 self._fail(queue_log, str(result))
                 return
-        now = time.monotonic()
-        if queue_log.failing_since is None:
-            queue_log.failing_since = now
+        if time.monotonic() - batch.sent_at >= self.timeout_s:
+            self._fail(queue_log, f"not acknowledged within {self.timeout_s:g}s ({result})")
+            return
+        if not queue_log.retries:
             log.warning("cluster: a write of queue %r was not acknowledged (%s); retrying",
                         queue_log.queue, result if not acknowledged or result is None
                         else "too few replicas in time")
-        if now - queue_log.failing_since >= self.timeout_s:
-            self._fail(queue_log, f"not acknowledged within {self.timeout_s:g}s ({result})")
-            return
         delay = min(RETRY_FIRST_S * 2 ** queue_log.retries, RETRY_MOST_S)
         queue_log.retries += 1
-        self.refresh_topology()
+        self.topology.refresh()
         asyncio.get_running_loop().call_later(delay, self._resend, queue_log)
 
     async def _restore(self, queue_log: QueueLog) -> None:
@@ -470,8 +507,8 @@ class ClusterSink(Sink):
         writes the store holds too), settle with it."""
         queue = queue_log.queue
         try:
-            _, names = await keys_in_cluster(self.client, queue)
-        except (RedisError, OSError) as exc:
+            _, names = await keys_in_cluster(self.topology, queue)
+        except (NodeError, OSError, TimeoutError) as exc:
             if self.logs.get(queue) is queue_log:
                 self._fail(queue_log, f"the lost writes could not be written back ({exc})")
             return
@@ -496,7 +533,6 @@ class ClusterSink(Sink):
             is_zset, items = items_of(value, copy=False)
             count += append_value(key, is_zset, list(items.items()), out, counted=True)
         batch.restore_with(b"".join(out), count)
-        queue_log.failing_since = None
         queue_log.retries = 0
         self._resend(queue_log)
 
@@ -528,32 +564,16 @@ class ClusterSink(Sink):
             self._durable += 1
             settled.discard(self._durable)
 
-    def refresh_topology(self) -> asyncio.Task[None]:
-        """Have the client read the slots' owners again (a failover, a moved slot): one
-        re-read at a time, shared by whoever asks meanwhile, and given up after the
-        write timeout. The client asks the nodes in turn, in no fixed order, and one
-        that stopped answering (SIGSTOP, a host gone from the network) would hold the
-        re-read, and every one after it, until it woke."""
-        if self._topology is None or self._topology.done():
-            self._topology = asyncio.get_running_loop().create_task(self._reread_topology())
-        return self._topology
-
-    async def _reread_topology(self) -> None:
-        try:
-            await asyncio.wait_for(self.client.nodes_manager.initialize(), self.timeout_s)
-        except (RedisError, TimeoutError) as exc:
-            log.warning("cluster: cannot read the slots' owners yet: %s",
-                        str(exc) or f"no answer in {self.timeout_s:g}s")
-
     async def _register(self) -> None:
         """Enter new queues in the registry (its own slot: ZADD NX, idempotent)."""
         try:
             while self.registry:
                 pending, self.registry = self.registry, {}
+                pairs = [part for queue, at in pending.items() for part in (at, queue)]
                 try:
-                    mapping: dict[Any, Any] = {queue: float(at) for queue, at in pending.items()}
-                    await self.client.zadd(REGISTRY, mapping, nx=True)
-                except RedisError as exc:
+                    await self.topology.call(slot_of(REGISTRY), (b"ZADD", REGISTRY, b"NX",
+                                                                  *pairs))
+                except (NodeError, OSError, TimeoutError) as exc:
                     log.warning("cluster: cannot enter queues in %r yet: %s", REGISTRY, exc)
                     pending.update(self.registry)
                     self.registry = pending
@@ -572,36 +592,23 @@ class ClusterSink(Sink):
                 "cluster_records_unsettled": self.appended - self._durable}
 
 
-class _Sent:
-    """One pipeline on a link's connection: its batches, the WAIT after them (acks), and
-    the timer that gives up on a node that stopped answering (`NodeLink._expire`)."""
-
-    __slots__ = ("items", "acks", "replies", "timer")
-
-    def __init__(self, items: list[tuple[QueueLog, Batch, int]], acks: int) -> None:
-        self.items = items
-        self.acks = acks
-        self.replies: list[Any] = []
-        self.timer: asyncio.TimerHandle | None = None
-
-    def complete(self) -> bool:
-        return len(self.replies) == len(self.items) + (1 if self.acks else 0)
-
-
 class NodeLink:
-    """One primary's connection for the sink, of its own: asyncio streams and hiredis, as
-    the server's own wire. Each loop iteration's batches for the node go out as one
-    pipeline (followed by `WAIT`, which counts the writes of its own connection) without
-    waiting for the answers to the pipelines before it, which a reader takes in order:
-    the node applies one iteration's batches while the front plans the next."""
+    """One primary's connection for the sink, of its own (a `Pipe`: asyncio streams and
+    hiredis, as the server's own wire). Each loop iteration's batches for the node go out
+    as one pipeline (followed by `WAIT`, which counts the writes of its own connection)
+    without waiting for the answers to the pipelines before it, which come in order: the
+    node applies one iteration's batches while the front plans the next. A pipeline
+    unanswered after the write timeout and a WAIT's closes the connection (a node that
+    stopped answering without closing it: a stopped process, a host cut off), and its
+    batches fail and are retried, where they would have waited for ever.
 
-    def __init__(self, sink: ClusterSink, node: ClusterNode) -> None:
+    A link to no address (no node serves the slot now) fails what it is given, to be
+    retried once the slot map names a primary."""
+
+    def __init__(self, sink: ClusterSink, address: Address | None) -> None:
         self.sink = sink
-        self.node = node
+        self.pipe = Pipe(address) if address is not None else None
         self.ready: list[tuple[QueueLog, Batch, int]] = []  # (queue, batch, its wire)
-        self.sent: deque[_Sent] = deque()  # pipelines written, their answers not all read
-        self.writer: asyncio.StreamWriter | None = None
-        self.connecting: asyncio.Task[None] | None = None
         self.pushing = False
 
     def enqueue(self, queue_log: QueueLog, batch: Batch) -> None:
@@ -613,80 +620,33 @@ class NodeLink:
 
     def _push(self) -> None:
         self.pushing = False
-        if self.writer is None:
-            if self.connecting is None and self.ready:
-                self.connecting = asyncio.get_running_loop().create_task(self._connect())
-            return
         items = [item for item in self.ready if item[2] == item[0].wire]  # not resent since
         self.ready = []
         if not items:
+            return
+        if self.pipe is None:
+            self._fail_all(ConnectionError("no node serves the queue's slot"), items)
             return
         sink = self.sink
         acks = max(sink.acks_for(queue_log) for queue_log, _, _ in items)
         payload = [queue_log.command(batch) for queue_log, batch, _ in items]
         if acks:
-            payload.append(b"*3\r\n$4\r\nWAIT\r\n" + _bulk(b"%d" % acks) + _bulk(b"%d" % WAIT_MS))
-        pipeline = _Sent(items, acks)
-        pipeline.timer = asyncio.get_running_loop().call_later(
-            self.sink.timeout_s + WAIT_MS / 1000, self._expire, pipeline)
-        self.sent.append(pipeline)
-        self.writer.write(b"".join(payload))
+            payload.append(b"*3\r\n$4\r\nWAIT\r\n" + _bulk(b"%d" % acks)
+                           + _bulk(b"%d" % sink.wait_ms))
 
-    def _expire(self, pipeline: _Sent) -> None:
-        """A pipeline still unanswered after the write timeout (and a WAIT's): the node
-        stopped answering without closing the connection (a stopped process, a host
-        gone from the network), so the link gives up on it, its batches fail and are
-        retried, and the queue's timeout runs, where it would have waited for ever."""
-        if any(sent is pipeline for sent in self.sent):
-            self.close(TimeoutError(f"{self.node.name} did not answer in "
-                                    f"{self.sink.timeout_s + WAIT_MS / 1000:g}s"))
+        def done(replies: Any) -> None:
+            if isinstance(replies, BaseException):
+                self._fail_all(replies, items)
+                return
+            acknowledged = True
+            if acks:
+                replicas = replies[-1]
+                acknowledged = isinstance(replicas, int) and replicas >= acks
+            for (queue_log, batch, wire), result in zip(items, replies, strict=False):
+                sink.answered(queue_log, batch, wire, result, acknowledged)
+            sink.notify()
 
-    async def _connect(self) -> None:
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.node.host, self.node.port), CONNECT_S)
-        except OSError as exc:  # refused, unreachable, or not connected in CONNECT_S
-            self.connecting = None
-            ready, self.ready = self.ready, []
-            self._fail_all(exc, ready)
-            return
-        self.connecting = None
-        self.writer = writer
-        asyncio.get_running_loop().create_task(self._read(reader, writer))
-        self._push()
-
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Answers, in the order their pipelines went out, until the connection ends."""
-        parser = hiredis.Reader(replyError=ResponseError)
-        try:
-            while True:
-                data = await reader.read(1 << 16)
-                if not data:
-                    raise ConnectionError(f"{self.node.name} closed the connection")
-                parser.feed(data)
-                while (reply := parser.gets()) is not False:
-                    self._answer(reply)
-        except (OSError, hiredis.ProtocolError) as exc:
-            if self.writer is writer:
-                self.close(exc)
-            writer.close()
-
-    def _answer(self, reply: Any) -> None:
-        pipeline = self.sent[0]
-        pipeline.replies.append(reply)
-        if not pipeline.complete():
-            return
-        self.sent.popleft()
-        if pipeline.timer is not None:
-            pipeline.timer.cancel()
-        replies = pipeline.replies
-        acknowledged = True
-        if pipeline.acks:
-            replicas = replies[-1]
-            acknowledged = isinstance(replicas, int) and replicas >= pipeline.acks
-        for (queue_log, batch, wire), result in zip(pipeline.items, replies, strict=False):
-            self.sink.answered(queue_log, batch, wire, result, acknowledged)
-        self.sink.notify()
+        self.pipe.send(b"".join(payload), len(payload), sink.timeout_s, done)
 
     def _fail_all(self, exc: BaseException, items: list[tuple[QueueLog, Batch, int]]) -> None:
         for queue_log, batch, wire in items:
@@ -696,13 +656,7 @@ class NodeLink:
     def close(self, why: BaseException) -> None:
         """Let the connection go; what was sent or is ready on it fails with `why` (its
         queues retry it on the link of the moment)."""
-        writer, self.writer = self.writer, None
-        if writer is not None:
-            writer.close()
-        sent, self.sent = self.sent, deque()
         ready, self.ready = self.ready, []
-        for pipeline in sent:
-            if pipeline.timer is not None:
-                pipeline.timer.cancel()
-            self._fail_all(why, pipeline.items)
+        if self.pipe is not None:
+            self.pipe.close(why)
         self._fail_all(why, ready)

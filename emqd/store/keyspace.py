@@ -143,6 +143,11 @@ class Keyspace(View):
     def __contains__(self, key: bytes) -> bool:
         return key in self.data
 
+    def with_prefix(self, prefix: bytes) -> list[tuple[bytes, Value]]:
+        """Every key that starts with `prefix`, with its value (cluster mode: one queue's
+        keys, `emq:{QUEUE}:`, to let go or to write back)."""
+        return [(key, value) for key, value in self.data.items() if key.startswith(prefix)]
+
     # --- writes --------------------------------------------------------------
     def apply(self, ops: Iterable[Sequence[Any]]) -> None:
         """Run `ops` in order. Never raises for a plan built by a command."""

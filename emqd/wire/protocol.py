@@ -214,7 +214,7 @@ class Connection(asyncio.Protocol, Outlet):
         broken = requests[-1] if type(requests[-1]) is ProtocolError else None
         fallible = self.hub.commit.fallible
         for i, argv in enumerate(requests[:-1] if broken is not None else requests):
-            mark = session.log_mark
+            session.tells = 0
             reply = execute(session, argv)
             if type(reply) is Block:
                 self._defer(requests[i + 1 :])
@@ -235,12 +235,12 @@ class Connection(asyncio.Protocol, Outlet):
                 continue
             # session.resp read after the command: a HELLO's reply is in the new protocol
             data = encode(reply, session.resp)
-            if fallible and session.log_mark != mark:
-                # A write's reply, under a sink that may lose its record: on its own, so
-                # that a lost write is answered with a retryable error instead.
+            if fallible and session.tells:
+                # A reply that tells of a record a sink may lose: on its own, so that a
+                # lost record is answered with a retryable error instead (commit.py).
                 self._write(out)
                 out, size = [], 0
-                self.send(data, own=session.log_mark, instead=_UNACKNOWLEDGED)
+                self._reply(data)
                 if session.close_after_reply:
                     self._close_after_output()
                     return
@@ -310,6 +310,13 @@ class Connection(asyncio.Protocol, Outlet):
         commit.send(self, data, needed, eager, own, instead)
         if self.holding and self.session.close_after_reply:
             commit.flush()  # QUIT: the socket closes right after this write
+
+    def _reply(self, data: bytes) -> None:
+        """A reply that tells of `session.tells` (its own write, or in cluster mode its
+        queue's writes so far): it waits for that record, and a retryable error goes
+        in its place if the sink lost it (emqd/commit.py, the rule)."""
+        tells = self.session.tells
+        self.send(data, tells, own=tells, instead=_UNACKNOWLEDGED)
 
     def deliver(self, data: bytes) -> None:
         """The commit path lets `data` go: onto the socket, then the normal clients'
@@ -441,11 +448,14 @@ class Connection(asyncio.Protocol, Outlet):
         """Run the parked request again (a watched key was written). True when answered.
 
         Its answer tells of what another client wrote (an EMQ.WAIT woken by a
-        COMPLETE), so it waits for every record appended so far, not only for
-        this client's own."""
+        COMPLETE, a CLAIM woken by an ADD), so it waits for every record appended
+        so far, not only for this client's own (in cluster mode the router narrows
+        that to the newest record of its queue), and goes like any reply that tells
+        of a record: a retryable error in its place if that record is lost."""
         if self.parked is None or self.closed:
             return True
         argv = self.pending[0]
+        self.session.tells = self.hub.commit.sink.appended
         self.session.waking = True
         try:
             reply = execute(self.session, argv)
@@ -460,7 +470,7 @@ class Connection(asyncio.Protocol, Outlet):
             return True
         self._unpark()
         self.pending.popleft()
-        self._write([encode(reply, self.session.resp)], self.hub.commit.sink.appended)
+        self._reply(encode(reply, self.session.resp))
         self.run_pending()
         return True
 

@@ -12,14 +12,11 @@ import time
 
 import hiredis
 import pytest
-from redis.crc import key_slot
-from redis.exceptions import ResponseError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emqd.cluster import scripts
 from emqd.cluster.names import owner_key, queue_of, written_key
-from emqd.cluster.ownership import Lease, Leases
+from emqd.cluster.nodes import NodeError, Topology
 from emqd.cluster.router import OUTSIDE, ClusterRouter
 from emqd.cluster.sink import RECHECK_MS, Batch, ClusterSink, QueueLog
 from emqd.command import command
@@ -115,8 +112,7 @@ def decode_ops(batch: Batch) -> list[tuple[bytes, ...]]:
 
 
 def sink_with(*queues: bytes) -> ClusterSink:
-    sink = ClusterSink(None, None, 1000, lambda queue: None,  # type: ignore[arg-type]
-                       lambda queue: [])
+    sink = ClusterSink(Topology([], 1.0), None, 1000, lambda queue: None, lambda queue: [])
     for name in queues:
         sink.logs[name] = QueueLog(name, b"term 127.0.0.1:1", 0)
     return sink
@@ -243,6 +239,7 @@ def test_answers_to_batches_in_flight_count_in_order_and_a_failure_takes_the_lat
         queue_log = sink.logs[b"q"]
         first, second, third = Batch(), Batch(), Batch()
         first.records, second.records, third.records = [1], [2], [3]
+        first.sent_at = second.sent_at = third.sent_at = time.monotonic()
         sink.appended = 3
         queue_log.inflight = [first, second]
         wire = queue_log.wire
@@ -254,7 +251,7 @@ def test_answers_to_batches_in_flight_count_in_order_and_a_failure_takes_the_lat
         sink.answered(queue_log, second, wire, ConnectionError("lost"), False)
         assert queue_log.paused and queue_log.wire == wire + 1
         assert queue_log.inflight == [second, third] and sink.durable == 1
-        sink.answered(queue_log, third, wire, ResponseError("EMQGAP the cluster holds 1"), True)
+        sink.answered(queue_log, third, wire, NodeError("EMQGAP the cluster holds 1"), True)
         assert queue_log.inflight == [second, third]  # stale: no write-back started
         assert not sink._may_send(queue_log)  # paused until the retry
         assert sink.take_failed() == []
@@ -287,64 +284,3 @@ def test_every_verb_shape_s_arguments_are_the_ops_its_log_record_holds() -> None
         batch = Batch()
         batch.add_shaped(shape, ops)
         assert decode_ops(batch) == [tuple(text(v) for v in op) for op in ops], shape
-
-
-class _Silent:
-    """A client whose topology re-read never answers (a node asked first that stopped)."""
-
-    def __init__(self) -> None:
-        self.nodes_manager = self
-        self.reads = 0
-
-    async def initialize(self) -> None:
-        self.reads += 1
-        await asyncio.Event().wait()
-
-
-async def test_a_topology_re_read_is_shared_and_given_up_after_the_write_timeout() -> None:
-    silent = _Silent()
-    sink = ClusterSink(silent, None, 50, lambda queue: None,  # type: ignore[arg-type]
-                       lambda queue: [])
-    first = sink.refresh_topology()
-    assert sink.refresh_topology() is first  # one at a time: a second asker shares it
-    await asyncio.wait_for(asyncio.shield(first), 5)  # ended by the 50 ms timeout, not raised
-    assert silent.reads == 1
-    await asyncio.wait_for(sink.refresh_topology(), 5)  # the next asker starts a new one
-    assert silent.reads == 2
-
-
-class _Node:
-    def __init__(self) -> None:
-        self.sent: list[tuple[object, ...]] = []
-
-    async def execute_command(self, *args: object) -> int:
-        self.sent.append(args)
-        return 7
-
-
-class _Routed:
-    """A client that knows one node per slot and refuses its own command path."""
-
-    def __init__(self) -> None:
-        self.nodes_manager = self
-        self.by_slot: dict[int, _Node] = {}
-
-    def get_node_from_slot(self, slot: int) -> _Node:
-        return self.by_slot.setdefault(slot, _Node())
-
-    async def eval(self, *args: object) -> object:
-        raise AssertionError("a renewal went through the client's command path")
-
-
-async def test_a_renewal_goes_straight_to_its_slot_s_primary() -> None:
-    """Not through the client's command path, which may wait for a topology re-read that
-    a silent node holds (docs/CLUSTER.md)."""
-    client = _Routed()
-    leases = Leases(client, b"127.0.0.1:1", 3000)  # type: ignore[arg-type]
-    lease = Lease(b"mail", b"term 127.0.0.1:1", 0.0)
-    before = time.monotonic()
-    assert await leases.renew(lease) == 7
-    node = client.by_slot[key_slot(owner_key(b"mail"))]
-    assert node.sent == [("EVAL", scripts.RENEW, 2, owner_key(b"mail"), written_key(b"mail"),
-                          b"term 127.0.0.1:1", 3000)]
-    assert lease.valid_until >= before + leases.held_s

@@ -1,0 +1,147 @@
+"""What a client is told when the cluster does not take a write: never OK, never twice.
+
+A real cluster (3 primaries, a replica each) and fronts over it; a fault is made
+with `CLIENT PAUSE ms WRITE` on a queue's primary (its scripts and WAITs wait,
+and run once the pause ends: a write that may or may not be applied), with an
+owner key written straight into the cluster (the next batch is fenced), or with
+SIGSTOP of a front. Each case is one of issue 34's defects:
+
+1. a CLAIM parked on the owner, woken by an ADD whose batch the cluster never
+   took, was answered with the job and token 1, which the next owner handed out
+   again;
+2. a reply held behind another queue's slow write was released as it was after
+   its own record failed;
+3. a front re-sent a forwarded write the owner had answered TRYAGAIN for (it may
+   have been applied): one OK, two jobs;
+4. a request forwarded to a frozen owner was held until the owner woke.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.exceptions import TryAgainError
+
+from emqd.cluster.names import owner_key
+from tests.cluster.support import Cluster, start_fronts, until
+from tests.support import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def owner_and_other(cluster: Cluster) -> Iterator[list[ServerProcess]]:
+    started = start_fronts(cluster, 2, "--cluster-lease-ms", "10000",
+                           "--cluster-timeout-ms", "1000")
+    yield started
+    for server in started:
+        server.stop()
+
+
+def cmd(port: int, *argv: object) -> object:
+    with redis.Redis(port=port, socket_timeout=30) as client:
+        return client.execute_command(*argv)
+
+
+def blocked(port: int) -> int:
+    with redis.Redis(port=port) as client:
+        return int(client.info("clients")["blocked_clients"])
+
+
+def pause_writes(cluster: Cluster, queue: bytes, ms: int) -> None:
+    """The queue's primary runs no write (scripts included) for `ms`, then runs them."""
+    node = cluster.primary_of(owner_key(queue))
+    with redis.Redis(port=node.port) as client:
+        client.execute_command("CLIENT", "PAUSE", ms, "WRITE")
+
+
+def jobs_in_cluster(cluster: Cluster, queue: bytes) -> dict[bytes, dict[bytes, bytes]]:
+    prefix = b"emq:{" + queue + b"}:job:"
+    with cluster.client() as store:
+        return {key[len(prefix):]: store.hgetall(key)
+                for key in store.scan_iter(match=prefix + b"*", target_nodes="primaries")}
+
+
+def test_a_claim_woken_by_a_write_the_cluster_never_took_is_not_answered_with_it(
+        cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
+    owner = owner_and_other[0]
+    assert cmd(owner.port, "EMQ.ADD", "woken", "first") == b"1"
+    job, token = cmd(owner.port, "EMQ.CLAIM", "woken", 60_000)[:2]  # type: ignore[index]
+    assert cmd(owner.port, "EMQ.COMPLETE", "woken", job, token) == b"OK"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        parked = pool.submit(cmd, owner.port, "EMQ.CLAIM", "woken", 60_000, "BLOCK", 8000)
+        until(lambda: blocked(owner.port) == 1, 5, "the CLAIM parked")
+        pause_writes(cluster, b"woken", 2500)
+        with pytest.raises(TryAgainError):
+            cmd(owner.port, "EMQ.ADD", "woken", "second", "ID", "j1")
+        with pytest.raises(TryAgainError):
+            parked.result(timeout=10)  # not [j1, 1, second]: the ADD it saw is not kept
+
+
+def two_queues_on_two_primaries(cluster: Cluster) -> tuple[bytes, bytes]:
+    names = [b"held%d" % i for i in range(200)]
+    first = names[0]
+    node = cluster.primary_of(owner_key(first))
+    second = next(q for q in names if cluster.primary_of(owner_key(q)) is not node)
+    return first, second
+
+
+def test_a_reply_held_behind_another_queue_s_write_is_not_released_once_its_own_is_lost(
+        cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
+    owner = owner_and_other[0]
+    slow, fenced = two_queues_on_two_primaries(cluster)
+    for queue in (slow, fenced):
+        cmd(owner.port, "EMQ.ADD", queue, "taken")
+    with cluster.client() as store:  # another front's term now: the next batch is fenced
+        store.set(owner_key(fenced), b"0" * 40 + b" 127.0.0.1:1")
+    pause_writes(cluster, slow, 600)
+    with redis.Redis(port=owner.port, socket_timeout=30) as client:
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command("EMQ.ADD", slow, "a")
+        pipe.execute_command("EMQ.ADD", fenced, "b", "ID", "lost")
+        replies = pipe.execute(raise_on_error=False)
+    assert replies[0] == b"2"
+    assert isinstance(replies[1], TryAgainError), replies[1]
+    assert b"lost" not in jobs_in_cluster(cluster, fenced)
+
+
+def test_a_forwarded_write_that_may_have_been_applied_is_not_sent_again(
+        cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
+    owner, other = owner_and_other
+    assert cmd(owner.port, "EMQ.ADD", "once", "taken") == b"1"
+    pause_writes(cluster, b"once", 2500)  # the batch runs after the owner gave up on it
+    with pytest.raises(TryAgainError):
+        cmd(other.port, "EMQ.ADD", "once", "twice?")
+    time.sleep(3.5)  # the pause is over: the late batch is in, whoever owns the queue now
+    payloads = [row.get(b"payload") for row in jobs_in_cluster(cluster, b"once").values()]
+    assert payloads.count(b"twice?") <= 1, payloads
+
+
+def test_a_request_forwarded_to_a_frozen_owner_is_answered_once_its_lease_runs_out(
+        cluster: Cluster) -> None:
+    owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", "2000",
+                                "--cluster-timeout-ms", "1000")
+    client = redis.Redis(port=other.port, socket_timeout=30)
+    try:
+        assert cmd(owner.port, "EMQ.ADD", "frozen", "x") == b"1"
+        assert client.execute_command("EMQ.STATS", "frozen")[b"pending"] == 1  # forwarded
+        os.kill(owner.proc.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(TryAgainError):  # on the link made above: sent, unanswered
+                client.execute_command("EMQ.STATS", "frozen")
+            waited = time.monotonic() - started
+            assert waited < 2.0 + 1.0 + 1.0, waited  # the lease, the timeout, a look's pause
+            stats = until(lambda: client.execute_command("EMQ.STATS", "frozen"), 5,
+                          "another owner")
+            assert stats[b"pending"] == 1
+        finally:
+            os.kill(owner.proc.pid, signal.SIGCONT)
+    finally:
+        client.close()
+        owner.stop()
+        other.stop()
