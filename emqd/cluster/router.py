@@ -265,7 +265,8 @@ class ClusterRouter:
                 unreachable_at = loop.time() + front.timeout_s
                 try:
                     if owner is None or address_of(owner) == front.address:
-                        if await front.adopt(queue, owner):
+                        left = max(unreachable_at - loop.time(), RESOLVE_PAUSE_S)
+                        if await asyncio.wait_for(front.adopt(queue, owner), left):
                             return AGAIN
                     else:
                         reply = await self._forward(session, row, argv, queue, owner)

@@ -224,14 +224,20 @@ class ClusterSink(Sink):
         self.logs[queue] = QueueLog(queue, owner, written)
 
     def disown(self, queue: bytes) -> None:
-        """The front let `queue` go: its records not yet kept fail."""
+        """The front let `queue` go: its records not yet kept fail, and the commit path is
+        told at once (what waited for them is answered now, not at its next flush, which
+        a front cut off from the cluster may never have)."""
         queue_log = self.logs.pop(queue, None)
-        if queue_log is not None:
-            if queue_log.watchdog is not None:
-                queue_log.watchdog.cancel()
-            for batch in (*queue_log.inflight, queue_log.filling):
-                if batch is not None:
-                    self._settle(batch.records, failed=True)
+        if queue_log is None:
+            return
+        if queue_log.watchdog is not None:
+            queue_log.watchdog.cancel()
+        batches = [batch for batch in (*queue_log.inflight, queue_log.filling)
+                   if batch is not None]
+        for batch in batches:
+            self._settle(batch.records, failed=True)
+        if batches:
+            self.notify()
 
     # --- the commit path's side --------------------------------------------------------
     @property
@@ -493,8 +499,8 @@ class ClusterSink(Sink):
             return
         if not queue_log.retries:
             log.warning("cluster: a write of queue %r was not acknowledged (%s); retrying",
-                        queue_log.queue, result if not acknowledged or result is None
-                        else "too few replicas in time")
+                        queue_log.queue, "too few replicas in time"
+                        if isinstance(result, int) else result)
         delay = min(RETRY_FIRST_S * 2 ** queue_log.retries, RETRY_MOST_S)
         queue_log.retries += 1
         self.topology.refresh()
@@ -553,7 +559,6 @@ class ClusterSink(Sink):
                   "writers answered TRYAGAIN", queue_log.queue, why)
         self.disown(queue_log.queue)
         self.lost(queue_log.queue)
-        self.notify()
 
     def _settle(self, records: list[int], failed: bool) -> None:
         if failed:

@@ -235,9 +235,9 @@ class Connection(asyncio.Protocol, Outlet):
                 continue
             # session.resp read after the command: a HELLO's reply is in the new protocol
             data = encode(reply, session.resp)
-            if fallible and session.tells:
-                # A reply that tells of a record a sink may lose: on its own, so that a
-                # lost record is answered with a retryable error instead (commit.py).
+            if fallible and session.tells > self.hub.commit.sink.durable:
+                # A reply that tells of a record a sink may still lose: on its own, so that
+                # a lost record is answered with a retryable error instead (commit.py).
                 self._write(out)
                 out, size = [], 0
                 self._reply(data)

@@ -284,3 +284,20 @@ def test_every_verb_shape_s_arguments_are_the_ops_its_log_record_holds() -> None
         batch = Batch()
         batch.add_shaped(shape, ops)
         assert decode_ops(batch) == [tuple(text(v) for v in op) for op in ops], shape
+
+
+def test_a_queue_let_go_fails_its_writes_and_has_the_commit_path_answer_at_once() -> None:
+    """A lease that ran out drops the queue outside any write of the front's: unless the
+    commit path is told, what waited for the queue's writes waited for the next flush,
+    which a front cut off from the cluster never had (a CLAIM held 120 s)."""
+    sink = sink_with(b"q", b"idle")
+    told: list[int] = []
+    sink.attach(lambda: told.append(1))
+    batch = Batch()
+    batch.records = [1]
+    sink.appended = 1
+    sink.logs[b"q"].inflight = [batch]
+    sink.disown(b"q")
+    assert told == [1] and sink.take_failed() == [1] and sink.resolved(1)
+    sink.disown(b"idle")  # nothing on its way: nothing to tell
+    assert told == [1]
