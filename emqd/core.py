@@ -51,6 +51,10 @@ class Router(Protocol):
     def route(self, session: Session, row: Any, argv: list[bytes]) -> Any:
         """None: here; else the reply (a refusal, or a `Later`)."""
 
+    def forwards(self, session: Session, argv: list[bytes]) -> bool:
+        """Whether `argv` would be sent on at once, its queue's owner known (a pipeline
+        then goes on behind the requests sent on before it)."""
+
     def forget(self, session: Session) -> None:
         """The client left."""
 InfoFields = Callable[[], dict[str, object]]

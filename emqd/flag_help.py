@@ -89,6 +89,11 @@ FLAG_HELP: Final = {
     "cluster_timeout_ms": "Cluster mode: how long a write may wait for the cluster, in "
                           "milliseconds, before it answers TRYAGAIN.",
     "cluster_announce": "Cluster mode: the HOST:PORT other fronts reach this one at.",
+    "cluster_user": "Cluster mode: the user this front authenticates as to the cluster's "
+                    "nodes (with --cluster-password; default: the nodes' default user).",
+    "cluster_password": "Cluster mode: the password this front gives the cluster's nodes "
+                        "(AUTH); set it in EMQD_CLUSTER_PASSWORD rather than on the command "
+                        "line.",
     "http_maxclients": "The dashboard's own cap on open HTTP connections (an integer): past "
                        "it, 503 and closed, so the HTTP side never takes the RESP port's "
                        "descriptors.",

@@ -121,13 +121,17 @@ class Later:
     """A reply that another process gives (cluster mode: the queue's owner front, or the
     cluster itself): `future` is an asyncio future whose result is the reply value
     (bytes already encoded come as `reply.Raw`). The client's requests behind it wait,
-    as they do behind a parked one, so its replies stay in order. Sans-IO here: only
-    the connection (wire/protocol.py) waits on the future."""
+    as they do behind a parked one, so its replies stay in order; but when it was
+    `sent` on already (its queue's owner known), the next request sent on the same way
+    goes too, and only the replies wait (a pipeline through a front stays one; such a
+    reply is never AGAIN). Sans-IO here: only the connection (wire/protocol.py) waits on
+    the future."""
 
-    __slots__ = ("future",)
+    __slots__ = ("future", "sent")
 
-    def __init__(self, future: Any) -> None:
+    def __init__(self, future: Any, sent: bool = False) -> None:
         self.future = future
+        self.sent = sent
 
 
 def removal(command: Op, present: Container[bytes], names: Iterable[bytes]) -> Plan:

@@ -40,6 +40,7 @@ class Session:
         "tells",
         "pubsub",
         "forwarded",
+        "challenge",
     )
 
     def __init__(self, core: Core, addr: str = "", laddr: str = "") -> None:
@@ -69,6 +70,7 @@ class Session:
         # Cluster mode: another front forwards its clients' requests on this connection
         # (EMQ.FRONT); they are never forwarded on (emqd/cluster/router.py).
         self.forwarded = False
+        self.challenge = b""  # the nonce of its EMQ.FRONT CHALLENGE (emqd/commands/fronts.py)
         self.reset()
 
     def reset(self) -> None:

@@ -2,28 +2,39 @@
 
 `Front(config)` makes the front's client of the cluster (nodes.py: the slot
 map and a pipelined connection a node, every request bounded by
-`--cluster-timeout-ms`), the sink the commit path writes through (sink.py)
-and the router the dispatcher asks (router.py); the server hands the core
-both. `start(core, housekeeping, wake)` then runs four loops:
+`--cluster-timeout-ms`), its place among the fronts (fronts.py), the sink
+the commit path writes through (sink.py) and the router the dispatcher asks
+(router.py); the server hands the core both. Ownership costs O(fronts + busy
+queues), never O(queues): a front owns a queue while it is used, and the
+loops that `start` runs are
 
-- renewal: every lease's term, a third of the lease's time apart, a primary's
-  in one pipeline; a lease not renewed in time is let go (`lose`); a renewal
-  that finds the cluster holding fewer of the queue's batches than it
-  acknowledged (a failover lost them) has the sink write the queue back at once
+- renewal: every lease, a third of the lease's time apart, a primary's in one
+  script call; a lease not renewed in time is let go (`lose`); a renewal that
+  finds the cluster holding fewer of the queue's batches than it acknowledged
+  (a failover lost them) has the sink write the queue back
   (`ClusterSink.probe`);
-- adoption: queues nobody owns with work to do now (a pending job, a delayed
-  job due, an expired lease, a schedule, a rate window) are taken by some
-  front within a few seconds, so no queue is forgotten when no client asks;
-- topology: the slot map read again every second (the replicas a write waits
-  for are those of the map of the moment: sink.py `acks_for`);
-- heartbeat: this front's address in `emq:fronts`, for INFO and operators.
+- heartbeat: this front in `emq:fronts`, the live fronts read back; when they
+  change, the queues another front now wins are handed over (`release`), and
+  the queues a dead front owned (its `emq:owned:` set) are taken by the fronts
+  they now belong to;
+- dues: queues nobody owns whose clock work is due (`emq:dues`: a delayed
+  job, a lease, a schedule, a rate window, written by the front that let the
+  queue go) are taken by the front they belong to, within a second or two;
+- idle: a queue with no request for IDLE_S, no job running and no batch on
+  its way is let go, its next due time in `emq:dues`;
+- a safety scan of every queue of the registry, once a minute, for work due
+  that the above missed (a front that died between its steps);
+- topology: the slot map read again every second.
 
-Taking a queue (`adopt`): the lease, then the queue's keys into the store (the
-lease is renewed while they load), then the sink writes it and housekeeping
-watches its due times. Losing it (`lose`: a refused term, a write never
-acknowledged, a lease not renewed): the queue's keys leave the store,
-unlogged (they are the cluster's), and its parked clients run again, to be
-forwarded or to take it back.
+Taking a queue (`adopt`): the lease, the front's `emq:owned:` set, then the
+queue's keys into the store (the lease renewed while they load), then the sink
+writes it and housekeeping watches its due times. Letting it go cleanly
+(`release`: idle, handed over, shutdown): no new request runs it, its batches
+settle, its due time is noted, its keys leave the store and its lease is
+deleted, then its parked clients go where it is now. Losing it (`lose`: a
+refused term, a write never acknowledged, a lease not renewed): its unkept
+writes fail at once, its keys leave the store, and its parked clients run
+again, to be forwarded or to take it back.
 """
 
 from __future__ import annotations
@@ -37,10 +48,11 @@ from typing import Any
 
 from emqd import clock
 from emqd.cluster import scripts
+from emqd.cluster.fronts import HEARTBEAT_S, Fronts
 from emqd.cluster.loader import load
-from emqd.cluster.names import FRONTS, PREFIX, REGISTRY, front_address, owner_key
+from emqd.cluster.names import DUES, PREFIX, REGISTRY, front_address, owner_key
 from emqd.cluster.nodes import FAILED, Topology, parse_address
-from emqd.cluster.ownership import Lease, Leases, address_of, slot_of
+from emqd.cluster.ownership import Lease, Leases, address_of, new_term, slot_of
 from emqd.cluster.router import ClusterRouter
 from emqd.cluster.sink import ClusterSink
 from emqd.commit import Commit
@@ -55,7 +67,9 @@ log = logging.getLogger("emqd")
 
 ADOPT_EVERY_S = 1.0  # how often a front looks for queues nobody owns with work due
 ADOPT_PER_ROUND = 100  # queues taken in one round at most
-HEARTBEAT_S = 1.0
+SCAN_EVERY_S = 60.0  # the safety scan of every queue of the registry
+IDLE_S = 30.0  # a queue with no request this long, nothing running, is let go
+IDLE_CHECK_S = 5.0
 TOPOLOGY_EVERY_S = 1.0  # the slot map (and each shard's replicas) read again this often
 RENEW_RETRY_S = 0.02  # the pause before a lease renewal that failed is tried again
 _DUE = scripts.DUE.encode()
@@ -73,35 +87,58 @@ def seed_addresses(spec: str) -> list[tuple[str, int]]:
         raise ValueError(f"--cluster: {exc}") from None
 
 
+def node_auth(config: Config) -> tuple[bytes, ...]:
+    """AUTH's arguments for the cluster's nodes (none: they ask for none)."""
+    if config.cluster_password is None:
+        return ()
+    user = (config.cluster_user.encode(),) if config.cluster_user else ()
+    return (*user, config.cluster_password.encode())
+
+
+def dashboard_address(config: Config, address: bytes) -> bytes:
+    """Where this front's dashboard is, for the other fronts' pages (empty: none)."""
+    if not config.http_port:
+        return b""
+    return address.rpartition(b":")[0] + b":%d" % config.http_port
+
+
 class Front:
     def __init__(self, config: Config) -> None:
         assert config.cluster is not None
         self.config = config
         self.topology = Topology(seed_addresses(config.cluster),
-                                 config.cluster_timeout_ms / 1000)
+                                 config.cluster_timeout_ms / 1000, node_auth(config))
         self.address = front_address(config)
         self.password = config.requirepass
         self.leases = Leases(self.topology, self.address, config.cluster_lease_ms)
         self.lease_s = config.cluster_lease_ms / 1000
         self.timeout_s = config.cluster_timeout_ms / 1000
+        self.fronts = Fronts(self.topology, self.address, new_term(),
+                             dashboard_address(config, self.address),
+                             config.cluster_lease_ms)
         self.sink = ClusterSink(self.topology, config.cluster_acks, config.cluster_timeout_ms,
                                 self.lose, self.values_of)
         self.held: dict[bytes, Lease] = {}
         self.loading: dict[bytes, Lease] = {}  # leases taken, their queues not loaded yet
+        self.leaving: dict[bytes, asyncio.Future[None]] = {}  # let go, settling first
         self.terms: dict[bytes, bytes] = {}  # each owned queue's epoch (the core's `epoch_of`)
         self.taking: dict[bytes, asyncio.Future[bool]] = {}
+        self.used: dict[bytes, float] = {}  # queue -> when a request last ran it (monotonic)
         self.router = ClusterRouter(self)
         self.keyspace: Keyspace | None = None
         self.commit: Commit | None = None
         self.housekeeping: Housekeeping | None = None
         self.wake: Callable[[], None] = _nothing  # re-runs parked requests (the server's)
         self.tasks: list[asyncio.Task[None]] = []
+        self.background: set[asyncio.Task[None]] = set()
 
     async def connect(self) -> None:
-        """Read the cluster's slot map (ConnectionError when no seed answers)."""
+        """Read the cluster's slot map (ConnectionError when no seed answers), and refuse
+        an address another live front announces (AnnounceTaken)."""
         if not await self.topology.refresh():
             raise ConnectionError(f"no node of the cluster at {self.config.cluster} answered "
                                   f"with a slot map")
+        await self.fronts.check_announce()
 
     def start(self, core: Core, housekeeping: Housekeeping, wake: Callable[[], None]) -> None:
         """Serve `core`'s requests (its router and sink are this front's): have
@@ -113,24 +150,34 @@ class Front:
         self.wake = wake
         core.add_info("cluster", self.info)
         loop = asyncio.get_running_loop()
-        self.tasks = [loop.create_task(self._renew()), loop.create_task(self._adopt()),
-                      loop.create_task(self._heartbeat()), loop.create_task(self._reread())]
+        self.tasks = [loop.create_task(loop_of()) for loop_of in (
+            self._renew, self._beat, self._dues, self._scan, self._idle, self._reread)]
 
     async def close(self) -> None:
-        """Shutdown, after the commit path settled: let every lease go, then the client."""
+        """Shutdown, after the commit path settled: let every lease go (the queues' due
+        times noted for whoever takes them next), leave the registry, then the client."""
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        results = await asyncio.gather(*(self.leases.release(lease)
-                                         for lease in self.held.values()),
-                                       return_exceptions=True)
-        for lease, result in zip(list(self.held.values()), results, strict=True):
-            if isinstance(result, BaseException):
-                log.warning("cluster: lease on %r not released (%s); it runs out",
-                            lease.queue, result)
-        self.held.clear()
+        await asyncio.gather(*(self.release(queue, "shutting down")
+                               for queue in list(self.held)), return_exceptions=True)
+        try:
+            await self.fronts.leave()
+        except FAILED as exc:
+            log.warning("cluster: not out of the fronts' registry (%s); it ages out", exc)
         self.sink.close_links()
         self.topology.close()
+
+    def _in_background(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def _noted(self, what: str, work: Any) -> None:
+        try:
+            await work
+        except FAILED as exc:
+            log.debug("cluster: %s not written (%s)", what, exc)
 
     # --- owning --------------------------------------------------------------------------
     def serves(self, queue: bytes) -> bool:
@@ -139,6 +186,7 @@ class Front:
         if lease is None:
             return False
         if lease.valid(time.monotonic()):
+            self.used[queue] = time.monotonic()
             return True
         log.warning("cluster: the lease on %r ran out before it was renewed; letting go",
                     queue)
@@ -147,9 +195,14 @@ class Front:
 
     async def adopt(self, queue: bytes, seen: bytes | None) -> bool:
         """Take `queue` if nobody holds it (`seen` None) or an earlier life of this front
-        does (`seen`, its owner value): True once it is loaded and served here."""
+        does (`seen`, its owner value): True once it is loaded and served here. False
+        while this front is letting it go (the caller looks again)."""
         if queue in self.held:
             return True
+        leaving = self.leaving.get(queue)
+        if leaving is not None:
+            await asyncio.shield(leaving)
+            return False
         taking = self.taking.get(queue)
         if taking is None:
             taking = self.taking[queue] = asyncio.ensure_future(self._take(queue, seen))
@@ -163,14 +216,11 @@ class Front:
             return False
         self.loading[queue] = lease  # renewed while the queue loads (a big one takes a while)
         try:
+            await self.fronts.note(queue, owned=True)
             ops, written = await load(self.topology, queue)
         except BaseException:
             self.loading.pop(queue, None)
-            try:
-                await self.leases.release(lease)
-            except FAILED as exc:
-                log.debug("cluster: lease on %r not released after a failed load (%s)",
-                          queue, exc)
+            self._in_background(self._noted("a lease's release", self.leases.release(lease)))
             raise
         self.loading.pop(queue, None)
         if not lease.valid(time.monotonic()):
@@ -180,22 +230,77 @@ class Front:
         self.commit.mirror(ops)
         self.held[queue] = lease
         self.terms[queue] = lease.term
+        self.used[queue] = time.monotonic()
         self.sink.own(queue, lease.value, written)
         if self.housekeeping is not None:
             self.housekeeping.watch(queue)
+        self._in_background(self._noted("a due time's removal", self.topology.call(
+            slot_of(DUES), (b"ZREM", DUES, queue))))
         log.info("cluster: owning queue %r (term %s)", queue, lease.term[:8].decode())
         return True
 
     def lose(self, queue: bytes) -> None:
-        """Let `queue` go: its unkept writes fail, its keys leave the store (unlogged)."""
+        """Let `queue` go at once: its unkept writes fail, its keys leave the store
+        (unlogged), and its parked clients look again."""
         if self.held.pop(queue, None) is None:
             return
-        self.terms.pop(queue, None)
         self.sink.disown(queue)
+        self._drop(queue)
+        self._in_background(self._noted("an owned queue's removal",
+                                        self.fronts.note(queue, owned=False)))
+        self.wake()  # its parked clients: forwarded, or take it back
+
+    async def release(self, queue: bytes, why: str) -> None:
+        """Let `queue` go cleanly: no request runs it here from now on, its batches on
+        their way settle (at most the write timeout), its next due time goes into
+        `emq:dues`, its keys leave the store and its lease is deleted; then its parked
+        clients look again, and find it where it belongs."""
+        lease = self.held.pop(queue, None)
+        if lease is None:
+            return
+        done = self.leaving[queue] = asyncio.get_running_loop().create_future()
+        self.wake()  # its parked requests wait for this, then go where it is
+        try:
+            try:
+                await asyncio.wait_for(self.sink.drained(queue), self.timeout_s)
+            except TimeoutError:
+                log.warning("cluster: queue %r's writes did not settle before it was let "
+                            "go", queue)
+            due = self._next_due(queue)
+            self.sink.disown(queue)
+            self._drop(queue)
+            if due is not None:
+                await self.topology.call(slot_of(DUES), (b"ZADD", DUES, due, queue))
+            await self.leases.release(lease)
+            await self.fronts.note(queue, owned=False)
+            log.info("cluster: let queue %r go (%s)", queue, why)
+        except FAILED as exc:
+            log.warning("cluster: queue %r let go, its lease not deleted (%s); it runs out",
+                        queue, exc)
+        finally:
+            self.leaving.pop(queue, None)
+            done.set_result(None)
+            self.wake()
+
+    def _drop(self, queue: bytes) -> None:
+        self.terms.pop(queue, None)
+        self.used.pop(queue, None)
         gone = [key for key, _ in self.values_of(queue)]
         assert self.commit is not None
         self.commit.mirror([(b"ZREM", REGISTRY, queue), *([(b"DEL", *gone)] if gone else [])])
-        self.wake()  # its parked clients: forwarded, or take it back
+
+    def _next_due(self, queue: bytes) -> int | None:
+        """When `queue`'s clock work is next due, from the store (its leases, delayed
+        jobs, schedules, rate windows), for whoever takes it next."""
+        assert self.keyspace is not None
+        keys = queue_keys(queue)
+        firsts = []
+        for key in (keys.active, keys.scheduled, keys.repeats, keys.rated):
+            zset = self.keyspace.zset(key)
+            first = zset.first() if zset is not None else None
+            if first is not None:
+                firsts.append(int(first[0]))
+        return min(firsts, default=None)
 
     def values_of(self, queue: bytes) -> list[tuple[bytes, Any]]:
         """The queue's keys in the store, with their values (what the sink writes back
@@ -208,9 +313,15 @@ class Front:
         """EMQ.QUEUES in cluster mode: the cluster's registry, in creation order."""
         return await self.topology.call(slot_of(REGISTRY), (b"ZRANGE", REGISTRY, 0, -1))
 
+    async def exists(self, queue: bytes) -> bool:
+        """Whether `queue` is in the cluster's registry."""
+        return await self.topology.call(slot_of(REGISTRY),
+                                        (b"ZSCORE", REGISTRY, queue)) is not None
+
     def info(self) -> dict[str, object]:
         return {"emqd_cluster": "yes", "emqd_cluster_front": self.address.decode(),
                 "emqd_cluster_queues_owned": len(self.held),
+                "emqd_cluster_fronts_live": len(self.fronts.live),
                 "emqd_cluster_topology_reads": self.topology.reads}
 
     # --- the loops ------------------------------------------------------------------------
@@ -245,27 +356,72 @@ class Front:
                                 "acknowledged; finding the gap", written, lease.queue, known)
                     self.sink.probe(lease.queue)
 
-    async def _adopt(self) -> None:
+    async def _beat(self) -> None:
+        """The heartbeat; on a change of the live fronts, hand over what another front now
+        wins; take over the queues of a dead front that now belong here."""
+        live = self.fronts.live
+        while True:
+            try:
+                now_live, dead = await self.fronts.beat()
+                if now_live != live:
+                    live = now_live
+                    log.info("cluster: %d live fronts", len(live))
+                    for queue in [q for q in self.held if self.fronts.preferred(q) !=
+                                  self.address]:
+                        self._in_background(self.release(queue, "handed over"))
+                for front in dead:
+                    if front != self.address:
+                        await self._take_over(front)
+            except FAILED as exc:
+                log.debug("cluster: no heartbeat: %s", exc)
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _take_over(self, dead: bytes) -> None:
+        """A dead front's queues that belong here are taken (once their leases ran out);
+        the last front to empty its set removes it from the registry."""
+        owned = await self.fronts.owned_by(dead)
+        for queue in owned:
+            if queue in self.held or (self.fronts.preferred(queue) == self.address
+                                      and await self.adopt(queue, None)):
+                await self.fronts.note(queue, owned=False, front=dead)
+        if not owned:
+            await self.fronts.forget(dead)
+            log.info("cluster: front %s is gone; its queues were taken over", dead.decode())
+
+    async def _dues(self) -> None:
         while True:
             await asyncio.sleep(ADOPT_EVERY_S * (0.5 + random.random()))
             try:
-                await asyncio.wait_for(self._adopt_round(), self.lease_s + self.timeout_s)
-            except (*FAILED, ValueError) as exc:
-                log.debug("cluster: no adoption round: %s", exc)
+                due: Any = await self.topology.call(slot_of(DUES), (
+                    b"ZRANGE", DUES, b"-inf", clock.now_ms(), b"BYSCORE", b"LIMIT", 0,
+                    ADOPT_PER_ROUND))
+                for queue in due:
+                    if self.fronts.preferred(queue) == self.address:
+                        await self.adopt(queue, None)
+            except FAILED as exc:
+                log.debug("cluster: no look at the due queues: %s", exc)
 
-    async def _adopt_round(self) -> None:
-        """Take queues nobody owns with work to do now. Their owner keys, then the due
-        times of those nobody owns, are read in one pipeline a primary
-        (`Topology.scatter`), not one round trip a queue."""
+    async def _scan(self) -> None:
+        while True:
+            await asyncio.sleep(SCAN_EVERY_S * (0.5 + random.random()))
+            try:
+                await asyncio.wait_for(self._scan_round(), self.lease_s + self.timeout_s)
+            except (*FAILED, ValueError) as exc:
+                log.debug("cluster: no scan of the registry: %s", exc)
+
+    async def _scan_round(self) -> None:
+        """Take the queues of the registry that belong here, nobody owns, and have work
+        due: their owner keys, then their due times, read in one pipeline a primary
+        (`Topology.scatter`)."""
         names: Any = await self.registered()
-        others = [queue for queue in names if queue not in self.held
-                  and queue not in self.taking]
-        if not others:
+        mine = [queue for queue in names if queue not in self.held and queue not in
+                self.taking and self.fronts.preferred(queue) == self.address]
+        if not mine:
             return
         owners = await self.topology.scatter(
-            [(slot_of(queue), encode_request((b"GET", owner_key(queue)))) for queue in others],
+            [(slot_of(queue), encode_request((b"GET", owner_key(queue)))) for queue in mine],
             self.timeout_s)
-        free = [(queue, owner) for queue, owner in zip(others, owners, strict=True)
+        free = [(queue, owner) for queue, owner in zip(mine, owners, strict=True)
                 if owner is None or (type(owner) is bytes and address_of(owner) == self.address)]
         if not free:
             return
@@ -279,14 +435,18 @@ class Front:
             if type(due) is bytes and float(due) <= now and await self.adopt(queue, owner):
                 taken += 1
 
-    async def _heartbeat(self) -> None:
+    async def _idle(self) -> None:
         while True:
-            try:
-                await self.topology.call(slot_of(FRONTS),
-                                         (b"ZADD", FRONTS, clock.now_ms(), self.address))
-            except FAILED as exc:
-                log.debug("cluster: no heartbeat: %s", exc)
-            await asyncio.sleep(HEARTBEAT_S)
+            await asyncio.sleep(IDLE_CHECK_S)
+            now = time.monotonic()
+            for queue in list(self.held):
+                if now - self.used.get(queue, now) >= IDLE_S and self._quiet(queue):
+                    self._in_background(self.release(queue, "idle"))
+
+    def _quiet(self, queue: bytes) -> bool:
+        """No job of `queue` running, nothing on its way to the cluster."""
+        assert self.keyspace is not None
+        return not self.keyspace.zcard(queue_keys(queue).active) and self.sink.clear(queue)
 
     async def _reread(self) -> None:
         while True:

@@ -35,7 +35,7 @@ async def load(topology: Topology, queue: bytes) -> tuple[list[Op], int]:
     refuses."""
     address, mine = await keys_in_cluster(topology, queue)
     written_raw = await topology.call(slot_of(queue), (b"GET", written_key(queue)))
-    pipe = Pipe(address)  # of the load's own: a big queue's replies hold no other request
+    pipe = topology.connection(address)  # a load's own: its replies hold no other request
     try:
         hashes = await _pipeline(pipe, [encode_request((b"HGETALL", name)) for name in mine],
                                  topology.timeout_s)

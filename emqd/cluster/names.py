@@ -19,6 +19,9 @@ from emqd.keys import QUEUES
 PREFIX: Final = b"emq:{"
 REGISTRY: Final = QUEUES  # the registry of queues: in its own slot, written apart (sink.py)
 FRONTS: Final = b"emq:fronts"  # zset: each front's address -> its last heartbeat (ms)
+# zset: queues nobody owns -> when their clock work is next due (ms), written by the front
+# that let each go, so that the front a queue belongs to takes it then (front.py)
+DUES: Final = b"emq:dues"
 # A front that does not own the queue (any more), before anything ran: a forwarded
 # request is never forwarded on, and the front that forwarded it looks the owner up again
 # (router.py); a plan of a queue let go meanwhile is refused before it is applied (sink.py).
@@ -41,6 +44,16 @@ def owner_key(queue: bytes) -> bytes:
 
 def written_key(queue: bytes) -> bytes:
     return PREFIX + queue + b"}:written"
+
+
+CLUSTER_KEYS: Final = (b"emq:queues", b"emq:fronts", b"emq:dues")  # and their `:...` kin
+CLUSTER_PREFIXES: Final = (b"emq:fronts:", b"emq:owned:")
+
+
+def is_cluster_key(key: bytes) -> bool:
+    """One of the fronts' own keys outside the queues (the registries, the owned sets,
+    the due times): a client may read them, never write them."""
+    return key in CLUSTER_KEYS or key.startswith(CLUSTER_PREFIXES)
 
 
 def is_bookkeeping(key: bytes, queue: bytes) -> bool:

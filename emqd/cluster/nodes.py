@@ -87,9 +87,11 @@ class Pipe:
     """One connection to one node; requests pipelined, answers in order, each with a
     deadline. Connects when first used and again after a failure."""
 
-    def __init__(self, address: Address, connect_s: float = CONNECT_S) -> None:
+    def __init__(self, address: Address, connect_s: float = CONNECT_S,
+                 auth: Sequence[bytes] = ()) -> None:
         self.address = address
         self.connect_s = connect_s
+        self.auth = auth  # AUTH's arguments, sent first on every connection (none: no AUTH)
         self.writer: asyncio.StreamWriter | None = None
         self.connecting: asyncio.Task[None] | None = None
         self.unsent: list[bytes] = []  # written once connected
@@ -151,6 +153,10 @@ class Pipe:
             return
         self.connecting = None
         self.writer = writer
+        if self.auth:
+            request = _Request(1, self._authenticated)
+            self.waiting.appendleft(request)
+            writer.write(encode_request([b"AUTH", *self.auth]))
         writer.write(b"".join(self.unsent))
         self.unsent = []
         asyncio.get_running_loop().create_task(self._read(reader, writer))
@@ -169,6 +175,11 @@ class Pipe:
             if self.writer is writer:
                 self.close(exc)
             writer.close()
+
+    def _authenticated(self, replies: Any) -> None:
+        if not isinstance(replies, BaseException) and isinstance(replies[0], NodeError):
+            self.close(ConnectionError(f"{self.name} refused this front's AUTH: "
+                                       f"{replies[0].text}"))
 
     def _answer(self, reply: Any) -> None:
         if not self.waiting:
@@ -276,9 +287,11 @@ class Topology:
     """The slot map of the moment and a `Pipe` to each node, for the front's own reads and
     writes of the cluster (the sink's batches go on links of their own: sink.py)."""
 
-    def __init__(self, seeds: list[Address], timeout_s: float) -> None:
+    def __init__(self, seeds: list[Address], timeout_s: float,
+                 auth: Sequence[bytes] = ()) -> None:
         self.seeds = list(seeds)
         self.timeout_s = timeout_s
+        self.auth = auth  # AUTH's arguments for every node (the front's user and password)
         self.known: set[Address] = set(seeds)
         self.shards: list[Shard | None] = [None] * SLOTS
         self.pipes: dict[Address, Pipe] = {}
@@ -328,10 +341,15 @@ class Topology:
 
     # --- requests --------------------------------------------------------------------
     def pipe(self, address: Address) -> Pipe:
+        """The front's shared connection to the node at `address`."""
         pipe = self.pipes.get(address)
         if pipe is None:
-            pipe = self.pipes[address] = Pipe(address, min(CONNECT_S, self.timeout_s))
+            pipe = self.pipes[address] = self.connection(address)
         return pipe
+
+    def connection(self, address: Address) -> Pipe:
+        """A connection of its own to the node at `address` (the sink's, a load's)."""
+        return Pipe(address, min(CONNECT_S, self.timeout_s), self.auth)
 
     async def call(self, slot: int, argv: Sequence[bytes | str | int],
                    timeout: float | None = None) -> Any:
@@ -361,6 +379,14 @@ class Topology:
                 raise
         raise AssertionError("unreachable")
 
+    def by_primary(self, slots: Sequence[int]) -> dict[Address | None, list[int]]:
+        """The indexes of `slots`, grouped by the primary that serves each now (None: no
+        node serves it)."""
+        by_node: dict[Address | None, list[int]] = {}
+        for i, slot in enumerate(slots):
+            by_node.setdefault(self.primary(slot), []).append(i)
+        return by_node
+
     async def scatter(self, requests: Sequence[tuple[int, bytes]], timeout: float) -> list[Any]:
         """Each request (its slot, one command as RESP) to its slot's primary, a primary's
         in one pipeline on its connection, each primary's apart (a primary that stops
@@ -368,9 +394,7 @@ class Topology:
         its reply (an error reply as a NodeError value), or the exception that kept it
         from being answered. Any failure has the map read again (a moved or silent
         primary)."""
-        by_node: dict[Address | None, list[int]] = {}
-        for i, (slot, _) in enumerate(requests):
-            by_node.setdefault(self.primary(slot), []).append(i)
+        by_node = self.by_primary([slot for slot, _ in requests])
         results: list[Any] = [None] * len(requests)
 
         async def one_node(address: Address | None, indexes: list[int]) -> None:

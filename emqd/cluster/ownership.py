@@ -9,10 +9,10 @@ leases on jobs this owner grants (protocol section 6.1): when the queue moves
 exempts the leases of the old term, as after a restart.
 
 The owner renews its leases a third of the lease's time apart, all of one
-primary's in one pipeline (`renew`: `scripts.RENEW` for each, which extends
-the key only if the value is still its own and answers how many of the
-queue's batches the cluster holds, so that a failover that lost some is
-noticed without waiting for a write), and holds each queue until
+primary's in one script call (`renew`: `scripts.RENEW`, which extends each
+key only if the value is still its own and answers how many of the queue's
+batches the cluster holds, so that a failover that lost some is noticed
+without waiting for a write), and holds each queue until
 `valid_until`: the monotonic time it sent its last successful renewal, plus
 the lease, less a margin. A front that was stopped (SIGSTOP) past that sees
 it at once when it runs again, before it serves the queue, and the cluster
@@ -22,6 +22,7 @@ the key (`RELEASE`).
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Sequence
@@ -31,10 +32,11 @@ from redis.crc import key_slot
 
 from emqd.cluster import scripts
 from emqd.cluster.names import owner_key, written_key
-from emqd.cluster.nodes import Topology
+from emqd.cluster.nodes import FAILED, Address, Topology
 from emqd.wire.resp import encode_request
 
 MARGIN = 0.2  # a lease counts as held for this much less than its length (clock drift)
+RENEW_CHUNK = 1000  # leases renewed by one script call at most
 _RENEW = scripts.RENEW.encode()
 
 
@@ -53,6 +55,15 @@ def address_of(value: bytes) -> bytes:
 
 def term_of(value: bytes) -> bytes:
     return value.partition(b" ")[0]
+
+
+def _renewal(leases: Sequence[Lease], indexes: list[int], lease_ms: int) -> bytes:
+    """The RENEW call of the leases at `indexes`, as RESP."""
+    argv = [b"EVAL", _RENEW, b"0", b"%d" % lease_ms]
+    for i in indexes:
+        queue = leases[i].queue
+        argv += [owner_key(queue), written_key(queue), leases[i].value]
+    return encode_request(argv)
 
 
 def slot_of(queue: bytes) -> int:
@@ -112,17 +123,38 @@ class Leases:
         """Extend each lease that is still ours (`valid_until` moves on). For each, in
         order: the number of the queue's last batch the cluster holds, -1 when the lease
         is another's, or what kept it from being renewed (an exception, or a node's
-        error reply). A primary's leases go in one pipeline, each primary's apart
-        (`Topology.scatter`), so a hundred thousand leases are a few round trips and a
-        primary that stops answering holds up only its own, `timeout` at most."""
+        error reply). A primary's leases go in one script call (`scripts.RENEW`, up to
+        RENEW_CHUNK a call), each primary's apart, so ten thousand leases cost each
+        primary a call a round, and one that stops answering holds up only its own,
+        `timeout` at most."""
         sent = time.monotonic()
-        lease_ms = b"%d" % self.lease_ms
-        results = await self.topology.scatter([(lease.slot, encode_request((
-            b"EVAL", _RENEW, b"2", owner_key(lease.queue), written_key(lease.queue),
-            lease.value, lease_ms))) for lease in leases], timeout)
+        results: list[Any] = [None] * len(leases)
+        groups = self.topology.by_primary([lease.slot for lease in leases])
+
+        async def one_node(address: Address | None, indexes: list[int]) -> None:
+            if address is None:
+                for i in indexes:
+                    results[i] = ConnectionError("no node serves the queue's slot")
+                return
+            chunks = [indexes[at:at + RENEW_CHUNK] for at in range(0, len(indexes),
+                                                                    RENEW_CHUNK)]
+            calls = [_renewal(leases, chunk, self.lease_ms) for chunk in chunks]
+            try:
+                replies = await self.topology.pipe(address).exchange(calls, timeout)
+            except FAILED as exc:
+                replies = [exc] * len(chunks)
+            for chunk, reply in zip(chunks, replies, strict=True):
+                answers = reply if isinstance(reply, list) else [reply] * len(chunk)
+                for i, answer in zip(chunk, answers, strict=True):
+                    results[i] = answer
+
+        await asyncio.gather(*(one_node(address, indexes)
+                               for address, indexes in groups.items()))
         for lease, result in zip(leases, results, strict=True):
             if type(result) is int and result >= 0:
                 lease.valid_until = max(lease.valid_until, sent + self.held_s)
+        if any(type(result) is not int for result in results):
+            self.topology.refresh()  # a primary may have moved (MOVED, a non-local key)
         return results
 
     async def release(self, lease: Lease) -> None:

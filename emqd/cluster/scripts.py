@@ -52,15 +52,24 @@ end
 # then write the owner's, so a retry writes the same again.
 RESTORE: Final = _TERM_CHECK + _OPS_THEN_NUMBER
 
-# Renew the lease if it is still this owner's, and answer the number of the queue's last
-# batch the cluster holds (0 for none); -1 when the lease is another's. KEYS[1] owner,
-# KEYS[2] written; ARGV: value, ms.
-RENEW: Final = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return tonumber(redis.call('GET', KEYS[2]) or '0')
+# Renew the leases a front holds on one primary, in one call however many there are: each
+# one if its value is still this owner's (then the number of the queue's last batch the
+# cluster holds, 0 for none), else -1. The keys are in many slots of this one node, so
+# they come as arguments, not declared keys (a script's declared keys must share a slot),
+# under the flag that lets a script reach keys of other slots of its node (Redis 7.0,
+# Valkey 7.2); one that another node serves now fails the whole call (the slot map is
+# then read again). ARGV: the lease in ms, then (owner key, written key, value) a lease.
+RENEW: Final = """#!lua flags=allow-cross-slot-keys
+local answers = {}
+for i = 2, #ARGV, 3 do
+  if redis.call('GET', ARGV[i]) == ARGV[i + 2] then
+    redis.call('PEXPIRE', ARGV[i], ARGV[1])
+    answers[#answers + 1] = tonumber(redis.call('GET', ARGV[i + 1]) or '0')
+  else
+    answers[#answers + 1] = -1
+  end
 end
-return -1
+return answers
 """
 
 # Let go of the lease if it is still this owner's (a clean shutdown). KEYS[1] owner.

@@ -61,7 +61,7 @@ from emqd.cluster.names import (
     queue_of,
     written_key,
 )
-from emqd.cluster.nodes import Address, NodeError, Pipe, Topology
+from emqd.cluster.nodes import Address, NodeError, Topology
 from emqd.cluster.ownership import slot_of
 from emqd.errors import ReplyError
 from emqd.persist.records import append_command
@@ -80,6 +80,7 @@ CONNECT_S = 2.0  # a primary's connection not made in this long fails (a retry f
 # node): the stall sweep of its queue waits for it, then for as long again (`sweep_delay_ms`).
 SLOW_S = 0.05
 RECHECK_MS = 100  # how soon a sweep held by a batch still on its way looks again
+DRAIN_POLL_S = 0.005  # how often a queue being let go looks whether its batches settled
 CROSSSLOT = errors.Refusal("CROSSSLOT Keys in request don't hash to the same slot")
 NOT_SERVED = errors.Refusal(
     "ERR cluster mode serves the queues' keys (emq:{QUEUE}:...) only; use the cluster "
@@ -448,6 +449,17 @@ class ClusterSink(Sink):
             queue_log.filling = Batch()
         self._send(queue_log)
 
+    def clear(self, queue: bytes) -> bool:
+        """Nothing of `queue` on its way to the cluster, nor waiting to go."""
+        queue_log = self.logs.get(queue)
+        return queue_log is None or (not queue_log.inflight and queue_log.filling is None)
+
+    async def drained(self, queue: bytes) -> None:
+        """Return once `clear(queue)` (the queue being let go: its last batches
+        acknowledged, or failed)."""
+        while not self.clear(queue):
+            await asyncio.sleep(DRAIN_POLL_S)
+
     def sweep_delay_ms(self, queue: bytes) -> int:
         """While a batch of `queue` has been on its way for SLOW_S or more, the sweep looks
         again in RECHECK_MS; once it is acknowledged, it waits as long again as the batch
@@ -612,7 +624,7 @@ class NodeLink:
 
     def __init__(self, sink: ClusterSink, address: Address | None) -> None:
         self.sink = sink
-        self.pipe = Pipe(address) if address is not None else None
+        self.pipe = sink.topology.connection(address) if address is not None else None
         self.ready: list[tuple[QueueLog, Batch, int]] = []  # (queue, batch, its wire)
         self.pushing = False
 

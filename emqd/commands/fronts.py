@@ -1,22 +1,33 @@
 """EMQ.OWNER queue
-EMQ.FRONT address
+EMQ.FRONT <CHALLENGE | address [PROOF proof]>
 
 Which front serves a queue (cluster mode, docs/CLUSTER.md). EMQ.OWNER answers
-the address (`HOST:PORT`) of the front that owns the queue: in cluster mode the
-request is routed like any of the queue's (run by the owner, which answers its
-own address, taking the queue first if nobody owns it), so a client can connect
-to the owner and skip the forwarding hop; a single process answers its own
-address. `EMQ.FRONT ADDRESS` is what a front sends first on a connection it
-forwards its clients' requests on, naming the front it means to reach: only a
-front of a cluster at that address says OK (a port another process took since
-is refused), and a request that comes that way is never forwarded again
-(emqd/cluster/router.py).
+the address (`HOST:PORT`) of the front that owns the queue, without taking
+anything: the owner answers its own address, any other front the owner's (or,
+when nobody owns it, the address of the live front it belongs to), so a client
+can connect there and skip the forwarding hop; a single process answers its
+own address.
+
+`EMQ.FRONT ADDRESS` is what a front sends first on a connection it forwards
+its clients' requests on, naming the front it means to reach: only a front of
+a cluster at that address says OK (a port another process took since is
+refused), and a request that comes that way is never forwarded again
+(emqd/cluster/router.py). Where the fronts have a password (`--requirepass`,
+shared by all of them), a front proves it knows it without sending it: it asks
+`EMQ.FRONT CHALLENGE` (a random nonce, kept by the connection), then sends
+`EMQ.FRONT ADDRESS PROOF hex(HMAC-SHA256(password, nonce " " ADDRESS))`, which
+also authenticates the connection; a wrong proof is refused as a wrong
+password is (counted, logged), and the nonce is spent either way.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from typing import Any
 
+from emqd import errors
 from emqd.cluster.names import front_address
 from emqd.command import command
 from emqd.errors import Refusal
@@ -29,18 +40,40 @@ def owner(session: Session, argv: list[bytes]) -> Any:
 
 def front(session: Session, argv: list[bytes]) -> Any:
     config = session.core.config
+    if len(argv) == 2 and argv[1].upper() == b"CHALLENGE":
+        session.challenge = secrets.token_hex(16).encode()
+        return session.challenge
+    if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2].upper() != b"PROOF"):
+        raise errors.SYNTAX()
     if not config.cluster or argv[1] != front_address(config):
         raise NOT_THAT_FRONT()
+    if config.requirepass:
+        nonce, session.challenge = session.challenge, b""
+        if len(argv) != 4 or not nonce or not hmac.compare_digest(
+                argv[3], proof(config.requirepass, nonce, argv[1])):
+            session.core.stats.auth_failures.refused("front " + session.addr)
+            raise NOT_PROVEN()
+        session.authenticated = True
+    elif not session.authenticated:
+        raise errors.NOAUTH()
     session.forwarded = True
     return "OK"
 
 
+def proof(password: str, nonce: bytes, address: bytes) -> bytes:
+    """What a front that knows the password answers to `nonce` (hex HMAC-SHA256)."""
+    return hmac.new(password.encode(), nonce + b" " + address, hashlib.sha256).hexdigest().encode()
+
+
 NOT_THAT_FRONT = Refusal("ERR this is not that front of a cluster")
+NOT_PROVEN = Refusal(
+    "WRONGPASS a front proves it knows the fronts' password: EMQ.FRONT CHALLENGE, then "
+    "EMQ.FRONT address PROOF hex(HMAC-SHA256(password, nonce + ' ' + address))")
 
 
 COMMANDS = [
     command("emq.owner", 2, "readonly fast", owner, (1, 1, 1), group="emq",
             summary="The address of the front that owns the queue"),
-    command("emq.front", 2, "admin fast", front, group="emq",
+    command("emq.front", -2, "admin fast no_auth", front, group="emq",
             summary="Marks a connection a front forwards its clients' requests on"),
 ]

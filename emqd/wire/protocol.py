@@ -124,7 +124,10 @@ class Connection(asyncio.Protocol, Outlet):
         self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
         self.streaming: Iterator[bytes] | None = None  # the chunks left of a big reply
         self.close_when_released = False  # QUIT's reply is held: close once it left
-        self.awaiting: Later | None = None  # a reply another process gives (cluster mode)
+        # Replies other processes give, in the order of their requests (cluster mode): the
+        # head's request may wait at the head of `pending` (AGAIN: run it here), those
+        # behind it were sent on already (`Later.sent`) and only their replies wait.
+        self.awaiting: deque[Later] = deque()
 
     # --- asyncio callbacks -----------------------------------------------------
     def connection_made(self, base: asyncio.BaseTransport) -> None:
@@ -154,7 +157,7 @@ class Connection(asyncio.Protocol, Outlet):
         if core.router is not None:
             core.router.forget(self.session)
         self._unpark()
-        self.awaiting = None
+        self.awaiting.clear()
         self.pending.clear()
         self.streaming = None
 
@@ -189,7 +192,7 @@ class Connection(asyncio.Protocol, Outlet):
         while True:
             if requests:
                 if (self.pending or self.parked is not None or self.paused
-                        or self.streaming is not None or self.awaiting is not None):
+                        or self.streaming is not None or self.awaiting):
                     self.pending.extend(requests)
                     if len(self.pending) > MAX_QUEUED_REQUESTS:
                         self.transport.pause_reading()  # type: ignore[union-attr]
@@ -222,9 +225,22 @@ class Connection(asyncio.Protocol, Outlet):
                 self._park(argv, reply)
                 return
             if type(reply) is Later:
-                self._defer(requests[i:])  # the request stays at the head until answered
+                later: Later = reply
                 self._write(out)
-                self._await(reply)
+                out, size = [], 0
+                if not later.sent:
+                    self._defer(requests[i:])  # the request stays at the head until answered
+                    self._await(later)
+                    return
+                # Sent on already (its queue's owner known): the next request goes too if
+                # it is sent on the same way, so that a pipeline through this front stays
+                # one; anything else waits until every reply sent for came back.
+                self._await(later)
+                rest = requests[i + 1:] if broken is None else requests[i + 1:-1]
+                router = self.hub.core.router
+                if rest and router is not None and router.forwards(session, rest[0]):
+                    continue
+                self._defer(requests[i + 1:])
                 return
             if type(reply) is Stream and session.pubsub is None:  # (a subscriber's: whole)
                 self._write(out)
@@ -276,7 +292,7 @@ class Connection(asyncio.Protocol, Outlet):
     def run_pending(self) -> None:
         """Go on with a big reply and run queued requests, after an unpark or when the
         socket drained or the commit path released the replies it held."""
-        if self.closed or self.paused or self.parked is not None or self.awaiting is not None:
+        if self.closed or self.paused or self.parked is not None or self.awaiting:
             return
         if self.streaming is not None and not self._stream():
             return
@@ -389,24 +405,34 @@ class Connection(asyncio.Protocol, Outlet):
 
     # --- replies another process gives (cluster mode) -------------------------------
     def _await(self, later: Later) -> None:
-        """Stop this client's requests until `later`'s reply comes, then write it and go on."""
-        self.awaiting = later
+        """Stop this client's requests until `later`'s reply comes (and those of the ones
+        sent on before it), then write them in order and go on."""
+        self.awaiting.append(later)
         later.future.add_done_callback(self._later_done)
 
     def _later_done(self, future: Any) -> None:
-        """The reply came: write it (the request leaves the head of `pending`), or, on
-        AGAIN, run the request again here; then go on with the ones behind it."""
-        if self.awaiting is None or self.awaiting.future is not future:
-            return
-        self.awaiting = None
+        """A reply came: write the replies that came, from the oldest, in order (a request
+        not sent on leaves the head of `pending`), or, on AGAIN, run the request again
+        here; then, when none is awaited any more, go on with the ones behind them."""
+        awaiting = self.awaiting
         if self.closed:
+            awaiting.clear()
             return
-        error = future.exception() if not future.cancelled() else errors.UNACKNOWLEDGED()
-        reply = future.result() if error is None else (
-            error if isinstance(error, errors.ReplyError) else errors.UNACKNOWLEDGED())
-        if reply is not AGAIN:
-            self.pending.popleft()
+        again = False
+        while awaiting and awaiting[0].future.done():
+            later = awaiting.popleft()
+            done = later.future
+            error = done.exception() if not done.cancelled() else errors.UNACKNOWLEDGED()
+            reply = done.result() if error is None else (
+                error if isinstance(error, errors.ReplyError) else errors.UNACKNOWLEDGED())
+            if reply is AGAIN:
+                again = True  # (only a request not sent on: it is alone, at the head)
+                continue
+            if not later.sent:
+                self.pending.popleft()
             self._write([encode(reply, self.session.resp)])
+        if awaiting and not again:
+            return
         self.run_pending()
         self.hub.wake_parked()
 
@@ -466,6 +492,8 @@ class Connection(asyncio.Protocol, Outlet):
             return False
         if type(reply) is Later:  # cluster mode: its queue is not here any more
             self._unpark()
+            if reply.sent:
+                self.pending.popleft()  # sent on: only its reply is awaited
             self._await(reply)
             return True
         self._unpark()

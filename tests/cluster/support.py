@@ -132,13 +132,35 @@ def front(cluster: Cluster, *flags: str) -> ServerProcess:
 
 
 def start_fronts(cluster: Cluster, count: int, *flags: str) -> list[ServerProcess]:
-    """`count` fronts; those started are stopped if a later one fails to start."""
+    """`count` fronts, once each sees them all live (queues nobody owns are spread over
+    the live fronts: each must know the others before a test names a queue's owner);
+    those started are stopped if a later one fails to start."""
     started: list[ServerProcess] = []
     try:
         for _ in range(count):
             started.append(front(cluster, *flags))
+        for server in started:
+            until(lambda server=server: fronts_live(server) >= count, 10,
+                  f"front {server.port} sees the others")
     except BaseException:
         for server in started:
             server.stop()
         raise
     return started
+
+
+def fronts_live(server: ServerProcess) -> int:
+    with redis.Redis(port=server.port) as client:
+        return int(client.info("cluster")["emqd_cluster_fronts_live"])
+
+
+def owned_by(server: ServerProcess, prefix: str) -> str:
+    """A queue name (`prefix` and a number) that belongs to `server`: EMQ.OWNER, which
+    takes nothing, names the live front a queue nobody owns belongs to."""
+    mine = f"127.0.0.1:{server.port}".encode()
+    with redis.Redis(port=server.port) as client:
+        for i in range(1000):
+            name = f"{prefix}{i}"
+            if client.execute_command("EMQ.OWNER", name) == mine:
+                return name
+    raise AssertionError(f"no queue {prefix}N belongs to {mine!r}")

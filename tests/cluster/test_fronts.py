@@ -17,7 +17,7 @@ import redis
 from redis.exceptions import ClusterCrossSlotError, TryAgainError
 
 from emqd.bench.cluster import cluster_ports
-from tests.cluster.support import Cluster, start_fronts, until
+from tests.cluster.support import Cluster, fronts_live, owned_by, start_fronts, until
 from tests.support import ServerProcess, start_emqd
 
 LEASE_MS = 2000
@@ -39,28 +39,29 @@ def cmd(port: int, *argv: object) -> object:
 def test_every_verb_through_a_front_that_does_not_own_the_queue(
         cluster: Cluster, fronts: list[ServerProcess]) -> None:
     owner, other = fronts
-    assert cmd(owner.port, "EMQ.ADD", "verbs", "first") == b"1"  # the owner takes it
-    assert cmd(other.port, "EMQ.OWNER", "verbs") == cmd(owner.port, "EMQ.OWNER", "verbs") \
+    verbs = owned_by(owner, "verbs")
+    assert cmd(other.port, "EMQ.ADD", verbs, "first") == b"1"  # the owner takes it
+    assert cmd(other.port, "EMQ.OWNER", verbs) == cmd(owner.port, "EMQ.OWNER", verbs) \
         == f"127.0.0.1:{owner.port}".encode()
     with redis.Redis(port=other.port) as client:
         run = client.execute_command
-        assert run("EMQ.ADD", "verbs", "second", "PRIORITY", "-1") == b"2"  # claimed sooner
-        assert run("EMQ.CLAIM", "verbs", 30_000)[:3] == [b"2", b"1", b"second"]
-        assert run("EMQ.EXTEND", "verbs", "2", "1", 60_000) > 0
-        assert run("EMQ.PROGRESS", "verbs", "2", "1", "half") == b"OK"
-        assert run("EMQ.LOG", "verbs", "2", "1", "a line") == 1
-        assert run("EMQ.LOGS", "verbs", "2") == [b"a line"]
-        assert run("EMQ.COMPLETE", "verbs", "2", "1", "RESULT", "done") == b"OK"
-        assert run("EMQ.CLAIM", "verbs", 30_000)[:3] == [b"1", b"1", b"first"]
-        assert run("EMQ.FAIL", "verbs", "1", "1", "ERROR", "no", "MAXATTEMPTS", "1")[0] == b"dead"
-        assert run("EMQ.REVIVE", "verbs", "1") == b"OK"
-        assert run("EMQ.PAUSE", "verbs") == b"OK" and run("EMQ.RESUME", "verbs") == b"OK"
-        stats = run("EMQ.STATS", "verbs")
+        assert run("EMQ.ADD", verbs, "second", "PRIORITY", "-1") == b"2"  # claimed sooner
+        assert run("EMQ.CLAIM", verbs, 30_000)[:3] == [b"2", b"1", b"second"]
+        assert run("EMQ.EXTEND", verbs, "2", "1", 60_000) > 0
+        assert run("EMQ.PROGRESS", verbs, "2", "1", "half") == b"OK"
+        assert run("EMQ.LOG", verbs, "2", "1", "a line") == 1
+        assert run("EMQ.LOGS", verbs, "2") == [b"a line"]
+        assert run("EMQ.COMPLETE", verbs, "2", "1", "RESULT", "done") == b"OK"
+        assert run("EMQ.CLAIM", verbs, 30_000)[:3] == [b"1", b"1", b"first"]
+        assert run("EMQ.FAIL", verbs, "1", "1", "ERROR", "no", "MAXATTEMPTS", "1")[0] == b"dead"
+        assert run("EMQ.REVIVE", verbs, "1") == b"OK"
+        assert run("EMQ.PAUSE", verbs) == b"OK" and run("EMQ.RESUME", verbs) == b"OK"
+        stats = run("EMQ.STATS", verbs)
         assert (stats[b"pending"], stats[b"completed"]) == (1, 1)
-        assert run("EMQ.REMOVE", "verbs", "1") == 1
-        row = run("HGETALL", "emq:{verbs}:job:2")  # a plain command on a queue's key
-        assert row == cluster.client().hgetall("emq:{verbs}:job:2") != {}
-        assert b"verbs" in run("EMQ.QUEUES")
+        assert run("EMQ.REMOVE", verbs, "1") == 1
+        row = run("HGETALL", f"emq:{{{verbs}}}:job:2")  # a plain command on a queue's key
+        assert row == cluster.client().hgetall(f"emq:{{{verbs}}}:job:2") != {}
+        assert verbs.encode() in run("EMQ.QUEUES")
 
 
 def test_the_other_verbs_and_the_parking_ones_through_a_front_that_does_not_own_it(
@@ -69,40 +70,41 @@ def test_the_other_verbs_and_the_parking_ones_through_a_front_that_does_not_own_
     sweep verb, a flow within the queue, schedules, rates and lanes; and a blocking
     CLAIM and an EMQ.WAIT parked on the other front, woken by the owner's writes."""
     owner, other = fronts
-    assert cmd(owner.port, "EMQ.ADD", "more", "a") == b"1"  # the owner takes it
+    more, parked = owned_by(owner, "more"), owned_by(owner, "parked")
+    assert cmd(owner.port, "EMQ.ADD", more, "a") == b"1"  # the owner takes it
     with redis.Redis(port=other.port) as client:
         run = client.execute_command
-        assert run("EMQ.CONFIG", "more", "SET", "keep_completed", "50") == b"OK"
-        assert run("EMQ.CONFIG", "more", "GET", "keep_completed") == b"50"
-        assert run("EMQ.ADD", "more", "later", "DELAY", "60000") == b"2"
-        assert run("EMQ.PROMOTE", "more", "ID", "2") == 1
-        job, token = run("EMQ.CLAIM", "more", 30_000)[:2]
-        assert run("EMQ.REQUEUE", "more", job, token) == b"OK"
-        assert run("EMQ.STALLED.CHECK", "more") == [[], []]
-        parent, children = run("EMQ.FLOW", "more", "parent", "CHILD", "more", "kid")
-        assert run("EMQ.CHILDREN", "more", parent) == [[b"more", children[0], b"pending",
+        assert run("EMQ.CONFIG", more, "SET", "keep_completed", "50") == b"OK"
+        assert run("EMQ.CONFIG", more, "GET", "keep_completed") == b"50"
+        assert run("EMQ.ADD", more, "later", "DELAY", "60000") == b"2"
+        assert run("EMQ.PROMOTE", more, "ID", "2") == 1
+        job, token = run("EMQ.CLAIM", more, 30_000)[:2]
+        assert run("EMQ.REQUEUE", more, job, token) == b"OK"
+        assert run("EMQ.STALLED.CHECK", more) == [[], []]
+        parent, children = run("EMQ.FLOW", more, "parent", "CHILD", more, "kid")
+        assert run("EMQ.CHILDREN", more, parent) == [[more.encode(), children[0], b"pending",
                                                          None]]
-        next_ms = run("EMQ.REPEAT", "more", "tick", "EVERY", "60000", "t")
-        assert [entry[b"name"] for entry in run("EMQ.REPEATS", "more")] == [b"tick"]
-        assert isinstance(next_ms, int) and run("EMQ.REPEAT.DEL", "more", "tick") == 1
-        assert run("EMQ.RATE", "more", "100", "1000") == b"OK"
-        assert run("EMQ.LANE.LIMIT", "more", "g", "2") == b"OK"
-        assert run("EMQ.LANE.RATE", "more", "g", "5", "1000") == b"OK"
-        grouped = run("EMQ.ADD", "more", "grouped", "GROUP", "g")
-        assert run("EMQ.LANES", "more") == {b"g": [1, 0]}
-        assert run("EMQ.GET", "more", grouped)[b"payload"] == b"grouped"
-    assert cmd(owner.port, "EMQ.STATS", "parked") is not None  # the owner takes `parked`
+        next_ms = run("EMQ.REPEAT", more, "tick", "EVERY", "60000", "t")
+        assert [entry[b"name"] for entry in run("EMQ.REPEATS", more)] == [b"tick"]
+        assert isinstance(next_ms, int) and run("EMQ.REPEAT.DEL", more, "tick") == 1
+        assert run("EMQ.RATE", more, "100", "1000") == b"OK"
+        assert run("EMQ.LANE.LIMIT", more, "g", "2") == b"OK"
+        assert run("EMQ.LANE.RATE", more, "g", "5", "1000") == b"OK"
+        grouped = run("EMQ.ADD", more, "grouped", "GROUP", "g")
+        assert run("EMQ.LANES", more) == {b"g": [1, 0]}
+        assert run("EMQ.GET", more, grouped)[b"payload"] == b"grouped"
+    assert cmd(owner.port, "EMQ.STATS", parked) is not None  # the owner takes `parked`
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        claim = pool.submit(cmd, other.port, "EMQ.CLAIM", "parked", 30_000, "BLOCK", 10_000)
+        claim = pool.submit(cmd, other.port, "EMQ.CLAIM", parked, 30_000, "BLOCK", 10_000)
         time.sleep(0.3)
         assert not claim.done()  # parked
-        job_id = cmd(owner.port, "EMQ.ADD", "parked", "woken")
+        job_id = cmd(owner.port, "EMQ.ADD", parked, "woken")
         claimed = claim.result(timeout=10)
         assert claimed[:3] == [job_id, b"1", b"woken"]  # type: ignore[index]
-        waiting = pool.submit(cmd, other.port, "EMQ.WAIT", "parked", job_id, 10_000)
+        waiting = pool.submit(cmd, other.port, "EMQ.WAIT", parked, job_id, 10_000)
         time.sleep(0.3)
         assert not waiting.done()
-        assert cmd(owner.port, "EMQ.COMPLETE", "parked", job_id, b"1", "RESULT", "r") == b"OK"
+        assert cmd(owner.port, "EMQ.COMPLETE", parked, job_id, b"1", "RESULT", "r") == b"OK"
         assert waiting.result(timeout=10) == [b"completed", b"r"]
 
 
@@ -151,20 +153,25 @@ def test_a_front_s_own_view_is_the_queues_it_owns(
     owner, _ = fronts
     watcher = start_emqd("--cluster", cluster.seeds, port=cluster_ports(1)[0], http=True)
     try:
-        cmd(watcher.port, "EMQ.ADD", "mine", "x")  # the watcher takes `mine`
-        cmd(owner.port, "EMQ.ADD", "theirs", "y")  # the owner front takes `theirs`
-        assert {b"mine", b"theirs"} <= set(cmd(watcher.port, "EMQ.QUEUES"))  # type: ignore[arg-type]
+        for server in (watcher, owner):
+            until(lambda server=server: fronts_live(server) >= 3, 10, "three fronts live")
+        mine, theirs = owned_by(watcher, "mine"), owned_by(owner, "theirs")
+        cmd(watcher.port, "EMQ.ADD", mine, "x")  # the watcher takes `mine`
+        cmd(watcher.port, "EMQ.ADD", theirs, "y")  # the owner front takes `theirs`
+        assert {mine.encode(), theirs.encode()} <= set(
+            cmd(watcher.port, "EMQ.QUEUES"))  # type: ignore[arg-type]
         with redis.Redis(port=watcher.port) as client:
             assert client.info("cluster")["emqd_cluster_queues_owned"] == 1
             keys = set(client.keys("*"))
-            assert b"emq:{mine}:pending" in keys and b"emq:{mine}:job:1" in keys
-            assert not any(b"{theirs}" in key for key in keys)
+            assert f"emq:{{{mine}}}:pending".encode() in keys
+            assert f"emq:{{{mine}}}:job:1".encode() in keys
+            assert not any(f"{{{theirs}}}".encode() in key for key in keys)
             assert client.dbsize() == len(keys)
             assert set(client.scan_iter(count=1000)) == keys
         with urllib.request.urlopen(f"http://127.0.0.1:{watcher.http_port}/metrics",
                                     timeout=10) as response:
             text = response.read().decode()
-        assert 'queue="mine"' in text and 'queue="theirs"' not in text
+        assert f'queue="{mine}"' in text and f'queue="{theirs}"' not in text
     finally:
         watcher.stop()
 
@@ -176,24 +183,25 @@ def test_a_write_the_cluster_fences_is_answered_tryagain_and_written_nowhere(
     TRYAGAIN, and is neither in the cluster nor in the owner's memory; the queue is
     then served again from what the cluster holds."""
     owner, _ = fronts
-    assert cmd(owner.port, "EMQ.ADD", "fenced", "kept") == b"1"
+    fenced = owned_by(owner, "fenced")
+    assert cmd(owner.port, "EMQ.ADD", fenced, "kept") == b"1"
     with cluster.client() as store:
-        value = store.get("emq:{fenced}:owner")
+        value = store.get(f"emq:{{{fenced}}}:owner")
         assert isinstance(value, bytes)
-        store.set("emq:{fenced}:owner", b"another-term " + value.partition(b" ")[2],
+        store.set(f"emq:{{{fenced}}}:owner", b"another-term " + value.partition(b" ")[2],
                   px=LEASE_MS)
     with pytest.raises(TryAgainError):
-        cmd(owner.port, "EMQ.ADD", "fenced", "refused")
+        cmd(owner.port, "EMQ.ADD", fenced, "refused")
     with cluster.client() as store:
-        assert store.zrange("emq:{fenced}:pending", 0, -1) == [b"1"]
-        assert not store.exists("emq:{fenced}:job:2")
+        assert store.zrange(f"emq:{{{fenced}}}:pending", 0, -1) == [b"1"]
+        assert not store.exists(f"emq:{{{fenced}}}:job:2")
     # served again, from the cluster's keys: the refused job is nowhere
-    added = until(lambda: _answer(owner.port, "EMQ.ADD", "fenced", "after"), 10,
+    added = until(lambda: _answer(owner.port, "EMQ.ADD", fenced, "after"), 10,
                   "the queue served again")
     assert isinstance(added, bytes)
     with cluster.client() as store:
-        payloads = {store.hget(f"emq:{{fenced}}:job:{job.decode()}", "payload")
-                    for job in store.zrange("emq:{fenced}:pending", 0, -1)}
+        payloads = {store.hget(f"emq:{{{fenced}}}:job:{job.decode()}", "payload")
+                    for job in store.zrange(f"emq:{{{fenced}}}:pending", 0, -1)}
     assert payloads == {b"kept", b"after"}
 
 
@@ -219,23 +227,24 @@ def test_keys_outside_the_queues_are_the_cluster_s_own(
 
 def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
+    takeover = owned_by(owner, "takeover")
     try:
-        cmd(owner.port, "EMQ.ADD", "takeover", "a")
-        assert cmd(owner.port, "EMQ.CLAIM", "takeover", 1000)[:3] == [b"1", b"1", b"a"]
+        cmd(owner.port, "EMQ.ADD", takeover, "a")
+        assert cmd(owner.port, "EMQ.CLAIM", takeover, 1000)[:3] == [b"1", b"1", b"a"]
         owner.kill(signal.SIGKILL)
         started = time.monotonic()
-        assert cmd(other.port, "EMQ.ADD", "takeover", "b") == b"2"
+        assert cmd(other.port, "EMQ.ADD", takeover, "b") == b"2"
         assert time.monotonic() - started < LEASE_MS / 1000 + 6  # a few seconds, on a busy box
         # a live front took it (this one, or another on the cluster whose adoption round
         # saw the expired lease first)
-        assert cmd(other.port, "EMQ.OWNER", "takeover") != f"127.0.0.1:{owner.port}".encode()
+        assert cmd(other.port, "EMQ.OWNER", takeover) != f"127.0.0.1:{owner.port}".encode()
         # The lease granted under the dead owner's term runs out: it comes back uncounted,
         # as after a restart, not as a stall.
-        row = until(lambda: cmd(other.port, "EMQ.GET", "takeover", "1"), 1, "job 1")
-        state = until(lambda: cmd(other.port, "HGET", "emq:{takeover}:job:1", "state")
+        row = until(lambda: cmd(other.port, "EMQ.GET", takeover, "1"), 1, "job 1")
+        state = until(lambda: cmd(other.port, "HGET", f"emq:{{{takeover}}}:job:1", "state")
                       == b"pending", 10, "the old lease recovered")
         assert row and state
-        assert cmd(other.port, "HGET", "emq:{takeover}:job:1", "stalled") in (None, b"0")
+        assert cmd(other.port, "HGET", f"emq:{{{takeover}}}:job:1", "stalled") in (None, b"0")
     finally:
         owner.stop()
         other.stop()
@@ -245,14 +254,15 @@ def test_a_clean_shutdown_lets_its_leases_go_at_once(cluster: Cluster) -> None:
     """SIGTERM: the front lets go of the queues it owns before it exits, so another front
     takes one at its next request, without waiting for the lease to run out."""
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", "60000")
+    handed = owned_by(owner, "handed")
     try:
-        assert cmd(owner.port, "EMQ.ADD", "handed", "x") == b"1"
+        assert cmd(owner.port, "EMQ.ADD", handed, "x") == b"1"
         with cluster.client() as store:
-            assert store.get("emq:{handed}:owner").endswith(f":{owner.port}".encode())
+            assert store.get(f"emq:{{{handed}}}:owner").endswith(f":{owner.port}".encode())
             owner.stop()  # SIGTERM, waited for
-            assert store.get("emq:{handed}:owner") is None
+            assert store.get(f"emq:{{{handed}}}:owner") is None
         started = time.monotonic()
-        assert cmd(other.port, "EMQ.ADD", "handed", "y") == b"2"
+        assert cmd(other.port, "EMQ.ADD", handed, "y") == b"2"
         assert time.monotonic() - started < 10  # nowhere near the 60 s lease
     finally:
         owner.stop()
@@ -266,19 +276,20 @@ def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
     delayed job is promoted and the lease's job comes back, uncounted, read straight from
     the cluster."""
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
+    idle = owned_by(owner, "idle")
     try:
-        assert cmd(owner.port, "EMQ.ADD", "idle", "leased") == b"1"
-        assert cmd(owner.port, "EMQ.CLAIM", "idle", 1000)[:2] == [b"1", b"1"]
-        assert cmd(owner.port, "EMQ.ADD", "idle", "later", "DELAY", 3000) == b"2"
+        assert cmd(owner.port, "EMQ.ADD", idle, "leased") == b"1"
+        assert cmd(owner.port, "EMQ.CLAIM", idle, 1000)[:2] == [b"1", b"1"]
+        assert cmd(owner.port, "EMQ.ADD", idle, "later", "DELAY", 3000) == b"2"
         owner.kill(signal.SIGKILL)
         with cluster.client() as store:
-            assert store.hget("emq:{idle}:job:2", "state") == b"scheduled"
-            until(lambda: set(store.zrange("emq:{idle}:pending", 0, -1)) == {b"1", b"2"},
+            assert store.hget(f"emq:{{{idle}}}:job:2", "state") == b"scheduled"
+            until(lambda: set(store.zrange(f"emq:{{{idle}}}:pending", 0, -1)) == {b"1", b"2"},
                   3 + LEASE_MS / 1000 + 8, "both jobs pending again, with no client asking")
-            assert store.hget("emq:{idle}:job:1", "state") == b"pending"
-            assert store.hget("emq:{idle}:job:1", "stalled") in (None, b"0")
+            assert store.hget(f"emq:{{{idle}}}:job:1", "state") == b"pending"
+            assert store.hget(f"emq:{{{idle}}}:job:1", "stalled") in (None, b"0")
             # a live front holds it: this one, or another on the cluster (each adopts)
-            assert not store.get("emq:{idle}:owner").endswith(f":{owner.port}".encode())
+            assert not store.get(f"emq:{{{idle}}}:owner").endswith(f":{owner.port}".encode())
     finally:
         owner.stop()
         other.stop()
@@ -287,21 +298,22 @@ def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
 def test_a_stopped_owner_woken_after_its_lease_acknowledges_nothing_for_its_queue(
         cluster: Cluster) -> None:
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
+    stopped = owned_by(owner, "stopped")
     try:
         with redis.Redis(port=owner.port) as stale:
-            assert stale.execute_command("EMQ.ADD", "stopped", "before") == b"1"
+            assert stale.execute_command("EMQ.ADD", stopped, "before") == b"1"
             owner.send_signal(signal.SIGSTOP)
             # While it sleeps, its lease runs out and the other front takes the queue.
-            until(lambda: cmd(other.port, "EMQ.ADD", "stopped", "during") == b"2",
+            until(lambda: cmd(other.port, "EMQ.ADD", stopped, "during") == b"2",
                   LEASE_MS / 1000 + 5, "the other front took the queue")
             owner.send_signal(signal.SIGCONT)
             # The woken front knows its lease ran out before it serves the queue again:
             # its client's request is answered by the new owner.
-            assert stale.execute_command("EMQ.ADD", "stopped", "after") == b"3"
-            assert stale.execute_command("EMQ.OWNER", "stopped") == \
+            assert stale.execute_command("EMQ.ADD", stopped, "after") == b"3"
+            assert stale.execute_command("EMQ.OWNER", stopped) == \
                 f"127.0.0.1:{other.port}".encode()
         with cluster.client() as store:
-            assert sorted(store.zrange("emq:{stopped}:pending", 0, -1)) == [b"1", b"2", b"3"]
+            assert sorted(store.zrange(f"emq:{{{stopped}}}:pending", 0, -1)) == [b"1", b"2", b"3"]
     finally:
         owner.send_signal(signal.SIGCONT)
         owner.stop()
@@ -373,8 +385,9 @@ def test_batches_the_cluster_lost_are_written_back_from_the_owner_s_memory(
     """After the loss the owner's next write finds the gap in the batch numbers, writes
     the whole queue back from memory, and is answered; the cluster then holds what the
     owner does."""
-    loss = Loss(cluster, fronts[0], "written-back")
-    added = cmd(fronts[0].port, "EMQ.ADD", "written-back", "after the loss")
+    queue = owned_by(fronts[0], "written-back")
+    loss = Loss(cluster, fronts[0], queue)
+    added = cmd(fronts[0].port, "EMQ.ADD", queue, "after the loss")
     assert isinstance(added, bytes)
     assert loss.written_back()
     with redis.Redis(port=loss.primary.port) as node:
@@ -389,7 +402,7 @@ def test_batches_the_cluster_lost_are_written_back_with_no_write_to_find_them(
     """Nobody writes the queue after the loss: the owner's next lease renewal reads the
     cluster's batch number, finds it behind what was acknowledged, and writes the
     queue back within a third of the lease."""
-    loss = Loss(cluster, fronts[0], "found-idle")
+    loss = Loss(cluster, fronts[0], owned_by(fronts[0], "found-idle"))
     until(loss.written_back, LEASE_MS / 1000 + 5, "the queue written back unasked")
     held = loss.check(set())
     assert len(held[loss.prefix + b"pending"]) == 8  # type: ignore[arg-type]

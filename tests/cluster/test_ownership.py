@@ -1,5 +1,5 @@
 """Leases (emqd/cluster/ownership.py) against fake nodes on 127.0.0.1: renewals go out a
-primary's in one pipeline, and a silent primary holds up only its own."""
+primary's in one script call, and a silent primary holds up only its own."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def two_queues_on_two_primaries() -> tuple[bytes, bytes]:
             next(q for q in names if slot_of(q) >= 8192))
 
 
-async def test_renewals_go_a_primary_s_in_one_pipeline_and_a_silent_one_holds_only_its_own(
+async def test_renewals_go_a_primary_s_in_one_call_and_a_silent_one_holds_only_its_own(
         ) -> None:
     nodes: list[FakeNode] = []
     low, high = two_queues_on_two_primaries()
@@ -34,8 +34,9 @@ async def test_renewals_go_a_primary_s_in_one_pipeline_and_a_silent_one_holds_on
     def first(argv: list[bytes]) -> Any:
         if argv[0] == b"CLUSTER":
             return view(argv)
-        assert argv[:2] == [b"EVAL", scripts.RENEW.encode()]
-        return 3 if argv[5] == b"ours" else -1  # the owner value decides
+        assert argv[:4] == [b"EVAL", scripts.RENEW.encode(), b"0", b"3000"]
+        values = argv[6::3]  # (owner key, written key, value) a lease
+        return [3 if value == b"ours" else -1 for value in values]  # the value decides
 
     nodes.append(await FakeNode(first).start())
     nodes.append(await FakeNode(lambda argv: view(argv) if argv[0] == b"CLUSTER"
@@ -52,10 +53,10 @@ async def test_renewals_go_a_primary_s_in_one_pipeline_and_a_silent_one_holds_on
         assert mine.valid_until >= before + leases.held_s
         assert stolen.valid_until == 0.0 and far.valid_until == 0.0
         renewals = [argv for argv in nodes[0].requests if argv[0] == b"EVAL"]
-        assert renewals == [
-            [b"EVAL", scripts.RENEW.encode(), b"2", owner_key(low), written_key(low),
-             value, b"3000"] for value in (b"ours", b"theirs")]
-        assert nodes[0].connections == 1  # one connection, one pipeline
+        assert renewals == [[b"EVAL", scripts.RENEW.encode(), b"0", b"3000",
+                             owner_key(low), written_key(low), b"ours",
+                             owner_key(low), written_key(low), b"theirs"]]  # one call
+        assert nodes[0].connections == 1
     finally:
         topology.close()
         for node in nodes:

@@ -23,13 +23,14 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
 from redis.exceptions import TryAgainError
 
 from emqd.cluster.names import owner_key
-from tests.cluster.support import Cluster, start_fronts, until
+from tests.cluster.support import Cluster, owned_by, start_fronts, until
 from tests.support import ServerProcess
 
 
@@ -52,11 +53,17 @@ def blocked(port: int) -> int:
         return int(client.info("clients")["blocked_clients"])
 
 
-def pause_writes(cluster: Cluster, queue: bytes, ms: int) -> None:
-    """The queue's primary runs no write (scripts included) for `ms`, then runs them."""
+@contextmanager
+def writes_paused(cluster: Cluster, queue: bytes, ms: int) -> Iterator[None]:
+    """The queue's primary runs no write (scripts included) for `ms`, then runs them; at
+    the latest when the block ends (a pause must not reach into the next test)."""
     node = cluster.primary_of(owner_key(queue))
     with redis.Redis(port=node.port) as client:
         client.execute_command("CLIENT", "PAUSE", ms, "WRITE")
+        try:
+            yield
+        finally:
+            client.execute_command("CLIENT", "UNPAUSE")
 
 
 def jobs_in_cluster(cluster: Cluster, queue: bytes) -> dict[bytes, dict[bytes, bytes]]:
@@ -69,37 +76,39 @@ def jobs_in_cluster(cluster: Cluster, queue: bytes) -> dict[bytes, dict[bytes, b
 def test_a_claim_woken_by_a_write_the_cluster_never_took_is_not_answered_with_it(
         cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
     owner = owner_and_other[0]
-    assert cmd(owner.port, "EMQ.ADD", "woken", "first") == b"1"
-    job, token = cmd(owner.port, "EMQ.CLAIM", "woken", 60_000)[:2]  # type: ignore[index]
-    assert cmd(owner.port, "EMQ.COMPLETE", "woken", job, token) == b"OK"
+    woken = owned_by(owner, "woken")
+    assert cmd(owner.port, "EMQ.ADD", woken, "first") == b"1"
+    job, token = cmd(owner.port, "EMQ.CLAIM", woken, 60_000)[:2]  # type: ignore[index]
+    assert cmd(owner.port, "EMQ.COMPLETE", woken, job, token) == b"OK"
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        parked = pool.submit(cmd, owner.port, "EMQ.CLAIM", "woken", 60_000, "BLOCK", 8000)
+        parked = pool.submit(cmd, owner.port, "EMQ.CLAIM", woken, 60_000, "BLOCK", 8000)
         until(lambda: blocked(owner.port) == 1, 5, "the CLAIM parked")
-        pause_writes(cluster, b"woken", 2500)
-        with pytest.raises(TryAgainError):
-            cmd(owner.port, "EMQ.ADD", "woken", "second", "ID", "j1")
-        with pytest.raises(TryAgainError):
-            parked.result(timeout=10)  # not [j1, 1, second]: the ADD it saw is not kept
+        with writes_paused(cluster, woken.encode(), 2500):
+            with pytest.raises(TryAgainError):
+                cmd(owner.port, "EMQ.ADD", woken, "second", "ID", "j1")
+            with pytest.raises(TryAgainError):
+                parked.result(timeout=10)  # not [j1, 1, second]: the ADD it saw is not kept
 
 
-def two_queues_on_two_primaries(cluster: Cluster) -> tuple[bytes, bytes]:
-    names = [b"held%d" % i for i in range(200)]
-    first = names[0]
+def two_queues_on_two_primaries(cluster: Cluster, owner: ServerProcess) -> tuple[bytes, bytes]:
+    """Two queues that belong to `owner`, whose slots two primaries serve."""
+    first = owned_by(owner, "held").encode()
     node = cluster.primary_of(owner_key(first))
-    second = next(q for q in names if cluster.primary_of(owner_key(q)) is not node)
+    second = next(q for q in (owned_by(owner, f"held{i}-").encode() for i in range(200))
+                  if cluster.primary_of(owner_key(q)) is not node)
     return first, second
 
 
 def test_a_reply_held_behind_another_queue_s_write_is_not_released_once_its_own_is_lost(
         cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
     owner = owner_and_other[0]
-    slow, fenced = two_queues_on_two_primaries(cluster)
+    slow, fenced = two_queues_on_two_primaries(cluster, owner)
     for queue in (slow, fenced):
         cmd(owner.port, "EMQ.ADD", queue, "taken")
     with cluster.client() as store:  # another front's term now: the next batch is fenced
         store.set(owner_key(fenced), b"0" * 40 + b" 127.0.0.1:1")
-    pause_writes(cluster, slow, 600)
-    with redis.Redis(port=owner.port, socket_timeout=30) as client:
+    with writes_paused(cluster, slow, 600), \
+            redis.Redis(port=owner.port, socket_timeout=30) as client:
         pipe = client.pipeline(transaction=False)
         pipe.execute_command("EMQ.ADD", slow, "a")
         pipe.execute_command("EMQ.ADD", fenced, "b", "ID", "lost")
@@ -112,12 +121,13 @@ def test_a_reply_held_behind_another_queue_s_write_is_not_released_once_its_own_
 def test_a_forwarded_write_that_may_have_been_applied_is_not_sent_again(
         cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
     owner, other = owner_and_other
-    assert cmd(owner.port, "EMQ.ADD", "once", "taken") == b"1"
-    pause_writes(cluster, b"once", 2500)  # the batch runs after the owner gave up on it
-    with pytest.raises(TryAgainError):
-        cmd(other.port, "EMQ.ADD", "once", "twice?")
-    time.sleep(3.5)  # the pause is over: the late batch is in, whoever owns the queue now
-    payloads = [row.get(b"payload") for row in jobs_in_cluster(cluster, b"once").values()]
+    once = owned_by(owner, "once")
+    assert cmd(owner.port, "EMQ.ADD", once, "taken") == b"1"
+    with writes_paused(cluster, once.encode(), 2500):  # the batch runs after the owner gave up
+        with pytest.raises(TryAgainError):
+            cmd(other.port, "EMQ.ADD", once, "twice?")
+    time.sleep(1.0)  # the late batch is in (the pause is over), whoever owns the queue now
+    payloads = [row.get(b"payload") for row in jobs_in_cluster(cluster, once.encode()).values()]
     assert payloads.count(b"twice?") <= 1, payloads
 
 
@@ -127,16 +137,17 @@ def test_a_request_forwarded_to_a_frozen_owner_is_answered_once_its_lease_runs_o
                                 "--cluster-timeout-ms", "1000")
     client = redis.Redis(port=other.port, socket_timeout=30)
     try:
-        assert cmd(owner.port, "EMQ.ADD", "frozen", "x") == b"1"
-        assert client.execute_command("EMQ.STATS", "frozen")[b"pending"] == 1  # forwarded
+        frozen = owned_by(owner, "frozen")
+        assert cmd(owner.port, "EMQ.ADD", frozen, "x") == b"1"
+        assert client.execute_command("EMQ.STATS", frozen)[b"pending"] == 1  # forwarded
         os.kill(owner.proc.pid, signal.SIGSTOP)
         try:
             started = time.monotonic()
             with pytest.raises(TryAgainError):  # on the link made above: sent, unanswered
-                client.execute_command("EMQ.STATS", "frozen")
+                client.execute_command("EMQ.STATS", frozen)
             waited = time.monotonic() - started
             assert waited < 2.0 + 1.0 + 1.0, waited  # the lease, the timeout, a look's pause
-            stats = until(lambda: client.execute_command("EMQ.STATS", "frozen"), 5,
+            stats = until(lambda: client.execute_command("EMQ.STATS", frozen), 5,
                           "another owner")
             assert stats[b"pending"] == 1
         finally:

@@ -143,16 +143,23 @@ class NsCluster:
                 return host
         return None
 
-    def primary_of_slot(self, slot: int) -> Host:
-        def find() -> Host:
+    def primaries(self) -> list[tuple[int, int, Host]]:
+        """The slot map of the moment: (first slot, last slot, primary) ranges."""
+        def read() -> list[tuple[int, int, Host]]:
             for host in self.nodes.values():
-                with self.node(host) as client:
-                    for first, last, owner, *_ in client.execute_command("CLUSTER", "SLOTS"):
-                        if first <= slot <= last:
-                            address = owner[0].decode()
-                            return next(h for h in self.nodes.values() if h.address == address)
-            raise AssertionError(f"nobody serves slot {slot}")
-        return self.net.in_hub(find)
+                try:
+                    with self.node(host) as client:
+                        slots = client.execute_command("CLUSTER", "SLOTS")
+                except (redis.RedisError, OSError):
+                    continue
+                by_address = {h.address: h for h in self.nodes.values()}
+                return [(first, last, by_address[owner[0].decode()])
+                        for first, last, owner, *_ in slots]
+            raise AssertionError("no node answered CLUSTER SLOTS")
+        return self.net.in_hub(read)
+
+    def primary_of_slot(self, slot: int) -> Host:
+        return next(host for first, last, host in self.primaries() if first <= slot <= last)
 
     # --- fronts -----------------------------------------------------------------------
     def start_front(self, *flags: str) -> Front:

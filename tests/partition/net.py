@@ -54,7 +54,8 @@ def _run(*argv: str) -> str:
 
 
 def sweep() -> None:
-    """Delete the namespaces of earlier runs whose process is gone."""
+    """Delete the namespaces of earlier runs whose process is gone (a run killed before
+    its teardown), with every process still running inside them."""
     for line in _run("ip", "netns", "list").splitlines():
         name = line.split()[0] if line.strip() else ""
         parts = name.split("-")
@@ -62,6 +63,11 @@ def sweep() -> None:
             try:
                 os.kill(int(parts[1]), 0)
             except ProcessLookupError:
+                for pid in _run("ip", "netns", "pids", name).split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 

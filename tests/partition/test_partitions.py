@@ -73,23 +73,38 @@ class Scenario:
             flags = ["--cluster-lease-ms", str(LEASE_MS), "--cluster-timeout-ms",
                      str(TIMEOUT_MS), "--keep-completed", "1000000", *front_flags]
             self.fronts = [self.cluster.start_front(*flags) for _ in range(3)]
+            for front in self.fronts:  # each knows the others (queues spread over them)
+                until(lambda front=front: self.cluster.front_call(
+                    front, "INFO", "cluster")["emqd_cluster_fronts_live"] >= 3, 10,
+                    f"{front.host.name} sees the other fronts")
         except BaseException:
             self.close()
             raise
 
-    def queues_on_one_primary(self, count: int = 3) -> tuple[list[str], Any]:
-        """`count` queue names whose slots one primary serves, and that primary."""
-        names = [f"q{i}" for i in range(500)]
-        primary = self.cluster.primary_of_slot(key_slot(owner_key(names[0].encode())))
-        mine = [name for name in names
-                if self.cluster.primary_of_slot(key_slot(owner_key(name.encode()))) is primary]
-        return mine[:count], primary
-
-    def own(self, front: Front, queues: list[str]) -> None:
-        """Have `front` own `queues` (the first front asked takes a queue)."""
-        for queue in queues:
+    def queues_of(self, front: Front, count: int = 3, on_one_primary: bool = False,
+                  ) -> tuple[list[str], Any]:
+        """`count` queue names that belong to `front` (EMQ.OWNER, which takes nothing,
+        names the live front a queue nobody owns belongs to), taken by it; with
+        `on_one_primary`, all in slots one primary serves, and that primary."""
+        names: list[str] = []
+        primary = None
+        ranges = self.cluster.primaries()
+        for i in range(2000):
+            name = f"q{i}"
+            if self.cluster.front_call(front, "EMQ.OWNER", name).decode() != front.address:
+                continue
+            slot = key_slot(owner_key(name.encode()))
+            here = next(host for first, last, host in ranges if first <= slot <= last)
+            if on_one_primary and primary is not None and here is not primary:
+                continue
+            primary = here
+            names.append(name)
+            if len(names) == count:
+                break
+        for queue in names:
             self.cluster.front_call(front, "EMQ.ADD", queue, "first", "ID", f"first-{queue}")
             assert self.cluster.front_call(front, "EMQ.OWNER", queue).decode() == front.address
+        return names, primary
 
     def load(self, queues: list[str], seconds: float, block_ms: int = 500) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT), EMQD_PASSWORD=PASSWORD)
@@ -175,8 +190,7 @@ def clean(verdict: history.Verdict) -> None:
 
 @pytest.mark.parametrize("run", RUNS)
 def test_a_front_cut_off_for_twice_its_lease_then_healed(world: Scenario, run: int) -> None:
-    queues = ["a", "b", "c"]
-    world.own(world.fronts[0], queues)
+    queues, _ = world.queues_of(world.fronts[0])
     world.load(queues, seconds=14)
     time.sleep(3)
     world.net.cut([world.fronts[0].host])
@@ -190,8 +204,7 @@ def test_a_claim_parked_on_a_front_then_cut_off_hands_out_no_token_twice(
         world: Scenario, run: int) -> None:
     """The front's own producers go on adding while it is cut off: each ADD wakes a
     CLAIM parked on it, and neither may be answered with the job (issue 34, 1)."""
-    queues = ["p"]
-    world.own(world.fronts[0], queues)
+    queues, _ = world.queues_of(world.fronts[0], 1)
     world.load(queues, seconds=14, block_ms=5000)
     time.sleep(3)
     world.net.cut([world.fronts[0].host])
@@ -207,8 +220,7 @@ def test_a_primary_cut_off_with_its_owner_front_loses_nothing_acknowledged_by_de
     the new primary is cut off together with the front that owns the queues: by
     default every write waits for that replica, so nothing acknowledged is lost
     (issue 34, 2: a slot map read during the failover kept the shard at 0)."""
-    queues, primary = world.queues_on_one_primary()
-    world.own(world.fronts[0], queues)
+    queues, primary = world.queues_of(world.fronts[0], on_one_primary=True)
     world.load(queues, seconds=34)
     time.sleep(2)
     replica = world.cluster.replica_of(primary)
@@ -234,8 +246,7 @@ def test_a_replica_cut_off_loses_nothing_and_applies_no_forwarded_add_twice(
     have been applied (issue 34, 3)."""
     flags = () if acks is None else ("--cluster-acks", acks)
     with Scenario(engine, tmp_path, *flags) as world:
-        queues, primary = world.queues_on_one_primary()
-        world.own(world.fronts[0], queues)
+        queues, primary = world.queues_of(world.fronts[0], on_one_primary=True)
         world.load(queues, seconds=16)
         time.sleep(3)
         replica = world.cluster.replica_of(primary)
@@ -251,8 +262,7 @@ def test_a_front_frozen_for_twenty_seconds_holds_nobody_past_the_bound(
         world: Scenario, run: int) -> None:
     """Clients of the other fronts are answered within the lease and the timeout, and
     the frozen front's own within that once it runs again (issue 34, 4)."""
-    queues = ["a", "b", "c"]
-    world.own(world.fronts[0], queues)
+    queues, _ = world.queues_of(world.fronts[0])
     world.load(queues, seconds=30)
     time.sleep(3)
     world.freeze(world.fronts[0], 20)
@@ -266,8 +276,7 @@ def test_a_primary_cut_off_with_its_owner_front_under_each_explicit_ack_setting(
     """`--cluster-acks 1` loses nothing either; `0` prefers answering, and the writes its
     primary acknowledged alone are lost with it (docs/CLUSTER.md's table)."""
     with Scenario(engine, tmp_path, "--cluster-acks", acks) as world:
-        queues, primary = world.queues_on_one_primary()
-        world.own(world.fronts[0], queues)
+        queues, primary = world.queues_of(world.fronts[0], on_one_primary=True)
         world.load(queues, seconds=18)
         time.sleep(3)
         world.net.cut([primary, world.fronts[0].host])

@@ -1,0 +1,146 @@
+"""The fronts of a cluster: which are live, which queues each owns, and where a queue belongs.
+
+Three keys, each in a slot of its own, kept by the fronts themselves:
+
+- `emq:fronts` (sorted set): each front's address and its last heartbeat (ms),
+  written every HEARTBEAT_S; a front is live while its heartbeat is younger
+  than LIVE_MS, and dead once it is older than the lease plus `dead_after_ms`;
+- `emq:fronts:info` (hash): each front's address and "RUN_ID HTTP_ADDRESS" (who
+  it is, so that a second process given the same `--cluster-announce` is
+  refused at start, and where its dashboard is, for the others' pages);
+- `emq:owned:ADDRESS` (set): the queues the front at ADDRESS owns, added when
+  it takes one and removed when it lets one go. When a front dies, the others
+  learn from it which queues to take over, without reading every queue's
+  owner key: ownership costs O(fronts + busy queues), not O(queues).
+
+A queue belongs to one of the live fronts by rendezvous hashing (`preferred`:
+the front with the highest hash of the pair), so when a front joins or leaves
+only the queues it wins or loses move, and every front computes the same
+answer from the same live set. A front takes a queue nobody owns only if it is
+the queue's preferred front, or when that front does not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterable
+from typing import Any, Final
+
+from emqd import clock
+from emqd.cluster.names import FRONTS
+from emqd.cluster.nodes import Topology
+from emqd.cluster.ownership import slot_of
+
+FRONTS_INFO: Final = b"emq:fronts:info"
+OWNED_PREFIX: Final = b"emq:owned:"
+HEARTBEAT_S: Final = 1.0
+LIVE_MS: Final = 3000  # a front whose heartbeat is older is not live (not given queues)
+
+
+def owned_key(address: bytes) -> bytes:
+    return OWNED_PREFIX + address
+
+
+def score(front: bytes, queue: bytes) -> bytes:
+    """Rendezvous hashing's weight of `front` for `queue` (any front computes the same)."""
+    return hashlib.blake2b(front + b"\n" + queue, digest_size=8).digest()
+
+
+def preferred(queue: bytes, fronts: Iterable[bytes]) -> bytes | None:
+    """The front `queue` belongs to among `fronts` (None for none)."""
+    return max(fronts, key=lambda front: score(front, queue), default=None)
+
+
+class AnnounceTaken(Exception):
+    """Another live front already announces this address."""
+
+
+class Fronts:
+    """This front's view of the others, and its entries in the three keys."""
+
+    def __init__(self, topology: Topology, address: bytes, run_id: bytes, http: bytes,
+                 dead_after_ms: int) -> None:
+        self.topology = topology
+        self.address = address
+        self.info = run_id + b" " + http
+        self.dead_after_ms = dead_after_ms
+        self.live: frozenset[bytes] = frozenset({address})
+        self.http: dict[bytes, bytes] = {}  # address -> its dashboard's address
+
+    def preferred(self, queue: bytes) -> bytes:
+        """The live front `queue` belongs to (this one, while it knows no other)."""
+        return preferred(queue, self.live | {self.address}) or self.address
+
+    async def check_announce(self) -> None:
+        """Refuse to start (AnnounceTaken) while another process heartbeats as this
+        front's address: two fronts with one address would take each other's queues.
+        A heartbeat of an earlier life of this front (a restart) stops advancing, so a
+        recent one is watched for a heartbeat's time before it is judged."""
+        first = await self._heartbeat_of(self.address)
+        if first is None or clock.now_ms() - first[0] > LIVE_MS:
+            return
+        await asyncio.sleep(HEARTBEAT_S * 1.5)
+        second = await self._heartbeat_of(self.address)
+        if second is not None and second[0] > first[0] and second[1] != self.info:
+            raise AnnounceTaken(
+                f"another live front announces {self.address.decode()} (run "
+                f"{second[1].split(b' ')[0][:8].decode()}): give each front its own "
+                f"--cluster-announce")
+
+    async def _heartbeat_of(self, address: bytes) -> tuple[int, bytes] | None:
+        at = await self.topology.call(slot_of(FRONTS), (b"ZSCORE", FRONTS, address))
+        if at is None:
+            return None
+        info = await self.topology.call(slot_of(FRONTS_INFO), (b"HGET", FRONTS_INFO, address))
+        return int(float(at)), info or b""
+
+    async def is_front(self, address: bytes) -> bool:
+        """Whether `address` is a front of the cluster's registry (live, or one whose
+        heartbeat is old but not yet removed): the only addresses requests go to."""
+        if address in self.live:
+            return True
+        return await self.topology.call(slot_of(FRONTS), (b"ZSCORE", FRONTS, address)) \
+            is not None
+
+    async def beat(self) -> tuple[frozenset[bytes], list[bytes]]:
+        """Write this front's heartbeat; the live fronts now, and the dead ones (their
+        heartbeat older than LIVE_MS plus `dead_after_ms`)."""
+        now = clock.now_ms()
+        await self.topology.call(slot_of(FRONTS), (b"ZADD", FRONTS, now, self.address))
+        await self.topology.call(slot_of(FRONTS_INFO),
+                                 (b"HSET", FRONTS_INFO, self.address, self.info))
+        live = await self.topology.call(slot_of(FRONTS), (
+            b"ZRANGE", FRONTS, now - LIVE_MS, b"+inf", b"BYSCORE"))
+        dead = await self.topology.call(slot_of(FRONTS), (
+            b"ZRANGE", FRONTS, b"-inf", now - LIVE_MS - self.dead_after_ms, b"BYSCORE"))
+        self.live = frozenset(live) | {self.address}
+        return self.live, list(dead)
+
+    async def dashboards(self) -> dict[bytes, bytes]:
+        """Each front's dashboard address (empty where it serves none)."""
+        infos: Any = await self.topology.call(slot_of(FRONTS_INFO), (b"HGETALL", FRONTS_INFO))
+        pairs = iter(infos)
+        self.http = {address: info.partition(b" ")[2] for address, info in zip(pairs, pairs)}
+        return self.http
+
+    # --- what each front owns -----------------------------------------------------------
+    async def owned_by(self, front: bytes) -> list[bytes]:
+        owned: Any = await self.topology.call(slot_of(owned_key(front)),
+                                              (b"SMEMBERS", owned_key(front)))
+        return list(owned)
+
+    async def note(self, queue: bytes, owned: bool, front: bytes | None = None) -> None:
+        """`queue` is owned by (or no longer by) `front`, this one by default."""
+        key = owned_key(front or self.address)
+        await self.topology.call(slot_of(key), (b"SADD" if owned else b"SREM", key, queue))
+
+    async def forget(self, front: bytes) -> None:
+        """A dead front whose queues were all taken over leaves the registry."""
+        for key, command in ((FRONTS, b"ZREM"), (FRONTS_INFO, b"HDEL")):
+            await self.topology.call(slot_of(key), (command, key, front))
+        await self.topology.call(slot_of(owned_key(front)), (b"DEL", owned_key(front)))
+
+    async def leave(self) -> None:
+        """A clean shutdown, once its leases are let go: out of the registry at once."""
+        await self.forget(self.address)
