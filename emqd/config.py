@@ -91,6 +91,7 @@ class Config:
     cluster_lease_ms: int = 5000  # a front's lease on a queue it owns, renewed a third in
     cluster_timeout_ms: int = 5000  # a write the cluster does not take this long: TRYAGAIN
     cluster_announce: str | None = None  # HOST:PORT other fronts reach this one at
+    cluster_idle_ms: int = 30000  # an owned queue with no request this long is let go
     # The user and password this front gives the cluster's nodes (AUTH), where they ask
     # for one (docs/CLUSTER.md, "Keeping clients out of the fronts' keys"): None, none.
     cluster_user: str | None = None

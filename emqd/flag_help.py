@@ -89,6 +89,9 @@ FLAG_HELP: Final = {
     "cluster_timeout_ms": "Cluster mode: how long a write may wait for the cluster, in "
                           "milliseconds, before it answers TRYAGAIN.",
     "cluster_announce": "Cluster mode: the HOST:PORT other fronts reach this one at.",
+    "cluster_idle_ms": "Cluster mode: a queue this front owns with no request for this many "
+                       "milliseconds, no job running and nothing on its way to the cluster, "
+                       "is let go (whoever it belongs to takes it when next asked or due).",
     "cluster_user": "Cluster mode: the user this front authenticates as to the cluster's "
                     "nodes (with --cluster-password; default: the nodes' default user).",
     "cluster_password": "Cluster mode: the password this front gives the cluster's nodes "

@@ -13,15 +13,15 @@ loops that `start` runs are
   finds the cluster holding fewer of the queue's batches than it acknowledged
   (a failover lost them) has the sink write the queue back
   (`ClusterSink.probe`);
-- heartbeat: this front in `emq:fronts`, the live fronts read back; when they
-  change, the queues another front now wins are handed over (`release`), and
-  the queues a dead front owned (its `emq:owned:` set) are taken by the fronts
-  they now belong to;
+- heartbeat: this front and its load in `emq:fronts`, the live fronts and
+  their loads read back; when they change, the queues this front owns beyond
+  its share are handed over (`release`), and the queues a dead front owned
+  (its `emq:owned:` set) are taken by the fronts they now go to;
 - dues: queues nobody owns whose clock work is due (`emq:dues`: a delayed
   job, a lease, a schedule, a rate window, written by the front that let the
   queue go) are taken by the front they belong to, within a second or two;
-- idle: a queue with no request for IDLE_S, no job running and no batch on
-  its way is let go, its next due time in `emq:dues`;
+- idle: a queue with no request for `--cluster-idle-ms`, no job running and no
+  batch on its way is let go, its next due time in `emq:dues`;
 - a safety scan of every queue of the registry, once a minute, for work due
   that the above missed (a front that died between its steps);
 - topology: the slot map read again every second.
@@ -68,10 +68,10 @@ log = logging.getLogger("emqd")
 ADOPT_EVERY_S = 1.0  # how often a front looks for queues nobody owns with work due
 ADOPT_PER_ROUND = 100  # queues taken in one round at most
 SCAN_EVERY_S = 60.0  # the safety scan of every queue of the registry
-IDLE_S = 30.0  # a queue with no request this long, nothing running, is let go
-IDLE_CHECK_S = 5.0
+IDLE_CHECK_S = 1.0  # how often the queues owned are looked at for idleness
 TOPOLOGY_EVERY_S = 1.0  # the slot map (and each shard's replicas) read again this often
 RENEW_RETRY_S = 0.02  # the pause before a lease renewal that failed is tried again
+SHED_S = 3.0  # a queue handed over is not taken back here this long (others' views catch up)
 _DUE = scripts.DUE.encode()
 
 
@@ -113,6 +113,7 @@ class Front:
         self.leases = Leases(self.topology, self.address, config.cluster_lease_ms)
         self.lease_s = config.cluster_lease_ms / 1000
         self.timeout_s = config.cluster_timeout_ms / 1000
+        self.idle_s = config.cluster_idle_ms / 1000
         self.fronts = Fronts(self.topology, self.address, new_term(),
                              dashboard_address(config, self.address),
                              config.cluster_lease_ms)
@@ -124,6 +125,9 @@ class Front:
         self.terms: dict[bytes, bytes] = {}  # each owned queue's epoch (the core's `epoch_of`)
         self.taking: dict[bytes, asyncio.Future[bool]] = {}
         self.used: dict[bytes, float] = {}  # queue -> when a request last ran it (monotonic)
+        # Queues handed over as beyond this front's share, and until when a front that
+        # forwards one here (its view of the fronts a heartbeat old) is told to look again.
+        self.shed: dict[bytes, float] = {}
         self.router = ClusterRouter(self)
         self.keyspace: Keyspace | None = None
         self.commit: Commit | None = None
@@ -231,6 +235,7 @@ class Front:
         self.held[queue] = lease
         self.terms[queue] = lease.term
         self.used[queue] = time.monotonic()
+        self.fronts.placed_at(self.address)
         self.sink.own(queue, lease.value, written)
         if self.housekeeping is not None:
             self.housekeeping.watch(queue)
@@ -362,12 +367,14 @@ class Front:
         live = self.fronts.live
         while True:
             try:
-                now_live, dead = await self.fronts.beat()
+                now_live, dead = await self.fronts.beat(len(self.held))
                 if now_live != live:
                     live = now_live
                     log.info("cluster: %d live fronts", len(live))
-                    for queue in [q for q in self.held if self.fronts.preferred(q) !=
-                                  self.address]:
+                    now = time.monotonic()
+                    self.shed = {q: at for q, at in self.shed.items() if at > now}
+                    for queue in self.fronts.surplus(list(self.held)):
+                        self.shed[queue] = now + SHED_S
                         self._in_background(self.release(queue, "handed over"))
                 for front in dead:
                     if front != self.address:
@@ -381,7 +388,7 @@ class Front:
         the last front to empty its set removes it from the registry."""
         owned = await self.fronts.owned_by(dead)
         for queue in owned:
-            if queue in self.held or (self.fronts.preferred(queue) == self.address
+            if queue in self.held or (self.fronts.place(queue) == self.address
                                       and await self.adopt(queue, None)):
                 await self.fronts.note(queue, owned=False, front=dead)
         if not owned:
@@ -396,7 +403,7 @@ class Front:
                     b"ZRANGE", DUES, b"-inf", clock.now_ms(), b"BYSCORE", b"LIMIT", 0,
                     ADOPT_PER_ROUND))
                 for queue in due:
-                    if self.fronts.preferred(queue) == self.address:
+                    if self.fronts.place(queue) == self.address:
                         await self.adopt(queue, None)
             except FAILED as exc:
                 log.debug("cluster: no look at the due queues: %s", exc)
@@ -415,7 +422,7 @@ class Front:
         (`Topology.scatter`)."""
         names: Any = await self.registered()
         mine = [queue for queue in names if queue not in self.held and queue not in
-                self.taking and self.fronts.preferred(queue) == self.address]
+                self.taking and self.fronts.place(queue) == self.address]
         if not mine:
             return
         owners = await self.topology.scatter(
@@ -440,7 +447,7 @@ class Front:
             await asyncio.sleep(IDLE_CHECK_S)
             now = time.monotonic()
             for queue in list(self.held):
-                if now - self.used.get(queue, now) >= IDLE_S and self._quiet(queue):
+                if now - self.used.get(queue, now) >= self.idle_s and self._quiet(queue):
                     self._in_background(self.release(queue, "idle"))
 
     def _quiet(self, queue: bytes) -> bool:

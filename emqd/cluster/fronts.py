@@ -5,26 +5,30 @@ Three keys, each in a slot of its own, kept by the fronts themselves:
 - `emq:fronts` (sorted set): each front's address and its last heartbeat (ms),
   written every HEARTBEAT_S; a front is live while its heartbeat is younger
   than LIVE_MS, and dead once it is older than the lease plus `dead_after_ms`;
-- `emq:fronts:info` (hash): each front's address and "RUN_ID HTTP_ADDRESS" (who
-  it is, so that a second process given the same `--cluster-announce` is
-  refused at start, and where its dashboard is, for the others' pages);
+- `emq:fronts:info` (hash): each front's address and "RUN_ID HTTP_ADDRESS
+  LOAD" (who it is, so that a second process given the same
+  `--cluster-announce` is refused at start; where its dashboard is, for the
+  others' pages; how many queues it owns, each heartbeat);
 - `emq:owned:ADDRESS` (set): the queues the front at ADDRESS owns, added when
   it takes one and removed when it lets one go. When a front dies, the others
   learn from it which queues to take over, without reading every queue's
   owner key: ownership costs O(fronts + busy queues), not O(queues).
 
-A queue belongs to one of the live fronts by rendezvous hashing (`preferred`:
-the front with the highest hash of the pair), so when a front joins or leaves
-only the queues it wins or loses move, and every front computes the same
-answer from the same live set. A front takes a queue nobody owns only if it is
-the queue's preferred front, or when that front does not answer.
+A queue nobody owns goes to one of the live fronts by rendezvous hashing with
+bounded loads (`place`): the first front, in the order of the hashes of the
+pair, that owns fewer queues than its share (all the queues owned, and this
+one, over the live fronts, rounded up), so that every front computes nearly
+the same answer from the same loads, and 30 queues over 3 fronts are 10 each,
+not the 15/11/4 plain hashing gave. When the live fronts change, a front that
+owns more than its share lets the ones it ranks lowest go (`surplus`): a front
+that joins takes its share as they are next asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterable
+import time
 from typing import Any, Final
 
 from emqd import clock
@@ -35,6 +39,7 @@ from emqd.cluster.ownership import slot_of
 FRONTS_INFO: Final = b"emq:fronts:info"
 OWNED_PREFIX: Final = b"emq:owned:"
 HEARTBEAT_S: Final = 1.0
+PLACED_S: Final = 2.0  # a queue sent to a front counts in its load this long (it says so next)
 LIVE_MS: Final = 3000  # a front whose heartbeat is older is not live (not given queues)
 
 
@@ -45,11 +50,6 @@ def owned_key(address: bytes) -> bytes:
 def score(front: bytes, queue: bytes) -> bytes:
     """Rendezvous hashing's weight of `front` for `queue` (any front computes the same)."""
     return hashlib.blake2b(front + b"\n" + queue, digest_size=8).digest()
-
-
-def preferred(queue: bytes, fronts: Iterable[bytes]) -> bytes | None:
-    """The front `queue` belongs to among `fronts` (None for none)."""
-    return max(fronts, key=lambda front: score(front, queue), default=None)
 
 
 class AnnounceTaken(Exception):
@@ -67,10 +67,40 @@ class Fronts:
         self.dead_after_ms = dead_after_ms
         self.live: frozenset[bytes] = frozenset({address})
         self.http: dict[bytes, bytes] = {}  # address -> its dashboard's address
+        self.loads: dict[bytes, int] = {}  # address -> queues owned, as it last said
+        self.placed: dict[bytes, list[float]] = {}  # address -> when queues were sent there
 
-    def preferred(self, queue: bytes) -> bytes:
-        """The live front `queue` belongs to (this one, while it knows no other)."""
-        return preferred(queue, self.live | {self.address}) or self.address
+    def load(self, front: bytes) -> int:
+        """The queues `front` owns, as it said at its last heartbeat, and those this front
+        sent it since (within PLACED_S)."""
+        placed = self.placed.get(front)
+        if placed:
+            now = time.monotonic()
+            placed[:] = [at for at in placed if now - at < PLACED_S]
+        return self.loads.get(front, 0) + len(placed or ())
+
+    def place(self, queue: bytes) -> bytes:
+        """The live front a queue nobody owns goes to (this one, while it knows no other):
+        the first in its rendezvous order that owns fewer than its share."""
+        fronts = sorted(self.live | {self.address}, key=lambda front: score(front, queue),
+                        reverse=True)
+        loads = [self.load(front) for front in fronts]
+        share = -(-(sum(loads) + 1) // len(fronts))
+        return next((front for front, load in zip(fronts, loads, strict=True) if load < share),
+                    fronts[0])
+
+    def placed_at(self, front: bytes) -> None:
+        """A queue was just sent to `front` to take (its load grows before it says so)."""
+        self.placed.setdefault(front, []).append(time.monotonic())
+
+    def surplus(self, owned: list[bytes]) -> list[bytes]:
+        """Of the queues this front owns, those beyond its share among the live fronts,
+        the ones it ranks lowest first (let go when the live fronts change)."""
+        fronts = self.live | {self.address}
+        total = sum(self.loads.get(front, 0) for front in fronts if front != self.address)
+        share = -(-(total + len(owned)) // len(fronts))
+        ranked = sorted(owned, key=lambda queue: score(self.address, queue))
+        return ranked[:max(0, len(owned) - share)]
 
     async def check_announce(self) -> None:
         """Refuse to start (AnnounceTaken) while another process heartbeats as this
@@ -82,7 +112,8 @@ class Fronts:
             return
         await asyncio.sleep(HEARTBEAT_S * 1.5)
         second = await self._heartbeat_of(self.address)
-        if second is not None and second[0] > first[0] and second[1] != self.info:
+        if second is not None and second[0] > first[0] and \
+                second[1].split(b" ")[0] != self.info.split(b" ")[0]:
             raise AnnounceTaken(
                 f"another live front announces {self.address.decode()} (run "
                 f"{second[1].split(b' ')[0][:8].decode()}): give each front its own "
@@ -103,26 +134,27 @@ class Fronts:
         return await self.topology.call(slot_of(FRONTS), (b"ZSCORE", FRONTS, address)) \
             is not None
 
-    async def beat(self) -> tuple[frozenset[bytes], list[bytes]]:
-        """Write this front's heartbeat; the live fronts now, and the dead ones (their
-        heartbeat older than LIVE_MS plus `dead_after_ms`)."""
+    async def beat(self, owned: int) -> tuple[frozenset[bytes], list[bytes]]:
+        """Write this front's heartbeat and load (`owned` queues); the live fronts now,
+        and the dead ones (their heartbeat older than LIVE_MS plus `dead_after_ms`). The
+        others' loads and dashboards are read on the way."""
         now = clock.now_ms()
         await self.topology.call(slot_of(FRONTS), (b"ZADD", FRONTS, now, self.address))
-        await self.topology.call(slot_of(FRONTS_INFO),
-                                 (b"HSET", FRONTS_INFO, self.address, self.info))
+        await self.topology.call(slot_of(FRONTS_INFO), (
+            b"HSET", FRONTS_INFO, self.address, self.info + b" %d" % owned))
         live = await self.topology.call(slot_of(FRONTS), (
             b"ZRANGE", FRONTS, now - LIVE_MS, b"+inf", b"BYSCORE"))
         dead = await self.topology.call(slot_of(FRONTS), (
             b"ZRANGE", FRONTS, b"-inf", now - LIVE_MS - self.dead_after_ms, b"BYSCORE"))
-        self.live = frozenset(live) | {self.address}
-        return self.live, list(dead)
-
-    async def dashboards(self) -> dict[bytes, bytes]:
-        """Each front's dashboard address (empty where it serves none)."""
         infos: Any = await self.topology.call(slot_of(FRONTS_INFO), (b"HGETALL", FRONTS_INFO))
         pairs = iter(infos)
-        self.http = {address: info.partition(b" ")[2] for address, info in zip(pairs, pairs)}
-        return self.http
+        for front, info in zip(pairs, pairs):
+            _run_id, http, load = (info.split(b" ") + [b"", b""])[:3]
+            self.http[front] = http
+            self.loads[front] = int(load) if load.isdigit() else 0
+        self.placed.pop(self.address, None)
+        self.live = frozenset(live) | {self.address}
+        return self.live, list(dead)
 
     # --- what each front owns -----------------------------------------------------------
     async def owned_by(self, front: bytes) -> list[bytes]:

@@ -204,6 +204,7 @@ class Owners(Protocol):
     config: Config
     fronts: Fronts
     held: dict[bytes, Any]
+    shed: dict[bytes, float]
 
     def serves(self, queue: bytes) -> bool: ...
 
@@ -355,7 +356,7 @@ class ClusterRouter:
             owner = await self.front.leases.owner(queue)
         except FAILED:
             return errors.UNREACHABLE()
-        return address_of(owner) if owner is not None else self.front.fronts.preferred(queue)
+        return address_of(owner) if owner is not None else self.front.fronts.place(queue)
 
     async def _unowned(self, row: Command, queue: bytes, owner: bytes | None) -> Any:
         """Nobody owns `queue` (or an earlier life of this front, `owner`): take it and
@@ -372,11 +373,14 @@ class ClusterRouter:
 
     async def _forwarded_here(self, row: Command, queue: bytes) -> Any:
         """A request another front forwarded for a queue this front does not hold: taken
-        here if nobody owns it (the forwarder found it belongs here), else NOT_OWNER (it
-        ran nothing: the forwarder looks again)."""
+        here if nobody owns it (and this front did not just hand it over), else NOT_OWNER
+        (it ran nothing: the forwarder looks again)."""
         try:
             owner = await self.front.leases.owner(queue)
-            if owner is None or address_of(owner) == self.front.address:
+            # A forwarder with an older view of the fronts may send a queue here that
+            # this front just handed over as beyond its share: it looks again instead.
+            mine = owner is not None or self.front.shed.get(queue, 0.0) < time.monotonic()
+            if mine and (owner is None or address_of(owner) == self.front.address):
                 if await asyncio.wait_for(self._unowned(row, queue, owner),
                                           self.front.timeout_s) is AGAIN:
                     return AGAIN
@@ -431,7 +435,7 @@ class ClusterRouter:
             else:
                 unreachable_at = loop.time() + front.timeout_s
                 address = address_of(owner) if owner is not None else \
-                    front.fronts.preferred(queue)
+                    front.fronts.place(queue)
                 try:
                     if not await front.fronts.is_front(address):
                         # An owner key naming no front of the registry (written straight
@@ -447,6 +451,8 @@ class ClusterRouter:
                         if await asyncio.wait_for(self._unowned(row, queue, owner), left):
                             return AGAIN
                     else:
+                        if owner is None:
+                            front.fronts.placed_at(address)  # it takes the queue: its share
                         reply = await self._forward(session, row, argv, queue, address, owner)
                         if reply is not None:
                             return reply

@@ -154,13 +154,13 @@ def fronts_live(server: ServerProcess) -> int:
         return int(client.info("cluster")["emqd_cluster_fronts_live"])
 
 
-def owned_by(server: ServerProcess, prefix: str) -> str:
-    """A queue name (`prefix` and a number) that belongs to `server`: EMQ.OWNER, which
-    takes nothing, names the live front a queue nobody owns belongs to."""
-    mine = f"127.0.0.1:{server.port}".encode()
-    with redis.Redis(port=server.port) as client:
-        for i in range(1000):
-            name = f"{prefix}{i}"
-            if client.execute_command("EMQ.OWNER", name) == mine:
-                return name
-    raise AssertionError(f"no queue {prefix}N belongs to {mine!r}")
+def owner_and_other(fronts: list[ServerProcess], queue: str,
+                    ) -> tuple[ServerProcess, ServerProcess]:
+    """The front that owns `queue` now (by EMQ.OWNER, which takes nothing), and another:
+    a queue goes to whichever live front is below its share (fronts.py), so a test
+    finds out who took it rather than assume."""
+    with redis.Redis(port=fronts[0].port) as client:
+        owner = client.execute_command("EMQ.OWNER", queue)
+    mine = [server for server in fronts if f"127.0.0.1:{server.port}".encode() == owner]
+    assert mine, f"{queue} is owned by {owner!r}, none of these fronts"
+    return mine[0], next(server for server in fronts if server is not mine[0])

@@ -17,7 +17,7 @@ import redis
 from redis.exceptions import ClusterCrossSlotError, TryAgainError
 
 from emqd.bench.cluster import cluster_ports
-from tests.cluster.support import Cluster, fronts_live, owned_by, start_fronts, until
+from tests.cluster.support import Cluster, fronts_live, owner_and_other, start_fronts, until
 from tests.support import ServerProcess, start_emqd
 
 LEASE_MS = 2000
@@ -38,9 +38,9 @@ def cmd(port: int, *argv: object) -> object:
 
 def test_every_verb_through_a_front_that_does_not_own_the_queue(
         cluster: Cluster, fronts: list[ServerProcess]) -> None:
-    owner, other = fronts
-    verbs = owned_by(owner, "verbs")
-    assert cmd(other.port, "EMQ.ADD", verbs, "first") == b"1"  # the owner takes it
+    verbs = "verbs"
+    assert cmd(fronts[0].port, "EMQ.ADD", verbs, "first") == b"1"  # a front takes it
+    owner, other = owner_and_other(fronts, verbs)
     assert cmd(other.port, "EMQ.OWNER", verbs) == cmd(owner.port, "EMQ.OWNER", verbs) \
         == f"127.0.0.1:{owner.port}".encode()
     with redis.Redis(port=other.port) as client:
@@ -69,9 +69,9 @@ def test_the_other_verbs_and_the_parking_ones_through_a_front_that_does_not_own_
     """The rest of section 5 through the other front: settings, promotion, REQUEUE, the
     sweep verb, a flow within the queue, schedules, rates and lanes; and a blocking
     CLAIM and an EMQ.WAIT parked on the other front, woken by the owner's writes."""
-    owner, other = fronts
-    more, parked = owned_by(owner, "more"), owned_by(owner, "parked")
-    assert cmd(owner.port, "EMQ.ADD", more, "a") == b"1"  # the owner takes it
+    more, parked = "more", "parked"
+    assert cmd(fronts[0].port, "EMQ.ADD", more, "a") == b"1"  # a front takes it
+    owner, other = owner_and_other(fronts, more)
     with redis.Redis(port=other.port) as client:
         run = client.execute_command
         assert run("EMQ.CONFIG", more, "SET", "keep_completed", "50") == b"OK"
@@ -93,7 +93,9 @@ def test_the_other_verbs_and_the_parking_ones_through_a_front_that_does_not_own_
         grouped = run("EMQ.ADD", more, "grouped", "GROUP", "g")
         assert run("EMQ.LANES", more) == {b"g": [1, 0]}
         assert run("EMQ.GET", more, grouped)[b"payload"] == b"grouped"
-    assert cmd(owner.port, "EMQ.STATS", parked) is not None  # the owner takes `parked`
+    assert cmd(fronts[0].port, "EMQ.ADD", parked, "taken") == b"1"  # a front takes `parked`
+    owner, other = owner_and_other(fronts, parked)
+    assert cmd(owner.port, "EMQ.REMOVE", parked, "1") == 1
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         claim = pool.submit(cmd, other.port, "EMQ.CLAIM", parked, 30_000, "BLOCK", 10_000)
         time.sleep(0.3)
@@ -155,13 +157,18 @@ def test_a_front_s_own_view_is_the_queues_it_owns(
     try:
         for server in (watcher, owner):
             until(lambda server=server: fronts_live(server) >= 3, 10, "three fronts live")
-        mine, theirs = owned_by(watcher, "mine"), owned_by(owner, "theirs")
-        cmd(watcher.port, "EMQ.ADD", mine, "x")  # the watcher takes `mine`
-        cmd(watcher.port, "EMQ.ADD", theirs, "y")  # the owner front takes `theirs`
+        names = [f"view{i}" for i in range(12)]
+        for name in names:  # spread over the three fronts
+            cmd(watcher.port, "EMQ.ADD", name, "x")
+        owners = {name: cmd(watcher.port, "EMQ.OWNER", name) for name in names}
+        here = f"127.0.0.1:{watcher.port}".encode()
+        mine = next(name for name in names if owners[name] == here)
+        theirs = next(name for name in names if owners[name] != here)
         assert {mine.encode(), theirs.encode()} <= set(
             cmd(watcher.port, "EMQ.QUEUES"))  # type: ignore[arg-type]
         with redis.Redis(port=watcher.port) as client:
-            assert client.info("cluster")["emqd_cluster_queues_owned"] == 1
+            assert client.info("cluster")["emqd_cluster_queues_owned"] == sum(
+                owner == here for owner in owners.values())
             keys = set(client.keys("*"))
             assert f"emq:{{{mine}}}:pending".encode() in keys
             assert f"emq:{{{mine}}}:job:1".encode() in keys
@@ -182,9 +189,9 @@ def test_a_write_the_cluster_fences_is_answered_tryagain_and_written_nowhere(
     won): the owner's next write is refused by the script's term check, answered
     TRYAGAIN, and is neither in the cluster nor in the owner's memory; the queue is
     then served again from what the cluster holds."""
-    owner, _ = fronts
-    fenced = owned_by(owner, "fenced")
-    assert cmd(owner.port, "EMQ.ADD", fenced, "kept") == b"1"
+    fenced = "fenced"
+    assert cmd(fronts[0].port, "EMQ.ADD", fenced, "kept") == b"1"
+    owner, _ = owner_and_other(fronts, fenced)
     with cluster.client() as store:
         value = store.get(f"emq:{{{fenced}}}:owner")
         assert isinstance(value, bytes)
@@ -227,9 +234,10 @@ def test_keys_outside_the_queues_are_the_cluster_s_own(
 
 def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
-    takeover = owned_by(owner, "takeover")
+    takeover = "takeover"
     try:
         cmd(owner.port, "EMQ.ADD", takeover, "a")
+        owner, other = owner_and_other([owner, other], takeover)
         assert cmd(owner.port, "EMQ.CLAIM", takeover, 1000)[:3] == [b"1", b"1", b"a"]
         owner.kill(signal.SIGKILL)
         started = time.monotonic()
@@ -254,9 +262,10 @@ def test_a_clean_shutdown_lets_its_leases_go_at_once(cluster: Cluster) -> None:
     """SIGTERM: the front lets go of the queues it owns before it exits, so another front
     takes one at its next request, without waiting for the lease to run out."""
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", "60000")
-    handed = owned_by(owner, "handed")
+    handed = "handed"
     try:
         assert cmd(owner.port, "EMQ.ADD", handed, "x") == b"1"
+        owner, other = owner_and_other([owner, other], handed)
         with cluster.client() as store:
             assert store.get(f"emq:{{{handed}}}:owner").endswith(f":{owner.port}".encode())
             owner.stop()  # SIGTERM, waited for
@@ -276,9 +285,10 @@ def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
     delayed job is promoted and the lease's job comes back, uncounted, read straight from
     the cluster."""
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
-    idle = owned_by(owner, "idle")
+    idle = "idle"
     try:
         assert cmd(owner.port, "EMQ.ADD", idle, "leased") == b"1"
+        owner, other = owner_and_other([owner, other], idle)
         assert cmd(owner.port, "EMQ.CLAIM", idle, 1000)[:2] == [b"1", b"1"]
         assert cmd(owner.port, "EMQ.ADD", idle, "later", "DELAY", 3000) == b"2"
         owner.kill(signal.SIGKILL)
@@ -298,10 +308,11 @@ def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
 def test_a_stopped_owner_woken_after_its_lease_acknowledges_nothing_for_its_queue(
         cluster: Cluster) -> None:
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
-    stopped = owned_by(owner, "stopped")
+    stopped = "stopped"
     try:
+        assert cmd(owner.port, "EMQ.ADD", stopped, "before") == b"1"
+        owner, other = owner_and_other([owner, other], stopped)
         with redis.Redis(port=owner.port) as stale:
-            assert stale.execute_command("EMQ.ADD", stopped, "before") == b"1"
             owner.send_signal(signal.SIGSTOP)
             # While it sleeps, its lease runs out and the other front takes the queue.
             until(lambda: cmd(other.port, "EMQ.ADD", stopped, "during") == b"2",
@@ -338,7 +349,7 @@ def _queue_state(port: int, names: set[bytes]) -> dict[bytes, object]:
 
 
 class Loss:
-    """A queue of 12 jobs (4 leased, 1 completed) through `owner`, of which the cluster
+    """A queue of 12 jobs more (4 leased, 1 completed) through its `owner`, of which the cluster
     then loses what a replica promoted before the last batches reached it would
     (`--cluster-acks 0`): three batches, a job's row and its place in pending, and the
     deletion of a row (`job:gone` comes back)."""
@@ -385,16 +396,18 @@ def test_batches_the_cluster_lost_are_written_back_from_the_owner_s_memory(
     """After the loss the owner's next write finds the gap in the batch numbers, writes
     the whole queue back from memory, and is answered; the cluster then holds what the
     owner does."""
-    queue = owned_by(fronts[0], "written-back")
-    loss = Loss(cluster, fronts[0], queue)
-    added = cmd(fronts[0].port, "EMQ.ADD", queue, "after the loss")
+    queue = "written-back"
+    cmd(fronts[0].port, "EMQ.ADD", queue, "taken")
+    owner, _ = owner_and_other(fronts, queue)
+    loss = Loss(cluster, owner, queue)
+    added = cmd(owner.port, "EMQ.ADD", queue, "after the loss")
     assert isinstance(added, bytes)
     assert loss.written_back()
     with redis.Redis(port=loss.primary.port) as node:
         assert int(node.get(loss.prefix + b"written")) >= loss.written + 1
     held = loss.check({loss.prefix + b"job:" + added})
     assert held[loss.prefix + b"job:" + added] is not None
-    assert len(held[loss.prefix + b"pending"]) == 9  # type: ignore[arg-type]
+    assert len(held[loss.prefix + b"pending"]) == 10  # type: ignore[arg-type]
 
 
 def test_batches_the_cluster_lost_are_written_back_with_no_write_to_find_them(
@@ -402,7 +415,8 @@ def test_batches_the_cluster_lost_are_written_back_with_no_write_to_find_them(
     """Nobody writes the queue after the loss: the owner's next lease renewal reads the
     cluster's batch number, finds it behind what was acknowledged, and writes the
     queue back within a third of the lease."""
-    loss = Loss(cluster, fronts[0], owned_by(fronts[0], "found-idle"))
+    cmd(fronts[0].port, "EMQ.ADD", "found-idle", "taken")
+    loss = Loss(cluster, owner_and_other(fronts, "found-idle")[0], "found-idle")
     until(loss.written_back, LEASE_MS / 1000 + 5, "the queue written back unasked")
     held = loss.check(set())
-    assert len(held[loss.prefix + b"pending"]) == 8  # type: ignore[arg-type]
+    assert len(held[loss.prefix + b"pending"]) == 9  # type: ignore[arg-type]

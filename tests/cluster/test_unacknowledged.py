@@ -30,12 +30,12 @@ import redis
 from redis.exceptions import TryAgainError
 
 from emqd.cluster.names import owner_key
-from tests.cluster.support import Cluster, owned_by, start_fronts, until
+from tests.cluster.support import Cluster, owner_and_other, start_fronts, until
 from tests.support import ServerProcess
 
 
 @pytest.fixture(scope="module")
-def owner_and_other(cluster: Cluster) -> Iterator[list[ServerProcess]]:
+def fronts(cluster: Cluster) -> Iterator[list[ServerProcess]]:
     started = start_fronts(cluster, 2, "--cluster-lease-ms", "10000",
                            "--cluster-timeout-ms", "1000")
     yield started
@@ -74,10 +74,10 @@ def jobs_in_cluster(cluster: Cluster, queue: bytes) -> dict[bytes, dict[bytes, b
 
 
 def test_a_claim_woken_by_a_write_the_cluster_never_took_is_not_answered_with_it(
-        cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
-    owner = owner_and_other[0]
-    woken = owned_by(owner, "woken")
-    assert cmd(owner.port, "EMQ.ADD", woken, "first") == b"1"
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    woken = "woken"
+    assert cmd(fronts[0].port, "EMQ.ADD", woken, "first") == b"1"
+    owner, _ = owner_and_other(fronts, woken)
     job, token = cmd(owner.port, "EMQ.CLAIM", woken, 60_000)[:2]  # type: ignore[index]
     assert cmd(owner.port, "EMQ.COMPLETE", woken, job, token) == b"OK"
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -90,21 +90,26 @@ def test_a_claim_woken_by_a_write_the_cluster_never_took_is_not_answered_with_it
                 parked.result(timeout=10)  # not [j1, 1, second]: the ADD it saw is not kept
 
 
-def two_queues_on_two_primaries(cluster: Cluster, owner: ServerProcess) -> tuple[bytes, bytes]:
-    """Two queues that belong to `owner`, whose slots two primaries serve."""
-    first = owned_by(owner, "held").encode()
-    node = cluster.primary_of(owner_key(first))
-    second = next(q for q in (owned_by(owner, f"held{i}-").encode() for i in range(200))
-                  if cluster.primary_of(owner_key(q)) is not node)
-    return first, second
+def two_queues_on_two_primaries(cluster: Cluster, fronts: list[ServerProcess],
+                                ) -> tuple[ServerProcess, bytes, bytes]:
+    """Two queues one front owns, whose slots two primaries serve, and that front."""
+    taken: dict[int, list[tuple[bytes, int]]] = {}
+    for i in range(40):
+        queue = f"held{i}"
+        cmd(fronts[0].port, "EMQ.ADD", queue, "taken")
+        owner, _ = owner_and_other(fronts, queue)
+        node = cluster.primary_of(owner_key(queue.encode())).port
+        mine: list[tuple[bytes, int]] = taken.setdefault(owner.port, [])
+        elsewhere = [q for q, n in mine if n != node]
+        if elsewhere:
+            return owner, elsewhere[0], queue.encode()
+        mine.append((queue.encode(), node))
+    raise AssertionError("no two queues of one front on two primaries")
 
 
 def test_a_reply_held_behind_another_queue_s_write_is_not_released_once_its_own_is_lost(
-        cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
-    owner = owner_and_other[0]
-    slow, fenced = two_queues_on_two_primaries(cluster, owner)
-    for queue in (slow, fenced):
-        cmd(owner.port, "EMQ.ADD", queue, "taken")
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    owner, slow, fenced = two_queues_on_two_primaries(cluster, fronts)
     with cluster.client() as store:  # another front's term now: the next batch is fenced
         store.set(owner_key(fenced), b"0" * 40 + b" 127.0.0.1:1")
     with writes_paused(cluster, slow, 600), \
@@ -113,16 +118,16 @@ def test_a_reply_held_behind_another_queue_s_write_is_not_released_once_its_own_
         pipe.execute_command("EMQ.ADD", slow, "a")
         pipe.execute_command("EMQ.ADD", fenced, "b", "ID", "lost")
         replies = pipe.execute(raise_on_error=False)
-    assert replies[0] == b"2"
+    assert isinstance(replies[0], bytes)
     assert isinstance(replies[1], TryAgainError), replies[1]
     assert b"lost" not in jobs_in_cluster(cluster, fenced)
 
 
 def test_a_forwarded_write_that_may_have_been_applied_is_not_sent_again(
-        cluster: Cluster, owner_and_other: list[ServerProcess]) -> None:
-    owner, other = owner_and_other
-    once = owned_by(owner, "once")
-    assert cmd(owner.port, "EMQ.ADD", once, "taken") == b"1"
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    once = "once"
+    assert cmd(fronts[0].port, "EMQ.ADD", once, "taken") == b"1"
+    owner, other = owner_and_other(fronts, once)
     with writes_paused(cluster, once.encode(), 2500):  # the batch runs after the owner gave up
         with pytest.raises(TryAgainError):
             cmd(other.port, "EMQ.ADD", once, "twice?")
@@ -137,8 +142,11 @@ def test_a_request_forwarded_to_a_frozen_owner_is_answered_once_its_lease_runs_o
                                 "--cluster-timeout-ms", "1000")
     client = redis.Redis(port=other.port, socket_timeout=30)
     try:
-        frozen = owned_by(owner, "frozen")
+        frozen = "frozen"
         assert cmd(owner.port, "EMQ.ADD", frozen, "x") == b"1"
+        owner, other = owner_and_other([owner, other], frozen)
+        client.close()
+        client = redis.Redis(port=other.port, socket_timeout=30)
         assert client.execute_command("EMQ.STATS", frozen)[b"pending"] == 1  # forwarded
         os.kill(owner.proc.pid, signal.SIGSTOP)
         try:
