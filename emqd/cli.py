@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="check an append-only file as a start would read it, say where "
                         "any damage starts and what cutting there would drop, and exit "
                         "(docs/PERSISTENCE.md)")
+    parser.add_argument("--migrate-to-cluster", metavar="HOST:PORT[,...]",
+                        help="write the queues of the append-only file in --dir into this "
+                        "cluster (its seed nodes), for fronts to serve, and exit: once, with "
+                        "this emqd stopped and before the fronts serve them "
+                        "(docs/CLUSTER.md, 'Moving from one emqd to a cluster')")
     parser.add_argument("--fix", action="store_true",
                         help="with --check-aof: cut a damaged file there, after keeping a copy "
                         "of the whole file beside it")
@@ -152,6 +157,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.fix:
         parser.error("--fix goes with --check-aof FILE")
     config = config_from(argv, dict(os.environ))
+    if args.migrate_to_cluster is not None:
+        from emqd.cluster.front import node_auth
+        from emqd.cluster.migrate import main as migrate
+
+        sys.exit(migrate(config.dir, args.migrate_to_cluster,
+                         config.cluster_timeout_ms / 1000, node_auth(config)))
     from emqd.server import run
 
     sys.exit(run(config))

@@ -19,11 +19,12 @@ import redis
 from tests.http.browser import BROWSER_MISSING
 from tests.support import RawClient, ServerProcess, redis_server_path, start_emqd, start_redis
 
-# The partition scenarios (tests/partition/test_partitions.py) need root, network
-# namespaces and iptables, and run for minutes: their own command runs them
-# (scripts/test-partitions, which sets EMQD_PARTITIONS=1), not the everyday suite.
+# The long cluster suite (tests/partition/: the partition scenarios, which need root,
+# network namespaces and iptables, and the scale ones) runs for many minutes: its own
+# command runs it (scripts/test-partitions, which sets EMQD_PARTITIONS=1), not the
+# everyday suite, which keeps only its judge's own tests.
 collect_ignore = [] if os.environ.get("EMQD_PARTITIONS") == "1" else [
-    "partition/test_partitions.py"]
+    "partition/test_partitions.py", "partition/test_scale.py"]
 
 REDIS_MISSING = (
     "REDIS-SERVER NOT INSTALLED: the differential tests against real Redis were SKIPPED. "

@@ -35,9 +35,9 @@ from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emq
 from emqd.bench.targets import EmqdTarget, LuaTarget, Target
 
 ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable", "scan",
-       "bigvalue", "cluster")
-# What runs unless --scenarios says otherwise: cluster starts clusters of its own (minutes).
-DEFAULT = tuple(name for name in ALL if name != "cluster")
+       "bigvalue", "cluster", "cluster-scale")
+# What runs unless --scenarios says otherwise: the cluster ones start clusters (minutes).
+DEFAULT = tuple(name for name in ALL if not name.startswith("cluster"))
 # Scenarios run on servers started for them alone, with these extra flags:
 # memory and bigvalue must not see an earlier run's heap (bigvalue with the log
 # on, on both: the record is part of what a value costs); sweep drives
@@ -52,7 +52,7 @@ BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=10
             memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
             durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200)
 # Scenarios that start and stop their own servers (Bench.load, Bench.durable).
-LIFECYCLE = ("load", "durable", "cluster")
+LIFECYCLE = ("load", "durable", "cluster", "cluster-scale")
 FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all
 
 
@@ -84,12 +84,20 @@ def build_parser() -> argparse.ArgumentParser:
         ("durable_jobs", "durable: cycle jobs per fsync policy"),
         ("big_value_mib", "bigvalue: MiB of the one value"),
         ("takeover_jobs", "cluster: jobs in the queue a front takes over"),
+        ("scale_queues", "cluster-scale: queues of one job each"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help=f"{help_text} (default {getattr(small, name):,})")
     parser.add_argument("--scan-sizes", type=_sizes, default=None,
                         help="scan: comma-separated collection sizes (default "
                         f"{','.join(map(str, small.scan_sizes))})")
+    parser.add_argument("--cluster", metavar="HOST:PORT,...",
+                        help="cluster: run over this existing cluster (its seed nodes) rather "
+                        "than one of the benchmark's own; its nodes' CPU is not counted, and "
+                        "the benchmark's queue is deleted at the end")
+    parser.add_argument("--cluster-ports", type=_sizes, default=None, metavar="PORT,...",
+                        help="cluster, cluster-scale: the ports of the benchmark's own "
+                        "cluster's nodes (3, or 6 with replicas; each port + 10000 is its bus)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--no-pin", action="store_true", help="do not pin servers and client")
     parser.add_argument("--no-redis", action="store_true", help="measure emqd alone")
@@ -178,7 +186,7 @@ class Bench:
                     if (scenario, name) in self.results.skipped:
                         continue
                     if scenario in LIFECYCLE:
-                        await getattr(self, scenario)(name)
+                        await getattr(self, scenario.replace("-", "_"))(name)
                         continue
                     fresh = scenario in FRESH
                     target = self.start(name, *FRESH[scenario].get(name, ())) if fresh \
@@ -271,8 +279,9 @@ class Bench:
             workdir = Path(self.workdir) / f"cluster-{len(self.started)}"
             front_cpus, node_cpus = self.server_cpus, self.client_cpus
             started = time.monotonic()
-            figures = await bench_cluster.run(workdir, self.sizes, front_cpus, node_cpus,
-                                              self.live)
+            figures = await bench_cluster.run(
+                workdir, self.sizes, front_cpus, node_cpus, self.live, self.args.cluster,
+                list(self.args.cluster_ports) if self.args.cluster_ports else None)
             print(f"  {'cluster':8} {name:6} {time.monotonic() - started:6.1f}s  "
                   + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
             self.results.add("cluster", name, figures)
@@ -291,6 +300,25 @@ class Bench:
         for prefix in ("owner", "other"):
             figures.update({f"{prefix}.{key}": value for key, value in latency.items()})
         self.results.add("cluster", name, figures)
+
+    async def cluster_scale(self, name: str) -> None:
+        """emqd's ownership with 10,000 queues over two fronts (emqd/bench/cluster.py);
+        emqd alone: Redis + Lua has no fronts."""
+        if name != "emqd":
+            self.results.skip("cluster-scale", name, "fronts are emqd's")
+            return
+        if redis_server_path() is None or self.args.cluster:
+            self.results.skip("cluster-scale", name, "needs a cluster of its own "
+                              "(redis-server on PATH, no --cluster)")
+            return
+        workdir = Path(self.workdir) / f"cluster-scale-{len(self.started)}"
+        started = time.monotonic()
+        figures = await bench_cluster.scale(
+            workdir, self.sizes, self.server_cpus, self.client_cpus, self.live,
+            list(self.args.cluster_ports) if self.args.cluster_ports else None)
+        print(f"  {'scale':8} {name:6} {time.monotonic() - started:6.1f}s  "
+              + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
+        self.results.add("cluster-scale", name, figures)
 
     async def measure(self, scenario: str, target: Target,
                       run: Callable[[], Awaitable[dict[str, float]]]) -> dict[str, float]:

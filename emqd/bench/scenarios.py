@@ -41,6 +41,7 @@ class Sizes:
     scan_sizes: tuple[int, ...] = (10_000, 100_000)  # scan: collections paged COUNT 10
     big_value_mib: int = 64  # bigvalue: the one HSET's value (the issue's: 200 MiB, --big)
     takeover_jobs: int = 100_000  # cluster: jobs in the queue a front takes over
+    scale_queues: int = 10_000  # cluster-scale: queues of one job each
 
 
 class BenchError(RuntimeError):
@@ -59,6 +60,7 @@ VERBS: dict[str, tuple[str, ...]] = {
     "scan": (),
     "bigvalue": (),
     "cluster": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE"),
+    "cluster-scale": ("EMQ.ADD", "EMQ.CLAIM"),
 }
 
 
@@ -75,15 +77,17 @@ def _claimed(reply: object) -> tuple[bytes, bytes]:
     return reply[0], reply[1]
 
 
-async def fill(target: Target, count: int, conns: int = 4) -> None:
-    """Add `count` jobs over `conns` connections in big pipelines (setup, untimed)."""
+async def fill(target: Target, count: int, conns: int = 4, depth: int = 0) -> None:
+    """Add `count` jobs over `conns` connections in pipelines of `depth` (big ones, for
+    a setup, by default)."""
     request = target.add(QUEUE, PAYLOAD)
+    depth = depth or SETUP_PIPELINE
 
     async def one(share: int) -> None:
         client = await Client.connect(target.port)
         try:
             while share > 0:
-                n = min(share, SETUP_PIPELINE)
+                n = min(share, depth)
                 for reply in await client.pipeline([request] * n):
                     _check(reply, "ADD")
                 share -= n

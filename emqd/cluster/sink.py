@@ -163,6 +163,23 @@ class Batch:
         self.count += count
 
 
+def restore_ops(names: list[bytes], held: list[tuple[bytes, Any]]) -> tuple[bytes, int]:
+    """A queue's whole state as RESTORE's ops (scripts.py), and their count of arguments:
+    a DEL of `names` (the keys the cluster holds) and of `held`'s keys, then `held`'s
+    values (HSET, ZADD). The cluster sink's write-back, and a migration's writing."""
+    doomed = list(dict.fromkeys([*names, *(key for key, _ in held)]))
+    out: list[bytes] = []
+    count = 0
+    for start in range(0, len(doomed), ITEMS_PER_COMMAND):
+        chunk = doomed[start:start + ITEMS_PER_COMMAND]
+        append_command([b"DEL", *chunk], out, counted=True)
+        count += 2 + len(chunk)
+    for key, value in held:
+        is_zset, items = items_of(value, copy=False)
+        count += append_value(key, is_zset, list(items.items()), out, counted=True)
+    return b"".join(out), count
+
+
 class QueueLog:
     """One owned queue's writes on their way to the cluster: the batch filling in this
     loop iteration, and up to WINDOW batches sent and not yet acknowledged, in order."""
@@ -539,18 +556,7 @@ class ClusterSink(Sink):
         queue_log.filling = None
         queue_log.inflight = [batch]
         batch.seq = queue_log.written  # the number of the last batch it stands for
-        held = self.held(queue)
-        doomed = list(dict.fromkeys([*names, *(key for key, _ in held)]))
-        out: list[bytes] = []
-        count = 0
-        for start in range(0, len(doomed), ITEMS_PER_COMMAND):
-            chunk = doomed[start:start + ITEMS_PER_COMMAND]
-            append_command([b"DEL", *chunk], out, counted=True)
-            count += 2 + len(chunk)
-        for key, value in held:
-            is_zset, items = items_of(value, copy=False)
-            count += append_value(key, is_zset, list(items.items()), out, counted=True)
-        batch.restore_with(b"".join(out), count)
+        batch.restore_with(*restore_ops(names, self.held(queue)))
         queue_log.retries = 0
         self._resend(queue_log)
 

@@ -219,6 +219,10 @@ class Connection(asyncio.Protocol, Outlet):
         for i, argv in enumerate(requests[:-1] if broken is not None else requests):
             session.tells = 0
             reply = execute(session, argv)
+            if self.awaiting and isinstance(reply, errors.ReplyError):
+                # refused before it could be sent on (out of memory, say): its reply
+                # waits in line behind the replies of the requests sent on before it
+                reply = Later(_resolved(reply), sent=True)
             if type(reply) is Block:
                 self._defer(requests[i + 1 :])
                 self._write(out)
@@ -520,6 +524,13 @@ class Connection(asyncio.Protocol, Outlet):
         if self.wake_timer is not None:
             self.wake_timer.cancel()
             self.wake_timer = None
+
+
+def _resolved(value: Any) -> asyncio.Future[Any]:
+    """A future that has its result already."""
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
 
 
 def _addr(info: Any) -> str:

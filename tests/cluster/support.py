@@ -41,30 +41,35 @@ def until(condition: Callable[[], Any], timeout: float, what: str, pause: float 
 
 
 class Cluster:
-    def __init__(self) -> None:
+    def __init__(self, auth: tuple[str, str] | None = None) -> None:
         self.nodes: list[ServerProcess] = []
         self.workdir = tempfile.mkdtemp(prefix="emqd-cluster-")
+        self.auth = auth  # (user, password) the tests' own clients give the nodes
 
     @classmethod
-    def start(cls, primaries: int = 3, replicas: int = 1) -> Cluster:
-        cluster = cls()
+    def start(cls, primaries: int = 3, replicas: int = 1, node_args: tuple[str, ...] = (),
+              auth: tuple[str, str] | None = None) -> Cluster:
+        """`node_args`: more of redis-server's flags (an ACL's users); `auth`: the user and
+        password the tests (and redis-cli) give the nodes then."""
+        cluster = cls(auth)
         try:
-            cluster._start(primaries, replicas)
+            cluster._start(primaries, replicas, node_args)
         except BaseException:
             cluster.stop()
             raise
         return cluster
 
-    def _start(self, primaries: int, replicas: int) -> None:
+    def _start(self, primaries: int, replicas: int, node_args: tuple[str, ...]) -> None:
         server = redis_server_path() or "redis-server"
         for port in cluster_ports(primaries * (1 + replicas)):
             self.nodes.append(ServerProcess(
                 [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                  "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000",
                  "--cluster-require-full-coverage", "no",  # docs/CLUSTER.md: as we advise
-                 "--save", "", "--appendonly", "no", "--dir", self.workdir], port,
+                 "--save", "", "--appendonly", "no", "--dir", self.workdir, *node_args], port,
                 cwd=self.workdir))
-        create = ["redis-cli", "--cluster", "create",
+        login = ["--user", self.auth[0], "--pass", self.auth[1]] if self.auth else []
+        create = ["redis-cli", *login, "--cluster", "create",
                   *(f"127.0.0.1:{node.port}" for node in self.nodes),
                   "--cluster-replicas", str(replicas), "--cluster-yes"]
         subprocess.run(create, check=True, capture_output=True, timeout=60)
@@ -72,18 +77,39 @@ class Cluster:
             until(lambda node=node: self._ok(node.port), READY_S, f"node {node.port} ready")
         until(self._replicas_synced, READY_S, "replicas in sync")
 
-    @staticmethod
-    def _ok(port: int) -> bool:
-        with redis.Redis(port=port) as client:
+    def node(self, port: int) -> redis.Redis:
+        """A client of one node (as the tests' user, where the nodes ask for one)."""
+        user, password = self.auth or (None, None)
+        return redis.Redis(port=port, username=user, password=password)
+
+    def _ok(self, port: int) -> bool:
+        with self.node(port) as client:
             return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
 
     def _replicas_synced(self) -> bool:
         for node in self.nodes:
-            with redis.Redis(port=node.port) as client:
+            with self.node(node.port) as client:
                 info = client.info("replication")
                 if info["role"] == "slave" and info.get("master_link_status") != "up":
                     return False
         return True
+
+    def add_replica(self, primary: ServerProcess) -> ServerProcess:
+        """A new node, joined as a replica of `primary`, once it is in sync."""
+        server = redis_server_path() or "redis-server"
+        port = cluster_ports(1)[0]
+        node = ServerProcess(
+            [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000",
+             "--cluster-require-full-coverage", "no", "--save", "", "--appendonly", "no",
+             "--dir", self.workdir], port, cwd=self.workdir)
+        self.nodes.append(node)
+        subprocess.run(["redis-cli", "--cluster", "add-node", f"127.0.0.1:{port}",
+                        f"127.0.0.1:{primary.port}", "--cluster-slave"],
+                       check=True, capture_output=True, timeout=60)
+        until(self._replicas_synced, READY_S, "the new replica in sync")
+        until(lambda: self._ok(port), READY_S, f"node {port} ready")
+        return node
 
     @property
     def seeds(self) -> str:
@@ -91,7 +117,8 @@ class Cluster:
 
     def client(self) -> RedisCluster:
         alive = next(node for node in self.nodes if node.running())
-        return RedisCluster(host="127.0.0.1", port=alive.port)
+        user, password = self.auth or (None, None)
+        return RedisCluster(host="127.0.0.1", port=alive.port, username=user, password=password)
 
     def primary_of(self, key: bytes) -> ServerProcess:
         with self.client() as client:
@@ -125,10 +152,10 @@ class Cluster:
             node.stop()
 
 
-def front(cluster: Cluster, *flags: str) -> ServerProcess:
+def front(cluster: Cluster, *flags: str, env: dict[str, str] | None = None) -> ServerProcess:
     """An emqd front on the cluster, on a free port below the ephemeral range."""
     port = cluster_ports(1)[0]
-    return start_emqd("--cluster", cluster.seeds, *flags, port=port)
+    return start_emqd("--cluster", cluster.seeds, *flags, port=port, env=env)
 
 
 def start_fronts(cluster: Cluster, count: int, *flags: str) -> list[ServerProcess]:

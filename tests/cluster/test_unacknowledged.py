@@ -10,7 +10,10 @@ SIGSTOP of a front. Each case is one of issue 34's defects:
    took, was answered with the job and token 1, which the next owner handed out
    again;
 2. a reply held behind another queue's slow write was released as it was after
-   its own record failed;
+   its own record failed; and a front that read the slot map while a shard had
+   no replica acknowledged that shard's writes without one for good, after the
+   replica came (its writes, which a failover would lose, answered OK while the
+   replica could not take them);
 3. a front re-sent a forwarded write the owner had answered TRYAGAIN for (it may
    have been applied): one OK, two jobs;
 4. a request forwarded to a frozen owner was held until the owner woke.
@@ -30,6 +33,7 @@ import redis
 from redis.exceptions import TryAgainError
 
 from emqd.cluster.names import owner_key
+from tests.cluster.conftest import need_redis
 from tests.cluster.support import Cluster, owner_and_other, start_fronts, until
 from tests.support import ServerProcess
 
@@ -164,3 +168,32 @@ def test_a_request_forwarded_to_a_frozen_owner_is_answered_once_its_lease_runs_o
         client.close()
         owner.stop()
         other.stop()
+
+
+def test_a_replica_that_joins_is_waited_for_within_a_second(cluster_of_three: Cluster) -> None:
+    """The front reads the slot map every second: a shard that had no replica when it
+    started gets one, and from then on a write is acknowledged only once the replica
+    has it (the replica stopped, the write is answered TRYAGAIN, never OK)."""
+    server = start_fronts(cluster_of_three, 1, "--cluster-timeout-ms", "1000")[0]
+    replica = None
+    try:
+        assert cmd(server.port, "EMQ.ADD", "joined", "before") == b"1"  # acks 0: no replica
+        replica = cluster_of_three.add_replica(cluster_of_three.primary_of(owner_key(b"joined")))
+        time.sleep(2.0)  # a map read or two
+        assert cmd(server.port, "EMQ.ADD", "joined", "with it") == b"2"
+        replica.send_signal(signal.SIGSTOP)
+        with pytest.raises(TryAgainError):
+            cmd(server.port, "EMQ.ADD", "joined", "without it")
+    finally:
+        if replica is not None:
+            replica.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+@pytest.fixture
+def cluster_of_three() -> Iterator[Cluster]:
+    """3 primaries and no replica, of this test's own."""
+    need_redis()
+    started = Cluster.start(3, 0)
+    yield started
+    started.stop()
