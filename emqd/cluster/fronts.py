@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from typing import Any, Final
 
 from emqd import clock
@@ -39,7 +38,7 @@ from emqd.cluster.ownership import slot_of
 FRONTS_INFO: Final = b"emq:fronts:info"
 OWNED_PREFIX: Final = b"emq:owned:"
 HEARTBEAT_S: Final = 1.0
-PLACED_S: Final = 2.0  # a queue sent to a front counts in its load this long (it says so next)
+PLACED_S: Final = 5.0  # a queue sent to a front counts in its load until it says so (at most)
 LIVE_MS: Final = 3000  # a front whose heartbeat is older is not live (not given queues)
 
 
@@ -68,16 +67,13 @@ class Fronts:
         self.live: frozenset[bytes] = frozenset({address})
         self.http: dict[bytes, bytes] = {}  # address -> its dashboard's address
         self.loads: dict[bytes, int] = {}  # address -> queues owned, as it last said
-        self.placed: dict[bytes, list[float]] = {}  # address -> when queues were sent there
+        self.placed: dict[bytes, list[int]] = {}  # address -> when queues were sent there (ms)
 
     def load(self, front: bytes) -> int:
         """The queues `front` owns, as it said at its last heartbeat, and those this front
-        sent it since (within PLACED_S)."""
+        sent it since (which its next heartbeat counts)."""
         placed = self.placed.get(front)
-        if placed:
-            now = time.monotonic()
-            placed[:] = [at for at in placed if now - at < PLACED_S]
-        return self.loads.get(front, 0) + len(placed or ())
+        return self.loads.get(front, 0) + (len(placed) if placed else 0)
 
     def place(self, queue: bytes) -> bytes:
         """The live front a queue nobody owns goes to (this one, while it knows no other):
@@ -91,7 +87,7 @@ class Fronts:
 
     def placed_at(self, front: bytes) -> None:
         """A queue was just sent to `front` to take (its load grows before it says so)."""
-        self.placed.setdefault(front, []).append(time.monotonic())
+        self.placed.setdefault(front, []).append(clock.now_ms())
 
     def surplus(self, owned: list[bytes]) -> list[bytes]:
         """Of the queues this front owns, those beyond its share among the live fronts,
@@ -142,17 +138,25 @@ class Fronts:
         await self.topology.call(slot_of(FRONTS), (b"ZADD", FRONTS, now, self.address))
         await self.topology.call(slot_of(FRONTS_INFO), (
             b"HSET", FRONTS_INFO, self.address, self.info + b" %d" % owned))
-        live = await self.topology.call(slot_of(FRONTS), (
-            b"ZRANGE", FRONTS, now - LIVE_MS, b"+inf", b"BYSCORE"))
+        beats: Any = await self.topology.call(slot_of(FRONTS), (
+            b"ZRANGE", FRONTS, now - LIVE_MS, b"+inf", b"BYSCORE", b"WITHSCORES"))
+        live = beats[::2]
         dead = await self.topology.call(slot_of(FRONTS), (
             b"ZRANGE", FRONTS, b"-inf", now - LIVE_MS - self.dead_after_ms, b"BYSCORE"))
         infos: Any = await self.topology.call(slot_of(FRONTS_INFO), (b"HGETALL", FRONTS_INFO))
-        pairs = iter(infos)
-        for front, info in zip(pairs, pairs):
+        for front, info in zip(infos[::2], infos[1::2], strict=True):
             _run_id, http, load = (info.split(b" ") + [b"", b""])[:3]
             self.http[front] = http
             self.loads[front] = int(load) if load.isdigit() else 0
-        self.placed.pop(self.address, None)
+        # What a front's heartbeat counted is no longer counted apart: the queues sent it
+        # before that heartbeat (or long ago, should it not have taken them).
+        said = {front: float(at) for front, at in zip(beats[::2], beats[1::2], strict=True)}
+        said[self.address] = now
+        for front, placed in list(self.placed.items()):
+            placed[:] = [at for at in placed if at > said.get(front, 0) and
+                         now - at < PLACED_S * 1000]
+            if not placed:
+                del self.placed[front]
         self.live = frozenset(live) | {self.address}
         return self.live, list(dead)
 

@@ -181,6 +181,18 @@ def fronts_live(server: ServerProcess) -> int:
         return int(client.info("cluster")["emqd_cluster_fronts_live"])
 
 
+def name_for(fronts: list[ServerProcess], prefix: str) -> str:
+    """A queue name (`prefix` and a number) nobody owns that goes to one of `fronts` (other
+    fronts may serve the same cluster: a module's own, say)."""
+    ours = {f"127.0.0.1:{server.port}".encode() for server in fronts}
+    with redis.Redis(port=fronts[0].port) as client:
+        for i in range(1000):
+            name = f"{prefix}{i}"
+            if client.execute_command("EMQ.OWNER", name) in ours:
+                return name
+    raise AssertionError(f"no queue {prefix}N goes to one of {sorted(ours)}")
+
+
 def owner_and_other(fronts: list[ServerProcess], queue: str,
                     ) -> tuple[ServerProcess, ServerProcess]:
     """The front that owns `queue` now (by EMQ.OWNER, which takes nothing), and another:

@@ -19,7 +19,7 @@ import redis
 
 from emqd.cluster.names import owner_key
 from emqd.commands.fronts import proof
-from tests.cluster.support import Cluster, front, fronts_live, start_fronts, until
+from tests.cluster.support import Cluster, front, until
 from tests.support import RawClient, ServerProcess, start_emqd
 
 PASSWORD = "spread-secret"

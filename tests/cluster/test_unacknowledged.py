@@ -141,8 +141,9 @@ def test_a_forwarded_write_that_may_have_been_applied_is_not_sent_again(
 
 
 def test_a_request_forwarded_to_a_frozen_owner_is_answered_once_its_lease_runs_out(
-        cluster: Cluster) -> None:
-    owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", "2000",
+        cluster_of_three: Cluster) -> None:
+    """(Fronts of its own, on a cluster of its own: the queue goes to one of these two.)"""
+    owner, other = start_fronts(cluster_of_three, 2, "--cluster-lease-ms", "2000",
                                 "--cluster-timeout-ms", "1000")
     client = redis.Redis(port=other.port, socket_timeout=30)
     try:

@@ -13,8 +13,8 @@ COMPLETE sent again after TRYAGAIN, until OK, EMQSTALE, or the end). Every
 request is written to `--out` as one JSON line when it ends: what it was, its
 queue, job and token, when it started and ended (wall clock, seconds), and
 whether it was answered OK or with which error (history.py judges them).
-The front's password, if any, is EMQD_PASSWORD. Every loop stops by itself: no request starts after `--seconds`, and each is
-given up after ONE_REQUEST_S.
+The front's password, if any, is EMQD_PASSWORD. Every loop stops by itself: no
+request starts after `--seconds`, and each is given up after ONE_REQUEST_S.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Cluster mode's parts without a cluster: the reply scanner, routing, the sink's records.
+"""The cluster sink without a cluster (emqd/cluster/sink.py): the records of a queue as the
+APPLY script's ops, settled out of order, in flight in order, and failed together.
 
 The sink's records must be the plan's ops exactly: what the APPLY script runs
 (each op's count, then its arguments) is decoded here and compared with the
@@ -11,92 +12,16 @@ import asyncio
 import time
 
 import hiredis
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from emqd.cluster.names import owner_key, queue_of, written_key
 from emqd.cluster.nodes import NodeError, Topology
-from emqd.cluster.router import OUTSIDE, ClusterRouter
 from emqd.cluster.sink import RECHECK_MS, Batch, ClusterSink, QueueLog
-from emqd.command import command
-from emqd.dispatch import TABLE
-from emqd.errors import ReplyError
 from emqd.persist.records import text
 from emqd.persist.rewrite import items_of
 from emqd.plan import Plan, Shape, Slot
 from emqd.store.keyspace import Keyspace
 from emqd.verbs import add
-from emqd.wire.resp import reply_end
-
-# --- the reply scanner ---------------------------------------------------------------------
-REPLIES = [b"+OK\r\n", b"-ERR no\r\n", b":12\r\n", b"$3\r\nabc\r\n", b"$-1\r\n", b"*-1\r\n",
-           b"*2\r\n$1\r\na\r\n:1\r\n", b"%1\r\n+k\r\n*1\r\n_\r\n", b"~2\r\n,1.5\r\n#t\r\n",
-           b"=7\r\ntxt:abc\r\n", b"|1\r\n+a\r\n:1\r\n$2\r\nhi\r\n", b"$4\r\na\r\nb\r\n",
-           b"*3\r\n*0\r\n$0\r\n\r\n(123\r\n"]
 
 
-@pytest.mark.parametrize("reply", REPLIES)
-def test_the_scanner_finds_each_reply_s_end_and_waits_for_a_cut_one(reply: bytes) -> None:
-    two = reply + b":7\r\n"
-    assert reply_end(two, 0) == len(reply)
-    assert reply_end(two, len(reply)) == len(two)
-    for cut in range(len(reply)):
-        assert reply_end(reply[:cut], 0) is None, cut
-
-
-@given(st.recursive(
-    st.one_of(st.binary(max_size=20), st.integers(-10**12, 10**12), st.none()),
-    lambda inner: st.lists(inner, max_size=4), max_leaves=12))
-def test_the_scanner_agrees_with_hiredis_on_any_nesting(value: object) -> None:
-    from emqd.wire.resp import encode
-
-    data = encode(value, 2)
-    reader = hiredis.Reader()
-    reader.feed(data)
-    assert reader.gets() is not False
-    assert reply_end(data, 0) == len(data)
-
-
-# --- which queue a request is about -----------------------------------------------------------
-def queue(*argv: bytes) -> object:
-    router = ClusterRouter(None)  # type: ignore[arg-type]  # (queue_of asks the front nothing)
-    name = argv[0].lower()
-    # (a command of Redis's with movable keys, whether or not this build serves it)
-    row = TABLE.get(name) or command(name.decode(), -4, "write", lambda s, a: None, (1, 1, 1))
-    return router.queue_of(row, list(argv))
-
-
-def test_a_request_names_its_queue_by_its_verb_or_its_keys_hash_tag() -> None:
-    assert queue(b"EMQ.ADD", b"mail", b"x") == b"mail"
-    assert queue(b"HGETALL", b"emq:{mail}:job:1") == b"mail"
-    assert queue(b"DEL", b"emq:{mail}:a", b"emq:{mail}:b") == b"mail"
-    assert queue(b"ZUNIONSTORE", b"emq:{m}:d", b"2", b"emq:{m}:a", b"emq:{m}:b") == b"m"
-    assert queue(b"PING") is None and queue(b"EMQ.QUEUES") is None
-    assert queue(b"INFO", b"server") is None
-
-
-def test_a_request_across_queues_or_outside_them_is_refused() -> None:
-    crossed = queue(b"DEL", b"emq:{a}:x", b"emq:{b}:x")
-    assert isinstance(crossed, ReplyError) and crossed.message.startswith(b"CROSSSLOT")
-    counted = queue(b"ZUNIONSTORE", b"emq:{a}:d", b"2", b"emq:{a}:x", b"emq:{b}:y")
-    assert isinstance(counted, ReplyError) and counted.message.startswith(b"CROSSSLOT")
-    mixed = queue(b"DEL", b"emq:{a}:x", b"plain")
-    assert isinstance(mixed, ReplyError) and mixed.message.startswith(b"CROSSSLOT")
-    slots = queue(b"DEL", b"plain", b"other")  # two slots outside the queues
-    assert isinstance(slots, ReplyError) and slots.message.startswith(b"CROSSSLOT")
-    assert queue(b"HSET", b"plain", b"f", b"v") is OUTSIDE  # to the cluster itself
-
-
-def test_the_queue_of_a_key_is_its_hash_tag_only_in_the_emq_layout() -> None:
-    assert queue_of(b"emq:{a}:pending") == b"a"
-    assert queue_of(b"emq:{a:b}:job:1") == b"a:b"
-    assert queue_of(b"emq:queues") is None and queue_of(b"x:{a}:y") is None
-    assert queue_of(b"emq:{a}") is None and queue_of(b"emq:{a}x") is None
-    assert owner_key(b"a") == b"emq:{a}:owner" and written_key(b"a") == b"emq:{a}:written"
-
-
-# --- the sink's records -------------------------------------------------------------------------
 def decode_ops(batch: Batch) -> list[tuple[bytes, ...]]:
     """The ops the APPLY script would run: ARGV from position 3 on (count, arguments)."""
     reader = hiredis.Reader()
