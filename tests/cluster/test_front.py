@@ -241,8 +241,8 @@ def test_keys_outside_the_queues_are_the_cluster_s_own(
 
 def test_a_killed_owner_is_replaced_within_its_lease(cluster: Cluster) -> None:
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
-    takeover = name_for([owner, other], "takeover")
     try:
+        takeover = name_for([owner, other], "takeover")
         cmd(owner.port, "EMQ.ADD", takeover, "a")
         owner, other = owner_and_other([owner, other], takeover)
         assert cmd(owner.port, "EMQ.CLAIM", takeover, 1000)[:3] == [b"1", b"1", b"a"]
@@ -269,8 +269,8 @@ def test_a_clean_shutdown_lets_its_leases_go_at_once(cluster: Cluster) -> None:
     """SIGTERM: the front lets go of the queues it owns before it exits, so another front
     takes one at its next request, without waiting for the lease to run out."""
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", "60000")
-    handed = name_for([owner, other], "handed")
     try:
+        handed = name_for([owner, other], "handed")
         assert cmd(owner.port, "EMQ.ADD", handed, "x") == b"1"
         owner, other = owner_and_other([owner, other], handed)
         with cluster.client() as store:
@@ -292,8 +292,8 @@ def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
     delayed job is promoted and the lease's job comes back, uncounted, read straight from
     the cluster."""
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
-    idle = name_for([owner, other], "idle")
     try:
+        idle = name_for([owner, other], "idle")
         assert cmd(owner.port, "EMQ.ADD", idle, "leased") == b"1"
         owner, other = owner_and_other([owner, other], idle)
         assert cmd(owner.port, "EMQ.CLAIM", idle, 1000)[:2] == [b"1", b"1"]
@@ -315,8 +315,8 @@ def test_a_queue_no_client_asks_about_is_adopted_when_its_work_is_due(
 def test_a_stopped_owner_woken_after_its_lease_acknowledges_nothing_for_its_queue(
         cluster: Cluster) -> None:
     owner, other = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS))
-    stopped = name_for([owner, other], "stopped")
     try:
+        stopped = name_for([owner, other], "stopped")
         assert cmd(owner.port, "EMQ.ADD", stopped, "before") == b"1"
         owner, other = owner_and_other([owner, other], stopped)
         with redis.Redis(port=owner.port) as stale:
