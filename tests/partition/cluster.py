@@ -13,13 +13,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import redis
 
+from tests.cluster.support import until
 from tests.partition.net import Host, Network
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,20 +40,6 @@ def engine_binary(engine: str) -> str | None:
     except ImportError:
         return None
     return str(get_binary_path())
-
-
-def until(condition: Callable[[], Any], timeout: float, what: str, pause: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = condition()
-        except (redis.RedisError, OSError):
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(pause)
 
 
 class Front:
