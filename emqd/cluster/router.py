@@ -42,26 +42,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from typing import Any, Protocol
 
 from redis.crc import key_slot
 
 from emqd import errors
 from emqd.cluster.fronts import Fronts
+from emqd.cluster.link import Link, Sent
 from emqd.cluster.names import NOT_OWNER, is_cluster_key, queue_of
-from emqd.cluster.nodes import CONNECT_S, FAILED, Topology, address_text
+from emqd.cluster.nodes import FAILED, Topology, address_text
 from emqd.cluster.ownership import Leases, address_of
 from emqd.cluster.sink import CROSSSLOT, ClusterSink
 from emqd.command import Command
-from emqd.commands.fronts import proof
 from emqd.config import Config
 from emqd.dispatch import lookup
 from emqd.plan import AGAIN, Later
 from emqd.reply import Raw
 from emqd.session import Session
 from emqd.verbs import claim, wait
-from emqd.wire.resp import encode_request, reply_end
 
 log = logging.getLogger("emqd")
 
@@ -83,112 +81,6 @@ _NOT_RUN = (b"-MOVED", b"-ASK", b"-TRYAGAIN", b"-CLUSTERDOWN")  # a node's: it d
 CLUSTER_KEY = errors.Refusal(
     "ERR emq:queues, emq:fronts, emq:dues and emq:owned:* are the fronts' own keys: not "
     "written by clients")
-
-
-class Link:
-    """One client's connection to another front (or to a node of the cluster), for the
-    requests it sends there, pipelined: each is written when it is sent, so they go in
-    the order sent, and one reader answers them in that order; `front` says which: a
-    front is told it is forwarded to."""
-
-    def __init__(self, address: bytes, resp: int, front: bool = True, user: bytes = b"") -> None:
-        self.address = address
-        self.resp = resp
-        self.front = front
-        self.user = user
-        self.writer: asyncio.StreamWriter | None = None
-        self.reading: asyncio.Task[None] | None = None
-        self.waiting: deque[asyncio.Future[bytes]] = deque()  # sent, in order
-        self.lock = asyncio.Lock()  # one connection attempt at a time
-
-    @property
-    def connected(self) -> bool:
-        return self.writer is not None
-
-    async def connect(self, password: str | None) -> None:
-        """Connect (and introduce this link) unless connected; nothing of a client's is
-        sent yet, so a failure here may be retried elsewhere. A front is shown the proof
-        that this one knows the fronts' `password` (EMQ.FRONT's challenge), never the
-        password; a node of the cluster is sent its own (`password` is the node's then,
-        with its user)."""
-        async with self.lock:
-            if self.writer is not None:
-                return
-            host, _, port = self.address.decode().rpartition(":")
-            try:
-                reader, self.writer = await asyncio.wait_for(
-                    asyncio.open_connection(host.strip("[]"), int(port)), CONNECT_S)
-                self.reading = asyncio.get_running_loop().create_task(self._read(reader))
-                if self.front and password:
-                    nonce = _bulk_of(await self._introduce([b"EMQ.FRONT", b"CHALLENGE"]))
-                    await self._introduce([b"EMQ.FRONT", self.address, b"PROOF",
-                                           proof(password, nonce, self.address)])
-                elif self.front:
-                    await self._introduce([b"EMQ.FRONT", self.address])
-                elif password:
-                    await self._introduce([b"AUTH", *([self.user] if self.user else []),
-                                           password.encode()])
-                if self.resp == 3:
-                    await self._introduce([b"HELLO", b"3"])
-            except BaseException:
-                self.close()
-                raise
-
-    async def _introduce(self, argv: list[bytes]) -> bytes:
-        reply = await asyncio.wait_for(self.send(argv), CONNECT_S)
-        if reply.startswith(b"-"):
-            raise ConnectionError(f"{self.address!r} refused {argv[0]!r}: {reply!r}")
-        return reply
-
-    def send(self, argv: list[bytes]) -> asyncio.Future[bytes]:
-        """Write `argv` now; the future of its reply, as the bytes sent back (a
-        ConnectionError when the connection ends first)."""
-        assert self.writer is not None
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.waiting.append(future)
-        self.writer.write(encode_request(argv))
-        return future
-
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        buffer = bytearray()
-        try:
-            while True:
-                data = await reader.read(65536)
-                if not data:
-                    raise ConnectionError(f"{self.address!r} closed the connection")
-                buffer += data
-                at = 0
-                while (end := reply_end(buffer, at)) is not None:
-                    reply = bytes(buffer[at:end])
-                    at = end
-                    if self.waiting:
-                        future = self.waiting.popleft()
-                        if not future.done():
-                            future.set_result(reply)
-                del buffer[:at]
-        except (OSError, ValueError) as exc:
-            self._fail_waiting(exc if isinstance(exc, OSError) else ConnectionError(str(exc)))
-
-    def _fail_waiting(self, why: OSError) -> None:
-        writer = self.writer
-        self.writer = None
-        if writer is not None:
-            writer.close()
-        waiting, self.waiting = self.waiting, deque()
-        for future in waiting:
-            if not future.done():
-                future.set_exception(why)
-
-    def close(self) -> None:
-        if self.reading is not None:
-            self.reading.cancel()
-            self.reading = None
-        self._fail_waiting(ConnectionError(f"the link to {self.address!r} was closed"))
-
-
-def _bulk_of(reply: bytes) -> bytes:
-    """The string of a bulk reply (`$5\r\nvalue\r\n`)."""
-    return reply.split(b"\r\n", 2)[1]
 
 
 class Owners(Protocol):
@@ -213,6 +105,56 @@ class Owners(Protocol):
     async def registered(self) -> Any: ...
 
     async def exists(self, queue: bytes) -> bool: ...
+
+
+class Relayed(Sent):
+    """A request sent on at once to its queue's known owner (no task of its own: the
+    link answers it). Its reply comes back as it is; where that front no longer owns
+    the queue (NOT_HERE: nothing ran), it is looked up and sent again, but never run
+    here (a request sent on at once may have others behind it, whose replies must
+    follow its own: such a client is told to retry instead); where the answer did not
+    come, UNANSWERED."""
+
+    __slots__ = ("router", "session", "row", "argv", "address")
+
+    def __init__(self, router: ClusterRouter, session: Session, row: Command,
+                 argv: list[bytes], queue: bytes, address: bytes, owner: bytes,
+                 link: Link) -> None:
+        super().__init__(link.loop.create_future(), queue, owner,
+                         router.deadline(row, argv, link.loop))
+        self.router = router
+        self.session = session
+        self.row = row
+        self.argv = argv
+        self.address = address
+
+    def answer(self, reply: bytes) -> None:
+        router, queue = self.router, self.queue
+        assert queue is not None and self.owner is not None
+        if reply == _NOT_HERE:
+            router.owners.pop(queue, None)
+            again = asyncio.ensure_future(router.elsewhere(
+                self.session, self.row, self.argv, queue, here=False))
+            again.add_done_callback(self._settle)
+            return
+        router.owners[queue] = (self.address, self.owner, time.monotonic() + OWNER_TRUSTED_S)
+        if not self.future.done():
+            self.future.set_result(Raw(reply))
+
+    def _settle(self, again: asyncio.Future[Any]) -> None:
+        if self.future.done():
+            return
+        if again.cancelled() or again.exception() is not None:
+            self.future.set_result(errors.UNANSWERED())
+        else:
+            self.future.set_result(again.result())
+
+    def fail(self, why: OSError) -> None:
+        log.debug("cluster: a request sent on for %r went unanswered: %s", self.queue, why)
+        assert self.queue is not None
+        self.router.owners.pop(self.queue, None)
+        if not self.future.done():
+            self.future.set_result(errors.UNANSWERED())
 
 
 class ClusterRouter:
@@ -254,10 +196,10 @@ class ClusterRouter:
         link = self._open_link(session, queue)
         if link is not None:
             address, owner, _ = self.owners[queue]
-            sent = link.send(argv)
-            return Later(asyncio.ensure_future(self._relay(
-                session, row, argv, queue, address, owner, link, sent)), sent=True)
-        return Later(asyncio.ensure_future(self._elsewhere(session, row, argv, queue)))
+            relayed = Relayed(self, session, row, argv, queue, address, owner, link)
+            link.send(argv, relayed)
+            return Later(relayed.future, sent=True)
+        return Later(asyncio.ensure_future(self.elsewhere(session, row, argv, queue)))
 
     def _open_link(self, session: Session, queue: bytes) -> Link | None:
         """The open link of this client to `queue`'s owner, when the owner is known and
@@ -388,31 +330,7 @@ class ClusterRouter:
             log.debug("cluster: %r not taken for a forwarded request: %s", queue, exc)
         return NOT_OWNER()
 
-    async def _relay(self, session: Session, row: Command, argv: list[bytes], queue: bytes,
-                     address: bytes, owner: bytes, link: Link, sent: asyncio.Future[bytes],
-                     ) -> Any:
-        """The reply to a request sent on at once to its queue's known owner; where that
-        front no longer owns it (NOT_OWNER: nothing ran), looked up and sent again, but
-        never run here (a request sent on at once may have others behind it, whose
-        replies must follow its own: such a client is told to retry instead)."""
-        front = self.front
-        blocking = blocking_s(row, argv, front.config)
-        bound = front.lease_s + front.timeout_s + (blocking or 0.0)
-        try:
-            reply = await self._watched(sent, queue, address, owner,
-                                        None if blocking == 0.0 else bound)
-        except (OSError, TimeoutError) as exc:
-            link.close()
-            self.owners.pop(queue, None)
-            log.debug("cluster: a request sent on for %r went unanswered: %s", queue, exc)
-            return errors.UNANSWERED()
-        if reply == _NOT_HERE:
-            self.owners.pop(queue, None)
-            return await self._elsewhere(session, row, argv, queue, here=False)
-        self.owners[queue] = (address, owner, time.monotonic() + OWNER_TRUSTED_S)
-        return Raw(reply)
-
-    async def _elsewhere(self, session: Session, row: Command, argv: list[bytes],
+    async def elsewhere(self, session: Session, row: Command, argv: list[bytes],
                          queue: bytes, here: bool = True) -> Any:
         """Take the queue and run here (AGAIN), or forward to its owner (or, when nobody
         owns it, to the live front it belongs to, which takes it): sent at most once (see
@@ -472,17 +390,15 @@ class ClusterRouter:
         """The reply of the front at `address` (the owner, whose lease is `owner`, or the
         front an unowned queue belongs to); None when it refused before running (it does
         not own the queue: look again); UNANSWERED when the answer did not come (it may
-        have run). Raises before anything was sent (a refused connection)."""
-        front = self.front
+        have run: the link's watch, emqd/cluster/link.py). Raises before anything was sent
+        (a refused connection)."""
         link = self._link(session, address)
-        await link.connect(front.password)
-        blocking = blocking_s(row, argv, front.config)
-        bound = front.lease_s + front.timeout_s + (blocking or 0.0)
+        await link.connect(self.front.password)
+        future: asyncio.Future[bytes] = link.loop.create_future()
+        link.send(argv, Sent(future, queue, owner, self.deadline(row, argv, link.loop)))
         try:
-            reply = await self._watched(link.send(argv), queue, address, owner,
-                                        None if blocking == 0.0 else bound)
-        except (OSError, TimeoutError) as exc:
-            link.close()
+            reply = await future
+        except OSError as exc:
             log.debug("cluster: a request forwarded for %r went unanswered: %s", queue, exc)
             return errors.UNANSWERED()
         if reply == _NOT_HERE:
@@ -492,38 +408,37 @@ class ClusterRouter:
             self.owners[queue] = (address, owner, time.monotonic() + OWNER_TRUSTED_S)
         return Raw(reply)
 
-    async def _watched(self, sent: asyncio.Future[bytes], queue: bytes, address: bytes,
-                       owner: bytes | None, bound: float | None) -> bytes:
-        """`sent`'s reply within `bound` seconds (None: as long as the front at `address`
-        holds the queue). Once it has waited the write timeout, the queue's lease is
-        looked at every third of the lease, and a lease that moved or ran out ends the
-        wait (TimeoutError): a frozen or cut-off owner's answer may never come. (Sent to
-        the front an unowned queue belongs to, `owner` None, the wait goes on while that
-        front takes it, or nobody has.)"""
-        front = self.front
-        task = sent
-        loop = asyncio.get_running_loop()
-        deadline = None if bound is None else loop.time() + bound
+    # --- the links' watch (emqd/cluster/link.py) ---------------------------------------
+    @property
+    def timeout_s(self) -> float:
+        return self.front.timeout_s
+
+    @property
+    def poll_s(self) -> float:
+        return self.front.lease_s / 3
+
+    async def moved(self, sent: Sent, address: bytes) -> bool:
+        """Whether `sent.queue`'s lease is no longer the one it was sent under (sent to
+        the front an unowned queue belongs to, `owner` None: whether another front than
+        that one took it)."""
+        assert sent.queue is not None
         try:
-            done, _ = await asyncio.wait({task}, timeout=front.timeout_s if bound is None
-                                         else min(front.timeout_s, bound))
-            while not done:
-                if deadline is not None and loop.time() >= deadline:
-                    raise TimeoutError("no answer within the forwarding bound")
-                try:
-                    now_owner = await front.leases.owner(queue, front.lease_s / 3)
-                except FAILED:
-                    now_owner = owner  # the cluster cannot tell: the bound decides
-                if now_owner != owner and not (owner is None and (
-                        now_owner is None or address_of(now_owner) == address)):
-                    raise TimeoutError(f"the lease on {queue!r} moved or ran out")
-                pause = front.lease_s / 3
-                if deadline is not None:
-                    pause = min(pause, max(deadline - loop.time(), 0.0))
-                done, _ = await asyncio.wait({task}, timeout=pause)
-            return task.result()
-        finally:
-            task.cancel()
+            now_owner = await self.front.leases.owner(sent.queue, self.poll_s)
+        except FAILED:
+            return False  # the cluster cannot tell: the deadline decides
+        if sent.owner is None:
+            return now_owner is not None and address_of(now_owner) != address
+        return now_owner != sent.owner
+
+    def deadline(self, row: Command, argv: list[bytes], loop: asyncio.AbstractEventLoop,
+                 ) -> float | None:
+        """The latest loop time a request sent on now may be answered: its own blocking
+        time plus the lease plus the timeout (None: it may block for ever, and waits while
+        its owner holds the queue)."""
+        blocking = blocking_s(row, argv, self.front.config)
+        if blocking == 0.0:
+            return None
+        return loop.time() + self.front.lease_s + self.front.timeout_s + (blocking or 0.0)
 
     async def _to_cluster(self, session: Session, row: Command, argv: list[bytes]) -> Any:
         """A request on keys outside the queues, to the primary of their slot (of the slot
@@ -544,7 +459,7 @@ class ClusterRouter:
                     log.debug("cluster: %r not reached yet: %s", key, exc)
                 else:
                     try:
-                        reply = await asyncio.wait_for(link.send(argv),
+                        reply = await asyncio.wait_for(link.request(argv),
                                                        max(deadline - loop.time(), 0.0))
                     except (OSError, TimeoutError):
                         link.close()
@@ -563,7 +478,8 @@ class ClusterRouter:
         link = links.get(key)
         if link is None:
             user = (self.front.config.cluster_user or "").encode()
-            link = links[key] = Link(address, session.resp, front, b"" if front else user)
+            link = links[key] = Link(address, session.resp, front, b"" if front else user,
+                                     self if front else None)
         return link
 
     def forget(self, session: Session) -> None:

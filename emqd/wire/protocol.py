@@ -422,7 +422,11 @@ class Connection(asyncio.Protocol, Outlet):
         if self.closed:
             awaiting.clear()
             return
+        if not awaiting or not awaiting[0].future.done():
+            return  # (the replies that came were written with an earlier one's)
         again = False
+        out: list[bytes] = []
+        resp = self.session.resp
         while awaiting and awaiting[0].future.done():
             later = awaiting.popleft()
             done = later.future
@@ -434,7 +438,8 @@ class Connection(asyncio.Protocol, Outlet):
                 continue
             if not later.sent:
                 self.pending.popleft()
-            self._write([encode(reply, self.session.resp)])
+            out.append(encode(reply, resp))
+        self._write(out)
         if awaiting and not again:
             return
         self.run_pending()
