@@ -25,6 +25,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import uvloop
+
 from emqd.client.errors import PermanentError
 from emqd.client.queue import DEFAULT_URL, URL_ENV, Queue, redacted
 from emqd.client.worker import Counts, Worker
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(exc))
     progress = Progress(worker.queue.name, worker.counts, time.monotonic())
     try:
-        asyncio.run(serve(worker, progress, args.progress_interval))
+        uvloop.run(serve(worker, progress, args.progress_interval))
     except PermanentError as exc:
         raise SystemExit(f"emqd-worker: queue {worker.queue.name} on "
                          f"{redacted(worker.queue.url)}: {exc}") from None

@@ -24,6 +24,7 @@ import redis
 from redis.exceptions import TryAgainError
 
 from emqd.client import Job, Queue, StaleJob, SyncQueue, Worker
+from emqd.client.connection import Connection
 from emqd.client.errors import TRANSPORT_ERRORS
 from tests.support import ROOT, ServerProcess, start_emqd
 
@@ -256,7 +257,7 @@ async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture
 
 
 async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cluster front answers TRYAGAIN while the cluster cannot take a write
     (docs/CLUSTER.md, how a client should retry): the worker backs off and sends its
     CLAIM and its COMPLETE again, and the job completes once, in one attempt."""
@@ -264,17 +265,21 @@ async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
     try:
         async with Queue("again", f"redis://127.0.0.1:{server.port}") as queue:
             job_id = generated(server.port, "again", b"work")
-            real = queue.client.execute_command
+            real = Connection.send
             refused: list[str] = []
 
-            async def refuse_each_verb_once(*argv: Any, **options: Any) -> Any:
-                verb = argv[0].decode() if isinstance(argv[0], bytes) else str(argv[0])
-                if verb in ("EMQ.CLAIM", "EMQ.COMPLETE") and verb not in refused:
-                    refused.append(verb)  # not sent: the front refused it
-                    raise TryAgainError("the cluster did not acknowledge this write")
-                return await real(*argv, **options)
+            def refuse_each_verb_once(self: Connection, requests: list[bytes]) -> Any:
+                for verb in ("EMQ.CLAIM", "EMQ.COMPLETE"):
+                    if verb not in refused and any(verb.encode() in r for r in requests):
+                        refused.append(verb)  # not sent: the front refused it
+                        answered = asyncio.get_running_loop().create_future()
+                        answered.set_result(
+                            [TryAgainError("the cluster did not acknowledge this write")]
+                            * len(requests))
+                        return answered
+                return real(self, requests)
 
-            queue.client.execute_command = refuse_each_verb_once  # type: ignore[method-assign]
+            monkeypatch.setattr(Connection, "send", refuse_each_verb_once)
 
             async def handler(job: Job) -> str:
                 return "done"
