@@ -184,6 +184,37 @@ def test_sigterm_requeues_unfinished_jobs_and_exits_0_within_grace(
         server.stop()
 
 
+@pytest.mark.timeout(60)
+def test_a_worker_killed_holding_batches_loses_no_job(workers: list[WorkerProcess]) -> None:
+    """SIGKILL while the worker holds 20 jobs claimed in batches: the sweep brings every
+    one of them back (its first stall: counted, not a failure) and a second worker
+    completes all 40, none twice."""
+    server = start_emqd("--stalled-interval", "100", "--max-stalled", "2")
+    try:
+        queue = SyncQueue("killed", f"redis://127.0.0.1:{server.port}")
+        ids = [generated(server.port, "killed", b'{"sleep": 30}') for _ in range(40)]
+        victim = WorkerProcess("tests.client.e2e_handlers:sleepy", "killed", server.port,
+                               "--concurrency", "20", "--lease-ms", "600")
+        workers.append(victim)
+        wait_for(lambda: queue.stats().active == 20, 15, "20 jobs held")
+        victim.signal(signal.SIGKILL)
+        wait_for(lambda: queue.stats().stalled_total == 20 and queue.stats().active == 0, 15,
+                 "the sweep to bring the 20 back")
+        survivor = WorkerProcess("tests.client.e2e_handlers:quick", "killed", server.port,
+                                 "--concurrency", "20")
+        workers.append(survivor)
+        wait_for(lambda: queue.stats().completed_total == 40, 20, "every job completed")
+        rows = [queue.get(job_id) for job_id in ids]
+        assert sorted(row.stalled for row in rows) == [0] * 20 + [1] * 20
+        assert all(row.state == "completed" and row.failures == 0 for row in rows)
+        assert all(row.attempts == 1 + row.stalled for row in rows)  # none run twice after
+        stats = queue.stats()
+        assert (stats.dead, stats.failures_total, stats.completed_total) == (0, 0, 40)
+        queue.close()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def sweeping_server() -> Iterator[ServerProcess]:
     server = start_emqd("--stalled-interval", "50")
