@@ -53,7 +53,8 @@ FRESH: dict[str, dict[str, tuple[str, ...]]] = {
 }
 BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
             memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
-            durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200)
+            durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200,
+            worker_jobs=200_000)
 # Scenarios that start and stop their own servers (Bench.load, Bench.durable).
 LIFECYCLE = ("load", "durable", "cluster", "cluster-scale", "worker")
 FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all

@@ -57,20 +57,29 @@ class Endpoint:
     password: str | None = None
     db: int = 0
     connect_timeout_s: float = CONNECT_TIMEOUT_S
+    tls_arguments: dict[str, Any] | None = None  # redis-py's ssl_* (the lease keeper's TLS)
 
     @classmethod
     def of(cls, pool: Any) -> Endpoint:
         """From a redis-py (asyncio) ConnectionPool: its connection class and arguments."""
         kwargs = dict(pool.connection_kwargs)
-        tls = None
+        tls = tls_arguments = None
         if any(key.startswith("ssl") for key in kwargs) or "SSL" in pool.connection_class.__name__:
             # redis-py's own TLS context for these arguments (certificates, checks).
             tls = pool.connection_class(**kwargs).ssl_context.get()
-        password = kwargs.get("password")
+            tls_arguments = {key: value for key, value in kwargs.items()
+                             if key.startswith("ssl") and isinstance(value, str | int | bool)}
         return cls(host=kwargs.get("host") or "127.0.0.1", port=int(kwargs.get("port") or 6379),
                    path=kwargs.get("path"), tls=tls, username=kwargs.get("username"),
-                   password=password, db=int(kwargs.get("db") or 0),
-                   connect_timeout_s=kwargs.get("socket_connect_timeout") or CONNECT_TIMEOUT_S)
+                   password=kwargs.get("password"), db=int(kwargs.get("db") or 0),
+                   connect_timeout_s=kwargs.get("socket_connect_timeout") or CONNECT_TIMEOUT_S,
+                   tls_arguments=tls_arguments)
+
+    def settings(self) -> dict[str, Any]:
+        """What the lease keeper (emqd/lease_keeper.py) needs to reach the same server."""
+        return {"host": self.host, "port": self.port, "path": self.path,
+                "username": self.username, "password": self.password, "db": self.db,
+                "tls": self.tls_arguments}
 
     def login(self, name: str) -> list[tuple[bytes | str | int, ...]]:
         """The handshake's requests: AUTH (when a password is set), SELECT (a database
@@ -84,6 +93,7 @@ class Endpoint:
         requests.append(("CLIENT", "SETNAME", name))
         requests.append(("CLIENT", "SETINFO", "LIB-NAME", "emqd"))
         requests.append(("CLIENT", "SETINFO", "LIB-VER", __version__))
+        requests.append(("CLIENT", "ID"))  # the `holder` its CLAIMs and EXTENDs write
         return requests
 
 
@@ -141,6 +151,7 @@ class Connection:
 
     def __init__(self, protocol: _Protocol) -> None:
         self._protocol = protocol
+        self.client_id = 0  # CLIENT ID, once logged in
 
     @classmethod
     async def open(cls, endpoint: Endpoint, name: str) -> Connection:
@@ -166,6 +177,7 @@ class Connection:
             for argv, reply in zip(login, replies, strict=True):
                 if isinstance(reply, Exception) and argv[1:2] != ("SETINFO",):
                     raise reply  # a refused password (AuthenticationError), or database
+            connection.client_id = replies[-1] if isinstance(replies[-1], int) else 0
         except BaseException:
             connection.close()
             raise

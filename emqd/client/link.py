@@ -143,7 +143,7 @@ class Link:
 
     def __init__(self, queue: Any, name: str) -> None:
         self.commands: QueueCommands = queue.commands
-        endpoint = Endpoint.of(queue.client.connection_pool)
+        self.endpoint = endpoint = Endpoint.of(queue.client.connection_pool)
         self.claims = Line(endpoint, name)
         self.line = Line(endpoint, name)
         self.batcher = Batcher(self.line)
@@ -161,6 +161,11 @@ class Link:
         except StopIteration as done:
             jobs: list[Job] = done.value
             return jobs
+
+    def client_ids(self) -> list[int]:
+        """The CLIENT IDs of the connections open now (the lease keeper's `holder`s)."""
+        return [line.connection.client_id for line in (self.claims, self.line)
+                if line.ready is not None and line.connection is not None]
 
     def ping(self) -> asyncio.Future[None]:
         return self.batcher.submit(self.commands.ping())

@@ -14,7 +14,9 @@ Shape (each piece small, the decisions in outcome.py):
   their own, everything else pipelined on one more, a loop turn's worth per
   write; a settle is a future and a callback, not a task;
 - one heartbeat EXTENDs every held lease every third of the lease, all of them
-  in one write;
+  in one write, and tells the lease keeper (emqd/lease_keeper.py), a process of
+  its own, that the loop runs: while a handler holds the GIL in C the keeper
+  extends the leases instead;
 - on SIGINT/SIGTERM the claimer stops, running jobs get `grace_ms` to finish,
   and the rest are REQUEUEd;
 - once a COMPLETE or a FAIL the run sent is accepted, the `on_completed` /
@@ -41,6 +43,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import itertools
 import logging
 import math
 import os
@@ -61,6 +64,7 @@ from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_pe
 from emqd.client.handler import Handler, ThroughWorker
 from emqd.client.link import Link
 from emqd.client.reconnect import Backoff, Outage
+from emqd.lease_keeper import Keeper
 
 log = logging.getLogger("emqd.worker")
 
@@ -164,6 +168,7 @@ class Worker:
         self._reporter: ThroughWorker | None = None
         self._threads: handlers.Threads | None = None
         self._hooks: set[asyncio.Future[Any]] = set()
+        self._keeper: Keeper | None = None
 
     # --- life ----------------------------------------------------------------------------
     async def run(self) -> Counts:
@@ -179,6 +184,8 @@ class Worker:
         self._reporter = ThroughWorker(self.link, loop, self._report)
         if isinstance(self.link, Link):
             self.link.reporter = self._reporter  # its claims make the jobs with it
+            self._keeper = Keeper.start(self.link.endpoint.settings(), self.link.commands.key,
+                                        self.lease_ms, self.timeout_ms)
         if not handlers.is_async(self.handler):
             self._threads = handlers.Threads(self.handler, loop, self._handed_back)
         signals = self._install_signals(loop)
@@ -196,6 +203,8 @@ class Worker:
                 self._threads.close()
             if isinstance(self.link, Link):
                 self.link.close()
+            if self._keeper is not None:
+                self._keeper.close()
         if self._fatal is not None:
             raise self._fatal
         return self.counts
@@ -277,6 +286,8 @@ class Worker:
                 continue
             backoff.reset()
             self.outage.answered()
+            if self._keeper is not None:
+                self._keeper.tell(self.link.client_ids())
             for job in jobs:
                 self._start(job)
 
@@ -397,10 +408,15 @@ class Worker:
 
     # --- heartbeats ----------------------------------------------------------------------
     async def _heartbeats(self) -> None:
-        """Every third of the lease, EXTEND every lease held (one pipelined write)."""
-        interval = self.lease_ms / 3000
-        while True:
-            await asyncio.sleep(interval)
+        """Every third of the lease, EXTEND every lease held (one pipelined write); every
+        sixth, tell the lease keeper the loop runs (emqd/lease_keeper.py: it extends them
+        itself while the loop cannot, a handler holding the GIL)."""
+        for tick in itertools.count(1):
+            if self._keeper is not None:
+                self._keeper.beat(self.link.client_ids())
+            await asyncio.sleep(self.lease_ms / 6000)
+            if tick % 2:
+                continue
             for run in list(self.running.values()):
                 if not run.ended:
                     extended = asyncio.ensure_future(self.link.extend(run.job, self.lease_ms))

@@ -9,6 +9,7 @@ failed assertion, never a hung suite.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import subprocess
@@ -369,3 +370,38 @@ async def wait_async(read: Callable, expected: object, timeout: float) -> None:
             raise AssertionError(f"still {value!r} after {timeout}s")
         await asyncio.sleep(0.02)
 
+
+
+def hold_the_gil_in_c(seconds: float) -> None:
+    """libc's usleep called through ctypes.PyDLL, which keeps the GIL during the call:
+    no Python thread of this process runs meanwhile, the event loop included."""
+    libc = ctypes.PyDLL(None)
+    libc.usleep(int(seconds * 1_000_000))
+
+
+async def test_a_handler_holding_the_gil_in_c_keeps_its_lease(
+        sweeping_server: ServerProcess, caplog: pytest.LogCaptureFixture) -> None:
+    """Held three leases long in C: the worker's own heartbeats cannot run, its lease
+    keeper (emqd/lease_keeper.py, a process of its own) extends the lease, and the job
+    completes in its first run. Its neighbour, not held, completes too."""
+    url = f"redis://127.0.0.1:{sweeping_server.port}"
+    async with Queue("gil", url) as queue:
+        held = generated(sweeping_server.port, "gil", b"hold")
+        other = generated(sweeping_server.port, "gil", b"free")
+
+        def handler(job: Job) -> str:
+            if job.payload == b"hold":
+                hold_the_gil_in_c(1.8)
+            return "done"
+
+        worker = Worker(queue, handler, concurrency=2, lease_ms=600, block_ms=50)
+        task = asyncio.create_task(worker.run())
+        try:
+            await wait_async(lambda: _state(queue, held), "completed", 15)
+            await wait_async(lambda: _state(queue, other), "completed", 5)
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 5)
+        row = await queue.get(held)
+    assert (row.attempts, row.stalled, row.result) == (1, 0, b"done")
+    assert worker.counts.lost == 0 and worker.counts.completed == 2
