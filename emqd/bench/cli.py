@@ -344,10 +344,12 @@ class Bench:
             for run, go in self.worker_runs(name, target):
                 drained = await go()
                 print(f"  {'worker':8} {run.key:18} {drained.rate:10,.0f} jobs/s  "
-                      f"{drained.cpu_us:6.1f} us CPU a job", file=sys.stderr)
+                      f"{drained.cpu_us:6.1f} us CPU a job, server {drained.server_cpu_us:.1f}",
+                      file=sys.stderr)
                 system = run.key.split(".", 1)[0]
                 self.results.add("worker", system, {run.key: drained.rate,
-                                                    run.key + ".cpu": drained.cpu_us})
+                                                    run.key + ".cpu": drained.cpu_us,
+                                                    run.key + ".server": drained.server_cpu_us})
         finally:
             self.stop(target)
 

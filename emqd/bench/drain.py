@@ -32,6 +32,7 @@ class Drain:
     jobs: int  # finished inside the window
     seconds: float
     cpu_seconds: float  # the worker's process tree over the window
+    server_cpu_seconds: float  # the server's (emqd's, or the redis-server's) over the window
 
     @property
     def rate(self) -> float:
@@ -40,6 +41,10 @@ class Drain:
     @property
     def cpu_us(self) -> float:
         return self.cpu_seconds / self.jobs * 1e6
+
+    @property
+    def server_cpu_us(self) -> float:
+        return self.server_cpu_seconds / self.jobs * 1e6
 
 
 def _stat_fields(pid: int) -> list[str]:
@@ -71,11 +76,11 @@ def tree_cpu_seconds(pid: int) -> float:
 
 
 async def watch(proc: subprocess.Popen[bytes], finished: Callable[[], Awaitable[int]],
-                total: int, timeout_s: float) -> Drain:
+                total: int, timeout_s: float, server_pid: int) -> Drain:
     """Read `finished()` until it reaches `total`; the window from the first finished
     job seen to the last. Raises DrainError when the worker exits first, or when
     nothing more finishes for `timeout_s`."""
-    first_at = first_cpu = 0.0
+    first_at = first_cpu = first_server = 0.0
     first_done = 0
     last_done, last_change = 0, time.monotonic()
     while True:
@@ -83,11 +88,13 @@ async def watch(proc: subprocess.Popen[bytes], finished: Callable[[], Awaitable[
         now = time.monotonic()
         if done and not first_done:
             first_at, first_cpu, first_done = now, tree_cpu_seconds(proc.pid), done
+            first_server = tree_cpu_seconds(server_pid)
         if done >= total:
             cpu = tree_cpu_seconds(proc.pid) - first_cpu
+            server = tree_cpu_seconds(server_pid) - first_server
             if first_done >= total:
                 raise DrainError("the queue was drained before the first look: add more jobs")
-            return Drain(total - first_done, now - first_at, cpu)
+            return Drain(total - first_done, now - first_at, cpu, server)
         if done != last_done:
             last_done, last_change = done, now
         elif now - last_change > timeout_s:

@@ -1,8 +1,10 @@
 """The `worker` scenario's table: each system's drain rate and CPU a job, side by side.
 
-Rows are emqd-worker's runs (async and sync handlers, each concurrency, one
-process and `--processes 2`), then BullMQ's and Dramatiq's at each concurrency,
-all medians of the same run's repeats. The ratios and the targets are issue 36's:
+Each row: the drain rate, the worker's CPU a job (its whole process tree) and the
+server's over the same window (emqd's, or the redis-server's). Rows are
+emqd-worker's runs (async and sync handlers, each concurrency, one process and
+`--processes 2`), then BullMQ's and Dramatiq's at each concurrency, all medians
+of the same run's repeats. The ratios and the targets are issue 36's:
 
 - async, concurrency 50: >= 2.5x BullMQ's Worker at the same concurrency, and
   <= 35 us of worker CPU a job;
@@ -72,14 +74,17 @@ def rows(results: Results) -> list[dict[str, Any]]:
     found = []
     for system, _ in SYSTEMS:
         keys = [key for (scenario, key), by in results.samples.items()
-                if scenario == "worker" and system in by and not key.endswith(".cpu")]
+                if scenario == "worker" and system in by
+                and not key.endswith((".cpu", ".server"))]
         for key in keys:
             rate = median(system, key)
             if rate is None:
                 continue
             cpu = median(system, key + ".cpu")
+            server = median(system, key + ".server")
             versus_bull, versus_dram, target, met = _judge(key, rate, cpu, median)
             found.append({"key": key, "figure": _label(key), "rate": rate, "cpu_us": cpu,
+                          "server_cpu_us": server,
                           "vs_bullmq": versus_bull, "vs_dramatiq": versus_dram,
                           "target": target, "met": met,
                           "samples": {"rate": results.samples[("worker", key)][system],
@@ -89,15 +94,17 @@ def rows(results: Results) -> list[dict[str, Any]]:
 
 
 def table(found: list[dict[str, Any]], skipped: dict[tuple[str, str], str]) -> str:
-    head = ("worker run", "jobs/s", "CPU us a job", "vs BullMQ", "vs Dramatiq", "target", "")
+    head = ("worker run", "jobs/s", "CPU us a job", "server's", "vs BullMQ", "vs Dramatiq",
+            "target", "")
     lines = [head]
     for row in found:
         lines.append((row["figure"], f"{row['rate']:,.0f}",
                       "-" if row["cpu_us"] is None else f"{row['cpu_us']:.1f}",
+                      "-" if row["server_cpu_us"] is None else f"{row['server_cpu_us']:.1f}",
                       row["vs_bullmq"] or "", row["vs_dramatiq"] or "", row["target"] or "",
                       {True: "met", False: "NOT MET", None: ""}[row["met"]]))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    out = ["  ".join(cell.rjust(w) if i in (1, 2, 3, 4) else cell.ljust(w)
+    out = ["  ".join(cell.rjust(w) if i in (1, 2, 3, 4, 5) else cell.ljust(w)
                      for i, (cell, w) in enumerate(zip(line, widths, strict=True))).rstrip()
            for line in lines]
     out += [f"* worker on {system}: {reason}" for (scenario, system), reason in skipped.items()
