@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import hiredis
 
+from emqd.request import encode
+
 if TYPE_CHECKING:
     import ssl
 
@@ -100,14 +102,6 @@ class Keeper:
 
 
 # --- the keeper process ----------------------------------------------------------------
-def _encode(*argv: bytes | str | int) -> bytes:
-    parts = [b"*%d\r\n" % len(argv)]
-    for arg in argv:
-        raw = arg if isinstance(arg, bytes) else str(arg).encode()
-        parts.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
-    return b"".join(parts)
-
-
 class _Client:
     """A blocking pipelining RESP client: enough for the keeper's few calls."""
 
@@ -125,10 +119,10 @@ class _Client:
         self.reader = hiredis.Reader()
         login: list[bytes] = []
         if endpoint.get("password") is not None:
-            login.append(_encode("AUTH", *filter(None, [endpoint.get("username"),
+            login.append(encode("AUTH", *filter(None, [endpoint.get("username"),
                                                          endpoint["password"]])))
         if endpoint.get("db"):
-            login.append(_encode("SELECT", endpoint["db"]))
+            login.append(encode("SELECT", endpoint["db"]))
         for reply in self.pipeline(login):
             if isinstance(reply, hiredis.ReplyError):
                 raise OSError(f"login refused: {reply}")
@@ -165,10 +159,10 @@ def keep_once(client: _Client, queue: bytes, ids: set[int], lease_ms: int,
               timeout_ms: int | None, now_ms: int) -> int:
     """One round: EXTEND every active job of `queue` that one of `ids` holds; how many."""
     prefix = b"emq:{" + queue + b"}:"
-    (active,) = client.pipeline([_encode(b"ZRANGE", prefix + b"active", 0, ACTIVE_READ - 1)])
+    (active,) = client.pipeline([encode(b"ZRANGE", prefix + b"active", 0, ACTIVE_READ - 1)])
     if isinstance(active, hiredis.ReplyError) or not active:
         return 0
-    rows = client.pipeline([_encode(b"HMGET", prefix + b"job:" + job_id, b"holder",
+    rows = client.pipeline([encode(b"HMGET", prefix + b"job:" + job_id, b"holder",
                                     b"attempts", b"claimed_ms", b"state")
                             for job_id in active])
     extends = []
@@ -183,7 +177,7 @@ def keep_once(client: _Client, queue: bytes, ids: set[int], lease_ms: int,
         if timeout_ms is not None and claimed_ms is not None and claimed_ms.isdigit() \
                 and now_ms - int(claimed_ms) > timeout_ms:
             continue  # past the worker's timeout: let it run out
-        extends.append(_encode(b"EMQ.EXTEND", queue, job_id, token, lease_ms))
+        extends.append(encode(b"EMQ.EXTEND", queue, job_id, token, lease_ms))
     replies = client.pipeline(extends)
     return sum(not isinstance(reply, hiredis.ReplyError) for reply in replies)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,21 +29,15 @@ import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from emqd import __version__
+from emqd import __version__, request
 from emqd.client.errors import reply_error
 
 CONNECT_TIMEOUT_S = 10.0
 
 
 def encode(argv: tuple[bytes | str | int, ...] | list[Any]) -> bytes:
-    """One request as a RESP multi-bulk (bytes as they are, str as UTF-8, int as digits)."""
-    parts = [b"*%d\r\n" % len(argv)]
-    for arg in argv:
-        raw = arg if type(arg) is bytes else (
-            arg.encode() if type(arg) is str else b"%d" % arg if type(arg) is int
-            else str(arg).encode())
-        parts.append(b"$%d\r\n%b\r\n" % (len(raw), raw))
-    return b"".join(parts)
+    """One request (an Operation's argv) as RESP bytes."""
+    return request.encode(*argv)
 
 
 @dataclass(frozen=True)
@@ -97,13 +92,20 @@ class Endpoint:
         return requests
 
 
-class _Protocol(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.reader = hiredis.Reader(replyError=ResponseError)
+class Replies(asyncio.Protocol):
+    """A pipelining connection's protocol: each batch of requests waits, in order, for as
+    many replies, parsed by hiredis as they arrive. An error reply is a value of
+    `error_class` (hiredis builds it from the reply's text), passed through `translate`
+    when one is given; a lost connection fails every batch still waiting."""
+
+    def __init__(self, error_class: type[Exception] = ResponseError,
+                 translate: Callable[[Any], Exception] | None = None) -> None:
+        self.reader = hiredis.Reader(replyError=error_class)
+        self.error_class, self.translate = error_class, translate
         # Each batch waiting for its replies: (future, how many, the replies so far).
         self.waiting: deque[tuple[asyncio.Future[list[Any]], int, list[Any]]] = deque()
         self.transport: asyncio.Transport | None = None
-        self.lost: RedisConnectionError | None = None
+        self.lost: BaseException | None = None  # redis-py's ConnectionError, mostly
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -124,17 +126,23 @@ class _Protocol(asyncio.Protocol):
                 self._fail(RedisConnectionError("a reply nobody asked for"))
                 return
             future, count, replies = waiting[0]
-            replies.append(reply_error(reply) if isinstance(reply, ResponseError) else reply)
+            if self.translate is not None and isinstance(reply, self.error_class):
+                reply = self.translate(reply)
+            replies.append(reply)
             if len(replies) == count:
                 waiting.popleft()
                 if not future.done():
                     future.set_result(replies)
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
+        # (uvloop passes what a callback raised, a KeyboardInterrupt included.)
+        if exc is not None and not isinstance(exc, Exception):
+            self._fail(exc)  # a KeyboardInterrupt raised in a callback: it must go on up
+            return
         reason = f": {exc}" if exc is not None else ""
         self._fail(RedisConnectionError(f"connection to the server lost{reason}"))
 
-    def _fail(self, error: RedisConnectionError) -> None:
+    def _fail(self, error: BaseException) -> None:
         if self.lost is None:
             self.lost = error
         if self.transport is not None:
@@ -145,11 +153,16 @@ class _Protocol(asyncio.Protocol):
                 future.set_exception(self.lost)
 
 
+def _replies() -> Replies:
+    """The Worker's: error replies as redis-py and the client name them (StaleJob, ...)."""
+    return Replies(ResponseError, reply_error)
+
+
 class Connection:
     """One connection; `send(requests)` writes encoded requests as one batch and
     returns the future of their replies, in order."""
 
-    def __init__(self, protocol: _Protocol) -> None:
+    def __init__(self, protocol: Replies) -> None:
         self._protocol = protocol
         self.client_id = 0  # CLIENT ID, once logged in
 
@@ -160,11 +173,11 @@ class Connection:
         loop = asyncio.get_running_loop()
         try:
             if endpoint.path is not None:
-                connecting = loop.create_unix_connection(_Protocol, endpoint.path,
+                connecting = loop.create_unix_connection(_replies, endpoint.path,
                                                          ssl=endpoint.tls)
             else:
                 connecting = loop.create_connection(
-                    _Protocol, endpoint.host, endpoint.port, ssl=endpoint.tls,
+                    _replies, endpoint.host, endpoint.port, ssl=endpoint.tls,
                     server_hostname=endpoint.host if endpoint.tls else None)
             _, protocol = await asyncio.wait_for(connecting, endpoint.connect_timeout_s)
         except (OSError, TimeoutError) as error:
