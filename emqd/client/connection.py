@@ -111,12 +111,12 @@ class Replies(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        reader = self.reader
-        reader.feed(data)
-        waiting = self.waiting
+        self.reader.feed(data)
+        gets, waiting = self.reader.gets, self.waiting
+        translate, error_class = self.translate, self.error_class
         while True:
             try:
-                reply = reader.gets()
+                reply = gets()
             except hiredis.ProtocolError as error:
                 self._fail(RedisConnectionError(f"protocol error from the server: {error}"))
                 return
@@ -126,8 +126,8 @@ class Replies(asyncio.Protocol):
                 self._fail(RedisConnectionError("a reply nobody asked for"))
                 return
             future, count, replies = waiting[0]
-            if self.translate is not None and isinstance(reply, self.error_class):
-                reply = self.translate(reply)
+            if translate is not None and type(reply) is error_class:
+                reply = translate(reply)
             replies.append(reply)
             if len(replies) == count:
                 waiting.popleft()
