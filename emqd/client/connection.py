@@ -186,7 +186,8 @@ class Connection:
         connection = cls(protocol)
         login = endpoint.login(name)
         try:
-            replies = await connection.send([encode(argv) for argv in login])
+            replies = await asyncio.wait_for(  # a server that accepts but never answers
+                connection.send([encode(argv) for argv in login]), endpoint.connect_timeout_s)
             for argv, reply in zip(login, replies, strict=True):
                 if isinstance(reply, Exception) and argv[1:2] != ("SETINFO",):
                     raise reply  # a refused password (AuthenticationError), or database
