@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from emqd.bench import report
+from emqd.bench import report, worker_report
 from emqd.bench.scenarios import Sizes
 from tests.support import ROOT, redis_server_path
 
@@ -92,6 +92,39 @@ def test_the_cluster_scenario_runs_fronts_over_clusters_of_its_own(tmp_path) -> 
     assert rows["cluster: takeover s per 100,000 jobs"]["redis"] is None
     assert rows["cluster: cycles/s, 3 primaries, no replica"]["redis"] > 0
     assert all(_gone(server["pid"]) for server in result["servers"])
+
+
+def test_the_worker_scenario_drains_with_each_worker_or_says_why_not(tmp_path) -> None:
+    """emqd-worker's runs (both handler kinds, one process and --processes 2) each give a
+    rate and a CPU a job; BullMQ and Dramatiq each give theirs or a note saying why not;
+    every server and worker it started is gone."""
+    done, result = run_bench(tmp_path, "--scenarios", "worker", "--worker-jobs", "3000",
+                             "--worker-concurrencies", "4", timeout=150)
+    rows = {row["key"]: row for row in result["worker_rows"]}
+    assert {"emqd.async.4", "emqd.sync.4", "emqd.async.4.p2", "emqd.sync.4.p2"} <= set(rows)
+    assert all(row["rate"] > 0 and row["cpu_us"] >= 0 for row in rows.values())
+    assert "emqd-worker async def, concurrency 4" in done.stdout
+    for system, name in (("bullmq", "BullMQ Worker"), ("dramatiq", "Dramatiq")):
+        measured = f"{system}.4" in rows
+        assert measured or f"* worker on {system}: " in done.stdout, done.stdout
+        assert not measured or name in done.stdout
+    assert all(_gone(server["pid"]) for server in result["servers"])
+
+
+def test_the_worker_table_judges_issue_36_s_targets() -> None:
+    results = report.Results()
+    for key, rate, cpu in (("emqd.async.50", 25_000.0, 30.0), ("emqd.async.500", 19_000.0, 31.0),
+                           ("emqd.async.50.p2", 30_000.0, 33.0),
+                           ("emqd.sync.50", 15_000.0, 40.0)):
+        results.add("worker", "emqd", {key: rate, key + ".cpu": cpu})
+    results.add("worker", "bullmq", {"bullmq.50": 9_000.0, "bullmq.50.cpu": 70.0})
+    results.add("worker", "dramatiq", {"dramatiq.50": 11_000.0, "dramatiq.50.cpu": 150.0})
+    rows = {row["key"]: row for row in worker_report.rows(results)}
+    assert rows["emqd.async.50"]["vs_bullmq"] == "2.78x" and rows["emqd.async.50"]["met"]
+    assert rows["emqd.async.500"]["met"] is False  # 19,000 < 0.8 x 25,000
+    assert rows["emqd.async.50.p2"]["met"] is False  # 1.2x one process
+    assert rows["emqd.sync.50"]["met"] is False  # 1.67x BullMQ, 1.36x Dramatiq
+    assert rows["bullmq.50"]["met"] is None and rows["bullmq.50"]["target"] == ""
 
 
 def test_bench_alone_without_redis(tmp_path) -> None:

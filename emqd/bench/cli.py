@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import os
 import shutil
 import signal
@@ -28,16 +29,18 @@ import uvloop
 
 from emqd import core_build
 from emqd.bench import cluster as bench_cluster
-from emqd.bench import profile, report, scenarios
+from emqd.bench import profile, report, scenarios, worker_report, workers
 from emqd.bench.client import Client
+from emqd.bench.drain import Drain
 from emqd.bench.scenarios import VERBS, Sizes
 from emqd.bench.servers import Server, new_workdir, redis_server_path, start_emqd, start_redis
 from emqd.bench.targets import EmqdTarget, LuaTarget, Target
 
 ALL = ("cycle", "latency", "fail", "sweep", "memory", "ping", "load", "durable", "scan",
-       "bigvalue", "cluster", "cluster-scale")
-# What runs unless --scenarios says otherwise: the cluster ones start clusters (minutes).
-DEFAULT = tuple(name for name in ALL if not name.startswith("cluster"))
+       "bigvalue", "cluster", "cluster-scale", "worker")
+# What runs unless --scenarios says otherwise: the cluster ones start clusters (minutes),
+# and worker measures emqd-worker (and BullMQ's and Dramatiq's), not the server (minutes).
+DEFAULT = tuple(name for name in ALL if not name.startswith("cluster") and name != "worker")
 # Scenarios run on servers started for them alone, with these extra flags:
 # memory and bigvalue must not see an earlier run's heap (bigvalue with the log
 # on, on both: the record is part of what a value costs); sweep drives
@@ -50,10 +53,12 @@ FRESH: dict[str, dict[str, tuple[str, ...]]] = {
 }
 BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
             memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
-            durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200)
+            durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200,
+            worker_jobs=200_000)
 # Scenarios that start and stop their own servers (Bench.load, Bench.durable).
-LIFECYCLE = ("load", "durable", "cluster", "cluster-scale")
+LIFECYCLE = ("load", "durable", "cluster", "cluster-scale", "worker")
 FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all
+Measuring = Callable[[], Awaitable[Drain]]  # one run of the worker scenario
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("big_value_mib", "bigvalue: MiB of the one value"),
         ("takeover_jobs", "cluster: jobs in the queue a front takes over"),
         ("scale_queues", "cluster-scale: queues of one job each"),
+        ("worker_jobs", "worker: jobs each worker drains"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help=f"{help_text} (default {getattr(small, name):,})")
@@ -98,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster-ports", type=_sizes, default=None, metavar="PORT,...",
                         help="cluster, cluster-scale: the ports of the benchmark's own "
                         "cluster's nodes (3, or 6 with replicas; each port + 10000 is its bus)")
+    parser.add_argument("--worker-concurrencies", type=_sizes, default=None,
+                        help="worker: comma-separated concurrencies (default "
+                        f"{','.join(map(str, small.worker_concurrencies))}); --processes 2 "
+                        "runs at 50, or at the first when 50 is not among them")
+    parser.add_argument("--bullmq-dir", default=None,
+                        help="worker: a directory whose node_modules holds bullmq (default "
+                        f"${workers.BULLMQ_ENV}); without it BullMQ is skipped")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--no-pin", action="store_true", help="do not pin servers and client")
     parser.add_argument("--no-redis", action="store_true", help="measure emqd alone")
@@ -320,6 +333,52 @@ class Bench:
               + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
         self.results.add("cluster-scale", name, figures)
 
+    async def worker(self, name: str) -> None:
+        """emqd-worker on an emqd of its own; BullMQ's and Dramatiq's workers on a
+        redis-server of their own (emqd/bench/workers.py): each run's drain rate and
+        worker CPU a job, under the keys of `workers.Run`."""
+        target = self.start(name)
+        try:
+            if not await self.ready("worker", target):
+                return
+            for run, go in self.worker_runs(name, target):
+                drained = await go()
+                print(f"  {'worker':8} {run.key:18} {drained.rate:10,.0f} jobs/s  "
+                      f"{drained.cpu_us:6.1f} us CPU a job, server {drained.server_cpu_us:.1f}",
+                      file=sys.stderr)
+                system = run.key.split(".", 1)[0]
+                self.results.add("worker", system, {run.key: drained.rate,
+                                                    run.key + ".cpu": drained.cpu_us,
+                                                    run.key + ".server": drained.server_cpu_us})
+        finally:
+            self.stop(target)
+
+    def worker_runs(self, name: str, target: Target) -> list[tuple[workers.Run, Measuring]]:
+        """The runs of the `worker` scenario on this server, each with its measurement;
+        a system that cannot run here is noted as skipped."""
+        total, cpus = self.sizes.worker_jobs, self.client_cpus
+        concurrencies = self.sizes.worker_concurrencies
+        if name == "emqd":
+            return [(run, functools.partial(workers.emqd_run, target, run, total, cpus))
+                    for run in workers.emqd_runs(target.port, concurrencies)]
+        chosen: list[tuple[workers.Run, Measuring]] = []
+        missing = workers.bullmq_missing(self.args.bullmq_dir)
+        directory = workers.bullmq_dir(self.args.bullmq_dir)
+        if missing is not None or directory is None:
+            self.results.skip("worker", "bullmq", missing or "no bullmq")
+        else:
+            chosen += [(run, functools.partial(workers.bullmq_run, target.server, run,
+                                               directory, total, cpus))
+                       for run in workers.bullmq_runs(target.port, directory, concurrencies)]
+        missing = workers.dramatiq_missing()
+        if missing is not None:
+            self.results.skip("worker", "dramatiq", missing)
+        else:
+            chosen += [(run, functools.partial(workers.dramatiq_run, target.server, run,
+                                               total, cpus))
+                       for run in workers.dramatiq_runs(target.port, concurrencies)]
+        return chosen
+
     async def measure(self, scenario: str, target: Target,
                       run: Callable[[], Awaitable[dict[str, float]]]) -> dict[str, float]:
         """Run one measurement, under py-spy with --profile; print its figures."""
@@ -400,7 +459,12 @@ def main(argv: list[str] | None = None) -> None:
           f"Python {m['python']}, {m['redis']}; emqd core: {info['emqd_core']}")
     print(f"pinned: {info['pinned']}; median of {args.repeat}; sizes: "
           + ", ".join(f"{k}={_shown(v)}" for k, v in sizes.__dict__.items()))
-    print(report.table(rows))
+    if rows:
+        print(report.table(rows))
+    worker_rows = worker_report.rows(bench.results) if "worker" in chosen else []
+    if "worker" in chosen:
+        print(f"\nworker: {sizes.worker_jobs:,} preloaded jobs drained, no-op handler")
+        print(worker_report.table(worker_rows, bench.results.skipped))
     if args.profile:
         for scenario in sorted({path.stem for path in Path(args.profile).glob("*.txt")}):
             stacks = Path(args.profile) / f"{scenario}.txt"
@@ -408,4 +472,4 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"\nemqd during {scenario} (py-spy, {stacks}):")
                 print(profile.summary(stacks))
     if args.json:
-        report.write_json(args.json, rows, info)
+        report.write_json(args.json, rows, {**info, "worker_rows": worker_rows})

@@ -42,6 +42,8 @@ class Sizes:
     big_value_mib: int = 64  # bigvalue: the one HSET's value (the issue's: 200 MiB, --big)
     takeover_jobs: int = 100_000  # cluster: jobs in the queue a front takes over
     scale_queues: int = 10_000  # cluster-scale: queues of one job each
+    worker_jobs: int = 50_000  # worker: jobs preloaded for each worker to drain
+    worker_concurrencies: tuple[int, ...] = (10, 50, 500)  # worker: slots of each run
 
 
 class BenchError(RuntimeError):
@@ -61,6 +63,7 @@ VERBS: dict[str, tuple[str, ...]] = {
     "bigvalue": (),
     "cluster": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE"),
     "cluster-scale": ("EMQ.ADD", "EMQ.CLAIM"),
+    "worker": ("EMQ.ADD", "EMQ.CLAIM", "EMQ.COMPLETE", "EMQ.EXTEND"),
 }
 
 

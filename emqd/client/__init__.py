@@ -1,4 +1,5 @@
-"""The Python client and worker for emqd, on redis-py's asyncio client.
+"""The Python client and worker for emqd: the queues on redis-py, the Worker on
+pipelining connections of its own (emqd/client/link.py).
 
     from emqd.client import (Queue, SyncQueue, Worker, Retry, Discard, NewJob, Child,
                              JobDead, WaitTimeout, ConnectionLost, PermanentError)

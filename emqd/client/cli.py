@@ -25,6 +25,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import uvloop
+
+from emqd.client import supervisor
 from emqd.client.errors import PermanentError
 from emqd.client.queue import DEFAULT_URL, URL_ENV, Queue, redacted
 from emqd.client.worker import Counts, Worker
@@ -37,7 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queue", required=True, help="queue name")
     parser.add_argument("--url", default=None,
                         help=f"server URL (default ${URL_ENV}, else {DEFAULT_URL})")
-    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=10,
+                        help="jobs run at once, per process (default 10)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="worker processes under one supervisor (default 1: no supervisor)")
     parser.add_argument("--lease-ms", type=int, default=30000)
     parser.add_argument("--timeout-ms", type=int, default=None)
     parser.add_argument("--grace-ms", type=int, default=10000)
@@ -113,6 +119,7 @@ async def report_progress(progress: Progress, interval_s: float) -> None:
 async def serve(worker: Worker, progress: Progress, progress_interval_s: float) -> Counts:
     reporter = (asyncio.create_task(report_progress(progress, progress_interval_s))
                 if progress_interval_s > 0 else None)
+    supervisor.watch_parent(worker.stop)  # a child of --processes: stop when it is gone
     try:
         return await worker.run()
     finally:
@@ -123,7 +130,10 @@ async def serve(worker: Worker, progress: Progress, progress_interval_s: float) 
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(given)
+    if args.processes < 1:
+        parser.error("--processes must be >= 1")
     logging.basicConfig(level=args.loglevel.upper(), stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     handler = load_handler(args.handler)
@@ -133,9 +143,17 @@ def main(argv: list[str] | None = None) -> None:
                         grace_ms=args.grace_ms)
     except ValueError as exc:  # a queue name, URL or setting refused before connecting
         parser.error(str(exc))
-    progress = Progress(worker.queue.name, worker.counts, time.monotonic())
+    if args.processes > 1:
+        status = supervisor.Supervisor(supervisor.child_argv(given), args.processes,
+                                       lambda line: print(line, file=sys.stderr,
+                                                          flush=True)).run()
+        raise SystemExit(status)
+    label = worker.queue.name
+    if os.environ.get(supervisor.PARENT_FD_ENV):  # one of --processes: say which
+        label += f" (pid {os.getpid()})"
+    progress = Progress(label, worker.counts, time.monotonic())
     try:
-        asyncio.run(serve(worker, progress, args.progress_interval))
+        uvloop.run(serve(worker, progress, args.progress_interval))
     except PermanentError as exc:
         raise SystemExit(f"emqd-worker: queue {worker.queue.name} on "
                          f"{redacted(worker.queue.url)}: {exc}") from None

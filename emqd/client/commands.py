@@ -157,9 +157,9 @@ class Job:
         return self.reporter
 
     @classmethod
-    def from_claim(cls, entry: list[Any]) -> Job:
+    def from_claim(cls, entry: list[Any], reporter: Reporter | None = None) -> Job:
         job_id, token, payload, failures = entry
-        return cls(text(job_id), bytes(payload), text(token), int(failures))
+        return cls(text(job_id), bytes(payload), text(token), int(failures), reporter)
 
 
 _INT_FIELDS = ("attempts", "failures", "stalled", "max_attempts", "priority",
@@ -716,15 +716,16 @@ class QueueCommands:
         yield from _single(("PING",))
 
     # --- consuming -------------------------------------------------------------------
-    def claim(self, lease_ms: int, count: int = 1,
-              block_ms: int | None = None) -> Operation[list[Job]]:
+    def claim(self, lease_ms: int, count: int = 1, block_ms: int | None = None,
+              reporter: Reporter | None = None) -> Operation[list[Job]]:
         """EMQ.CLAIM with COUNT: up to `count` jobs; `block_ms` parks until one is
-        claimable (0 = forever). Always a list, empty when nothing came."""
+        claimable (0 = forever). Always a list, empty when nothing came. (A Worker's
+        jobs report through its `reporter`.)"""
         argv: Command = ("EMQ.CLAIM", self.key, lease_ms, "COUNT", count)
         if block_ms is not None:
             argv += ("BLOCK", block_ms)
         reply = yield from _single(argv)
-        return [Job.from_claim(entry) for entry in reply or ()]
+        return [Job.from_claim(entry, reporter) for entry in reply or ()]
 
     def complete(self, job: Job, result: Any = None) -> Operation[None]:
         argv: Command = ("EMQ.COMPLETE", self.key, raw_bytes(job.id), raw_bytes(job.token))

@@ -75,6 +75,25 @@ class JobStateError(ResponseError):
     """EMQSTATE: the job is in the wrong state for a verb that takes no token."""
 
 
+# The error replies redis-py gives a class of their own, without their code (as its
+# parser does), for the Worker's own connections (emqd/client/connection.py).
+_REPLY_CLASSES: dict[str, type[Exception]] = {
+    "WRONGPASS": AuthenticationError, "NOAUTH": AuthenticationError,
+    "TRYAGAIN": TryAgainError, "CLUSTERDOWN": ClusterDownError,
+    "MASTERDOWN": MasterDownError, "READONLY": ReadOnlyError, "OOM": OutOfMemoryError}
+
+
+def reply_error(error: ResponseError) -> Exception:
+    """An error reply as hiredis read it (the whole text) as the exception redis-py would
+    have raised for it, then as the client's own (`translate`: StaleJob, ...)."""
+    text = str(error)
+    code, _, rest = text.partition(" ")
+    known = _REPLY_CLASSES.get(code)
+    if known is not None:
+        return known(rest)
+    return translate(error)
+
+
 def translate(error: ResponseError) -> ResponseError:
     """The client's class for a server error reply; other replies pass through unchanged."""
     code = str(error).split(" ", 1)[0]

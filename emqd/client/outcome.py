@@ -12,6 +12,7 @@ and a fifth, `LOST`, when the lease was lost: nothing is sent at all.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +22,15 @@ from emqd.client.errors import Discard, Retry
 TIMEOUT_ERROR = "timeout"
 
 
+# Each settlement's `send` returns what the queue's (or the Worker's link's) method
+# returns, a future or a coroutine, without awaiting it: the Worker settles with a
+# future and a callback, not a task a job.
 @dataclass(frozen=True)
 class Complete:
     result: Any = None
 
-    async def send(self, queue: Any, job: Job) -> None:
-        await queue.complete(job, self.result)
+    def send(self, queue: Any, job: Job) -> Awaitable[None]:
+        return queue.complete(job, self.result)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -39,16 +43,15 @@ class Fail:
     backoff_ms: int | None = None
     cause: BaseException | None = field(default=None, compare=False, repr=False)
 
-    async def send(self, queue: Any, job: Job) -> FailVerdict:
-        verdict: FailVerdict = await queue.fail(job, self.error, max_attempts=self.max_attempts,
-                                                backoff_ms=self.backoff_ms)
-        return verdict
+    def send(self, queue: Any, job: Job) -> Awaitable[FailVerdict]:
+        return queue.fail(job, self.error, max_attempts=self.max_attempts,  # type: ignore[no-any-return]
+                          backoff_ms=self.backoff_ms)
 
 
 @dataclass(frozen=True)
 class Requeue:
-    async def send(self, queue: Any, job: Job) -> None:
-        await queue.requeue(job)
+    def send(self, queue: Any, job: Job) -> Awaitable[None]:
+        return queue.requeue(job)  # type: ignore[no-any-return]
 
 
 Settlement = Complete | Fail | Requeue
@@ -76,9 +79,14 @@ def for_exception(error: BaseException) -> Fail:
     return Fail(error_text(error), cause=error)
 
 
+def for_return(value: Any, error: BaseException | None) -> Settlement:
+    """The settlement for a handler that returned `value` or raised `error`."""
+    return Complete(value) if error is None else for_exception(error)
+
+
 def for_handler(done: asyncio.Future[Any]) -> Settlement:
     """The settlement for a handler future that has finished by itself."""
     if done.cancelled():
         return Fail("CancelledError", cause=asyncio.CancelledError())
     error = done.exception()
-    return Complete(done.result()) if error is None else for_exception(error)
+    return for_return(None if error is not None else done.result(), error)

@@ -1,12 +1,22 @@
-"""The Worker: claim jobs, run the handler, keep the lease alive, settle, stop cleanly.
+"""The Worker: claim jobs in batches, run the handler, keep the leases alive, settle in
+pipelines, stop cleanly.
 
 Shape (each piece small, the decisions in outcome.py):
-- one claimer asks EMQ.CLAIM for as many jobs as there are free slots, with
-  BLOCK, so an idle worker parks on the server instead of polling;
-- each claimed job is a `JobRun`: the handler, a heartbeat that EXTENDs the
-  lease every third of it, and an optional timeout timer. Whichever ends the
-  run first (handler done, timeout, lost lease, shutdown) picks the
-  settlement, and the run sends that one verb;
+- one claimer asks EMQ.CLAIM for up to as many jobs as there are free slots (at
+  most a quarter of the concurrency at once, `CLAIM_SHARE`, so that the next
+  batches are on their way while one runs), with BLOCK, so an idle worker parks
+  on the server instead of polling;
+- each claimed job is a `JobRun`: its handler (an async function as a task, a
+  plain one on the worker's threads: handler.py) and an optional timeout timer.
+  Whichever ends the run first (handler done, timeout, lost lease, shutdown)
+  picks the settlement (`_end`), and the run sends that one verb;
+- the verbs go through the worker's link (link.py): claims on a connection of
+  their own, everything else pipelined on one more, a loop turn's worth per
+  write; a settle is a future and a callback, not a task;
+- one heartbeat EXTENDs every held lease every third of the lease, all of them
+  in one write, and tells the lease keeper (emqd/lease_keeper.py), a process of
+  its own, that the loop runs: while a handler holds the GIL in C the keeper
+  extends the leases instead;
 - on SIGINT/SIGTERM the claimer stops, running jobs get `grace_ms` to finish,
   and the rest are REQUEUEd;
 - once a COMPLETE or a FAIL the run sent is accepted, the `on_completed` /
@@ -30,10 +40,12 @@ dashboard's Workers page shows it with the jobs it holds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import functools
 import inspect
+import itertools
 import logging
+import math
 import os
 import signal
 import socket
@@ -44,13 +56,15 @@ from typing import Any, TypeVar
 
 from redis.exceptions import AuthenticationError, ResponseError
 
-from emqd import __version__, worker_name
+from emqd import worker_name
 from emqd.client import handler as handlers
 from emqd.client import outcome
 from emqd.client.commands import Job
 from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_permanent
 from emqd.client.handler import Handler, ThroughWorker
+from emqd.client.link import Link
 from emqd.client.reconnect import Backoff, Outage
+from emqd.lease_keeper import Keeper
 
 log = logging.getLogger("emqd.worker")
 
@@ -60,6 +74,9 @@ Hook = Callable[[Job, Any], Any]
 #: How long a settling verb is retried over a lost connection once stopping, so
 #: that shutdown stays bounded (the server's sweep recovers what is left).
 SHUTDOWN_SETTLE_S = 2.0
+#: One claim asks for at most this share of the concurrency, so that while one batch
+#: runs and settles the next is already claimed (docs/PERFORMANCE.md, "The worker").
+CLAIM_SHARE = 0.25
 T = TypeVar("T")
 
 
@@ -78,42 +95,39 @@ class Counts:
 
 
 class JobRun:
-    """One claimed job, from claim to settlement. `ending` resolves once, to the
-    settlement of whichever event came first (or outcome.LOST)."""
+    """One claimed job, from claim to settlement. `ended` once `Worker._end` picked its
+    settlement (or outcome.LOST); later events are ignored."""
+
+    __slots__ = ("job", "ended", "task", "timer", "backoff")
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self.ending: asyncio.Future[outcome.Settlement | None] = (
-            asyncio.get_running_loop().create_future())
-        self.task: asyncio.Task[None] | None = None
-
-    def end(self, settlement: outcome.Settlement | None) -> bool:
-        """True when this call decided the ending; later events are ignored."""
-        if self.ending.done():
-            return False
-        self.ending.set_result(settlement)
-        return True
-
-    @property
-    def ended(self) -> bool:
-        return self.ending.done()
+        self.ended = False
+        self.task: asyncio.Future[Any] | None = None  # an async handler's
+        self.timer: asyncio.TimerHandle | None = None
+        self.backoff: Backoff | None = None  # a settling verb's, over a lost connection
 
 
 class Worker:
     """Runs `handler(job)` for the jobs of `queue`, `concurrency` at a time.
 
-    `handler` is an async function, or a plain function (run in a thread). Its
-    return value is the RESULT; an exception FAILs the job (see `Retry`,
-    `Discard`). Inside it, `job.progress(value)` and `job.log(line)` report with
-    the job's token (awaited in an async handler). `on_completed(job, result)` is
-    called once the server accepted a COMPLETE, with the handler's return value;
-    `on_failed(job, error)` once it accepted a FAIL, with the handler's
-    exception (a TimeoutError past `timeout_ms`); either may be async. Neither is
-    called for a lost lease or a requeue. `lease_ms` is the lease each claim and heartbeat asks for;
-    `timeout_ms` (None = no limit) is how long a handler may run; `grace_ms`
-    is how long running jobs may finish after SIGINT/SIGTERM; `block_ms` is how
-    long one CLAIM parks on the server (a stop waits for the parked claim, so
-    shutdown takes at least that long when it is longer than the grace).
+    `handler` is an async function, or a plain function (run on the worker's threads,
+    as many as the concurrency). Its return value is the RESULT; an exception FAILs
+    the job (see `Retry`, `Discard`). Inside it, `job.progress(value)` and
+    `job.log(line)` report with the job's token (awaited in an async handler).
+    `on_completed(job, result)` is called once the server accepted a COMPLETE, with
+    the handler's return value; `on_failed(job, error)` once it accepted a FAIL, with
+    the handler's exception (a TimeoutError past `timeout_ms`); either may be async.
+    Neither is called for a lost lease or a requeue. `lease_ms` is the lease each
+    claim and heartbeat asks for; `timeout_ms` (None = no limit) is how long a
+    handler may run; `grace_ms` is how long running jobs may finish after
+    SIGINT/SIGTERM; `block_ms` is how long one CLAIM parks on the server (a stop
+    waits for the parked claim, so shutdown takes at least that long when it is
+    longer than the grace).
+
+    `queue` is a `Queue`: the worker opens two connections of its own to the
+    queue's server (link.py), whatever the concurrency. (The tests give it a fake
+    with the same methods, which it then calls directly.)
     """
 
     def __init__(self, queue: Any, handler: Handler, *, concurrency: int = 10,
@@ -139,6 +153,7 @@ class Worker:
         self.on_failed = on_failed
         self.counts = Counts()
         self.running: dict[str, JobRun] = {}
+        self.link: Any = None  # made by run(): the queue's Link, or the fake queue itself
         self._loop: asyncio.AbstractEventLoop | None = None
         # Made afresh by each run(); an Event binds to no loop until it is awaited.
         self._stopping = asyncio.Event()
@@ -147,8 +162,13 @@ class Worker:
         self._resync_needed = False
         self._grace_ends = 0.0  # set by stop(); 0 (no grace) when the claimer itself failed
         self._fatal: PermanentError | None = None  # why the worker gave up, raised by run()
-        self.outage = Outage(log, f"worker of {queue!r}", self._close_idle_connections)
-        self._closing: asyncio.Future[Any] | None = None
+        # A lost connection marks itself broken and the next verb opens a new one, so an
+        # outage has nothing to close (reconnect.Outage's on_lost).
+        self.outage = Outage(log, f"worker of {queue!r}")
+        self._reporter: ThroughWorker | None = None
+        self._threads: handlers.Threads | None = None
+        self._hooks: set[asyncio.Future[Any]] = set()
+        self._keeper: Keeper | None = None
 
     # --- life ----------------------------------------------------------------------------
     async def run(self) -> Counts:
@@ -160,28 +180,45 @@ class Worker:
         self._stopping, self._hurry, self._slot_freed = (
             asyncio.Event(), asyncio.Event(), asyncio.Event())
         self._loop = loop = asyncio.get_running_loop()
-        await self._name_connections()
+        self.link = self._link()
+        self._reporter = ThroughWorker(self.link, loop, self._report)
+        if isinstance(self.link, Link):
+            self.link.reporter = self._reporter  # its claims make the jobs with it
+            self._keeper = Keeper.start(self.link.endpoint.settings(), self.link.commands.key,
+                                        self.lease_ms, self.timeout_ms)
+        if not handlers.is_async(self.handler):
+            self._threads = handlers.Threads(self.handler, loop, self._handed_back)
         signals = self._install_signals(loop)
+        heartbeat = asyncio.ensure_future(self._heartbeats())
         try:
             try:
                 await self._claim_loop()
             finally:
                 await self._drain()
         finally:
+            heartbeat.cancel()
             for sig in signals:
                 loop.remove_signal_handler(sig)
+            if self._threads is not None:
+                self._threads.close()
+            if isinstance(self.link, Link):
+                self.link.close()
+            if self._keeper is not None:
+                self._keeper.close()
         if self._fatal is not None:
             raise self._fatal
         return self.counts
 
     def run_sync(self) -> Counts:
-        """`run()` in a fresh event loop, closing the queue's connections after."""
+        """`run()` in a fresh event loop (uvloop's), closing the queue's connections
+        after."""
         async def main() -> Counts:
             try:
                 return await self.run()
             finally:
                 await self.queue.aclose()
-        return asyncio.run(main())
+        import uvloop  # here: the Worker itself runs on whatever loop it is given
+        return uvloop.run(main())
 
     def stop(self) -> None:
         """Stop claiming and drain; a second call ends the grace period at once.
@@ -205,30 +242,14 @@ class Worker:
             self._grace_ends = time.monotonic() + self.grace_ms / 1000
             self._stopping.set()
 
-    async def _name_connections(self) -> None:
-        """CLIENT SETNAME on every connection of the queue's pool (emqd/worker_name.py), and
-        emqd in CLIENT SETINFO's lib-name: idle connections made before are closed, so the
-        next ones are named. A queue that is not redis-py's (a test's fake) is left alone."""
-        pool = self._pool()
-        if pool is None:
-            return
-        pool.connection_kwargs["client_name"] = worker_name.build(
-            socket.gethostname(), os.getpid(), [self.queue.name], self.concurrency,
-            int(time.time() * 1000))
-        info = pool.connection_kwargs.get("driver_info")
-        if info is not None and "emqd" not in info.formatted_name:
-            info.add_upstream_driver("emqd", __version__)
-        await pool.disconnect(inuse_connections=False)
-
-    def _close_idle_connections(self) -> None:
-        """The outage's `on_lost` (reconnect.Outage): idle connections are closed."""
-        pool = self._pool()
-        if pool is not None:
-            self._closing = asyncio.ensure_future(pool.disconnect(inuse_connections=False))
-
-    def _pool(self) -> Any:
-        """The queue's redis-py connection pool; None for a queue that is not redis-py's."""
-        return getattr(getattr(self.queue, "client", None), "connection_pool", None)
+    def _link(self) -> Any:
+        """The connections the worker sends through: a Link to a real queue's server,
+        named after this worker (emqd/worker_name.py); a fake queue is used as it is."""
+        if getattr(self.queue, "client", None) is None:
+            return self.queue
+        name = worker_name.build(socket.gethostname(), os.getpid(), [self.queue.name],
+                                 self.concurrency, int(time.time() * 1000))
+        return Link(self.queue, name)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         installed: list[int] = []
@@ -243,6 +264,7 @@ class Worker:
     # --- claiming ------------------------------------------------------------------------
     async def _claim_loop(self) -> None:
         backoff = Backoff()
+        batch_most = max(1, math.ceil(self.concurrency * CLAIM_SHARE))
         while not self._stopping.is_set():
             free = self.concurrency - len(self.running)
             if free <= 0:
@@ -252,7 +274,8 @@ class Worker:
             try:
                 if self._resync_needed:
                     await self._resync()
-                jobs = await self.queue.claim(self.lease_ms, count=free, block_ms=self.block_ms)
+                jobs = await self.link.claim(self.lease_ms, count=min(free, batch_most),
+                                             block_ms=self.block_ms)
             except (*TRANSPORT_ERRORS, ResponseError) as error:
                 if is_permanent(error):
                     self._give_up("claim", error)
@@ -263,6 +286,8 @@ class Worker:
                 continue
             backoff.reset()
             self.outage.answered()
+            if self._keeper is not None:
+                self._keeper.tell(self.link.client_ids())
             for job in jobs:
                 self._start(job)
 
@@ -270,13 +295,18 @@ class Worker:
         """After a reconnect: confirm every held lease before claiming more. A lease the
         server recovered meanwhile answers EMQSTALE and its run is dropped, so the same
         job cannot run here twice. Raises a transport error while the server is away."""
-        await self.queue.ping()
-        for run in list(self.running.values()):
-            if not run.ended:
-                await self._extend(run, raise_transport=True)
+        await self.link.ping()
+        held = [run for run in self.running.values() if not run.ended]
+        replies = await asyncio.gather(*(self.link.extend(run.job, self.lease_ms)
+                                         for run in held), return_exceptions=True)
+        for run, reply in zip(held, replies, strict=True):
+            if isinstance(reply, TRANSPORT_ERRORS):
+                raise reply  # the claim loop logs it and retries
+            if isinstance(reply, BaseException):
+                self._extended(run, reply)
         self._resync_needed = False
         self.counts.reconnects += 1
-        log.debug("reconnected, %d lease(s) confirmed: %r", len(self.running), self.queue)
+        log.debug("reconnected, %d lease(s) confirmed: %r", len(held), self.queue)
 
     def _start(self, job: Job) -> None:
         self.counts.claimed += 1
@@ -284,84 +314,143 @@ class Worker:
         if previous is not None:
             # The server gave this job out again: our old lease is over.
             self._lose(previous, "claimed again while still running here")
+        if job.reporter is not self._reporter:
+            job = dataclasses.replace(job, reporter=self._reporter)  # job.progress, ...
         run = JobRun(job)
-        run.job = dataclasses.replace(job, reporter=ThroughWorker(  # job.progress, ...
-            self.queue, asyncio.get_running_loop(), lambda make: self._report(run, make)))
-        job = run.job
         self.running[job.id] = run
         if self._stopping.is_set():
-            run.end(outcome.REQUEUE)  # claimed while stopping: straight back
-        run.task = asyncio.create_task(self._run_job(run), name=f"emqd-job-{job.id}")
+            self._end(run, outcome.REQUEUE)  # claimed while stopping: straight back
+            return
+        if self._threads is not None:
+            self._threads.submit(run)
+        else:
+            run.task = task = self._loop.create_task(self.handler(job))  # type: ignore[union-attr]
+            task.add_done_callback(functools.partial(self._handler_done, run))
+        if self.timeout_ms is not None:
+            run.timer = self._loop.call_later(  # type: ignore[union-attr]
+                self.timeout_ms / 1000, self._time_out, run)
 
     # --- one job -------------------------------------------------------------------------
-    async def _run_job(self, run: JobRun) -> None:
-        loop = asyncio.get_running_loop()
-        handler_future = None if run.ended else handlers.start(self.handler, run.job)
-        heartbeat = timer = None
-        if handler_future is not None:
-            handler_future.add_done_callback(lambda done: run.end(outcome.for_handler(done)))
-            heartbeat = asyncio.create_task(self._heartbeat(run))
-            if self.timeout_ms is not None:
-                timer = loop.call_later(self.timeout_ms / 1000, self._time_out, run)
-        try:
-            settlement = await run.ending
-            for cleanup in (heartbeat, timer, handler_future):
-                if cleanup is not None:
-                    cleanup.cancel()  # a sync handler's thread is detached, not stopped
-            if heartbeat is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
-            if handler_future is not None:
-                handler_future.add_done_callback(_consume)
-            if settlement is not outcome.LOST:
-                await self._settle(run, settlement)
-        except Exception:
-            log.exception("job %s: unexpected worker error; the server will recover it",
-                          run.job.id)
-        finally:
-            if self.running.get(run.job.id) is run:
-                del self.running[run.job.id]
-            self._slot_freed.set()
+    def _handler_done(self, run: JobRun, task: asyncio.Future[Any]) -> None:
+        self._end(run, outcome.for_handler(task))  # also reads a dropped run's exception
+
+    def _handed_back(self, batch: list[handlers.Done]) -> None:
+        """Plain handlers' results, a batch from the threads (a dropped run's is ignored)."""
+        for run, value, error in batch:
+            if not run.ended:
+                self._end(run, outcome.for_return(value, error))
+
+    def _end(self, run: JobRun, settlement: outcome.Settlement | None) -> bool:
+        """The run ends with `settlement` (or outcome.LOST: nothing is sent); True when
+        this call decided it. Stops what still runs for it (a thread is only detached)."""
+        if run.ended:
+            return False
+        run.ended = True
+        if run.timer is not None:
+            run.timer.cancel()
+        if run.task is not None and not run.task.done():
+            run.task.cancel()
+        if settlement is outcome.LOST:
+            self._release(run)
+        else:
+            patience_s = SHUTDOWN_SETTLE_S if self._stopping.is_set() else self.lease_ms / 1000
+            self._settle(run, settlement, time.monotonic() + patience_s)
+        return True
 
     def _time_out(self, run: JobRun) -> None:
-        if run.end(outcome.timed_out(self.timeout_ms or 0)):
+        if self._end(run, outcome.timed_out(self.timeout_ms or 0)):
             self.counts.timed_out += 1
             log.warning("job %s: handler ran past %d ms; failing it", run.job.id, self.timeout_ms)
 
-    async def _heartbeat(self, run: JobRun) -> None:
-        interval = self.lease_ms / 3000
-        while not run.ended:
-            await asyncio.sleep(interval)
-            await self._extend(run, raise_transport=False)
+    def _settle(self, run: JobRun, settlement: outcome.Settlement, deadline: float) -> None:
+        """Send the settling verb; `_settled` hears how it went."""
+        sent = asyncio.ensure_future(settlement.send(self.link, run.job))
+        sent.add_done_callback(functools.partial(self._settled, run, settlement, deadline))
 
-    async def _extend(self, run: JobRun, *, raise_transport: bool) -> None:
-        try:
-            await self.queue.extend(run.job, self.lease_ms)
-        except StaleJob as error:
+    def _settled(self, run: JobRun, settlement: outcome.Settlement, deadline: float,
+                 sent: asyncio.Future[Any]) -> None:
+        """The settling verb's answer: accepted (counted, the hook told), refused (the
+        lease is gone, or this job's own refusal: logged), or not sent for want of the
+        server (sent again, backing off, while the lease could still be ours)."""
+        error = sent.exception()
+        if error is None:
+            self.outage.answered()
+            self._count_settled(settlement, sent.result())
+            self._tell(run.job, settlement)
+        elif isinstance(error, StaleJob):
+            self._count_lost(run, str(error))
+        elif isinstance(error, (*TRANSPORT_ERRORS, ResponseError)):
+            verb = type(settlement).__name__.upper()
+            if isinstance(error, AuthenticationError):
+                self._give_up(verb, error)
+            elif is_permanent(error):  # this job's own refusal: log it, go on
+                log.error("job %s: %s refused: %s", run.job.id, verb, error)
+            elif time.monotonic() >= deadline:
+                log.error("job %s: gave up settling (%s); the server will recover it",
+                          run.job.id, verb)
+            else:
+                run.backoff = run.backoff or Backoff()
+                delay = run.backoff.next()
+                self._retrying(f"job {run.job.id}: {verb}", error, delay)
+                self._loop.call_later(  # type: ignore[union-attr]
+                    delay, self._settle, run, settlement, deadline)
+                return
+        else:
+            log.error("job %s: unexpected worker error (%r); the server will recover it",
+                      run.job.id, error)
+        self._release(run)
+
+    def _release(self, run: JobRun) -> None:
+        """The run is over: its slot is free."""
+        if self.running.get(run.job.id) is run:
+            del self.running[run.job.id]
+        self._slot_freed.set()
+
+    # --- heartbeats ----------------------------------------------------------------------
+    async def _heartbeats(self) -> None:
+        """Every third of the lease, EXTEND every lease held (one pipelined write); every
+        sixth, tell the lease keeper the loop runs (emqd/lease_keeper.py: it extends them
+        itself while the loop cannot, a handler holding the GIL)."""
+        for tick in itertools.count(1):
+            if self._keeper is not None:
+                self._keeper.beat(self.link.client_ids())
+            await asyncio.sleep(self.lease_ms / 6000)
+            if tick % 2:
+                continue
+            for run in list(self.running.values()):
+                if not run.ended:
+                    extended = asyncio.ensure_future(self.link.extend(run.job, self.lease_ms))
+                    extended.add_done_callback(
+                        lambda done, run=run: self._extended(run, done.exception()))
+
+    def _extended(self, run: JobRun, error: BaseException | None) -> None:
+        if error is None:
+            self.outage.answered()
+        elif isinstance(error, StaleJob):
             self._lose(run, str(error))
-        except AuthenticationError as error:
+        elif isinstance(error, AuthenticationError):
             self._give_up("extend", error)
-        except TRANSPORT_ERRORS as error:
+        elif isinstance(error, TRANSPORT_ERRORS):
             self._resync_needed = True
-            if raise_transport:
-                raise  # the claim loop logs it and retries
             self.outage.failed(f"job {run.job.id}: extend", error, self.lease_ms / 3000)
-        except ResponseError as error:  # not ours to fix; the handler's work goes on
+        elif isinstance(error, ResponseError):  # not ours to fix; the handler's work goes on
             log.error("job %s: EXTEND refused: %s", run.job.id, error)
         else:
-            self.outage.answered()
+            log.error("job %s: EXTEND failed: %r", run.job.id, error)
 
-    async def _report(self, run: JobRun, make: Callable[[], Awaitable[T]]) -> T:
-        """A handler's report (progress, log, children) for the job of `run`. A lost
-        connection, or a "not now" refusal, is the worker's to ride out, never the job's
-        failure: the report is sent again once the server is back, the handler waiting
-        meanwhile, for as long as the run lasts. StaleJob (the lease is gone, also when
-        the run ended meanwhile) reaches the handler and drops the run; any other
-        refusal of the report itself reaches the handler as before."""
+    # --- reports from the handler --------------------------------------------------------
+    async def _report(self, job: Job, make: Callable[[], Awaitable[T]]) -> T:
+        """A handler's report (progress, log, children) for `job`. A lost connection, or
+        a "not now" refusal, is the worker's to ride out, never the job's failure: the
+        report is sent again once the server is back, the handler waiting meanwhile, for
+        as long as the run lasts. StaleJob (the lease is gone, also when the run ended
+        meanwhile) reaches the handler and drops the run; any other refusal of the
+        report itself reaches the handler as before."""
+        run = self.running.get(job.id)
         backoff = Backoff()
         while True:
-            if run.ended:
-                raise StaleJob(f"job {run.job.id}: the run ended while its report waited")
+            if run is None or run.ended or run.job.token != job.token:
+                raise StaleJob(f"job {job.id}: the run ended while its report waited")
             try:
                 result = await make()
             except StaleJob as error:
@@ -374,15 +463,16 @@ class Worker:
                 if is_permanent(error):
                     raise
                 delay = backoff.next()
-                self._retrying(f"job {run.job.id}: report", error, delay)
-                await self._first_of(run.ending, timeout=delay)
+                self._retrying(f"job {job.id}: report", error, delay)
+                await asyncio.sleep(delay)
                 continue
             self.outage.answered()
             return result
 
+    # --- outcomes ------------------------------------------------------------------------
     def _lose(self, run: JobRun, why: str) -> None:
         """The lease is gone: log once, send nothing more for this run."""
-        if run.end(outcome.LOST):
+        if self._end(run, outcome.LOST):
             self._count_lost(run, why)
 
     def _count_lost(self, run: JobRun, why: str) -> None:
@@ -390,39 +480,7 @@ class Worker:
         log.warning("job %s (token %s): lease lost (%s); dropping it",
                     run.job.id, run.job.token, why)
 
-    async def _settle(self, run: JobRun, settlement: outcome.Settlement) -> None:
-        """Send the settling verb, retrying only while the connection is down and the
-        lease could still be ours."""
-        patience_s = SHUTDOWN_SETTLE_S if self._stopping.is_set() else self.lease_ms / 1000
-        deadline = time.monotonic() + patience_s
-        backoff = Backoff()
-        while True:
-            try:
-                reply = await settlement.send(self.queue, run.job)
-                break
-            except StaleJob as error:
-                self._count_lost(run, str(error))
-                return
-            except (*TRANSPORT_ERRORS, ResponseError) as error:
-                verb = type(settlement).__name__.upper()
-                if isinstance(error, AuthenticationError):
-                    self._give_up(verb, error)
-                    return
-                if is_permanent(error):  # this job's own refusal: log it, go on
-                    log.error("job %s: %s refused: %s", run.job.id, verb, error)
-                    return
-                if time.monotonic() >= deadline:
-                    log.error("job %s: gave up settling (%s); the server will recover it",
-                              run.job.id, verb)
-                    return
-                delay = backoff.next()
-                self._retrying(f"job {run.job.id}: {verb}", error, delay)
-                await asyncio.sleep(delay)
-        self.outage.answered()
-        self._count_settled(settlement, reply)
-        await self._tell(run.job, settlement)
-
-    async def _tell(self, job: Job, settlement: outcome.Settlement) -> None:
+    def _tell(self, job: Job, settlement: outcome.Settlement) -> None:
         """The hook of a settlement the server accepted; what it raises is only logged."""
         if isinstance(settlement, outcome.Complete):
             hook, detail = self.on_completed, settlement.result
@@ -434,10 +492,19 @@ class Worker:
             return
         try:
             called = hook(job, detail)
-            if inspect.isawaitable(called):
-                await called
         except Exception:
             log.exception("job %s: the %s hook raised", job.id, hook.__name__)
+            return
+        if inspect.isawaitable(called):
+            told = asyncio.ensure_future(called)
+            self._hooks.add(told)
+            told.add_done_callback(functools.partial(self._told, job, hook))
+
+    def _told(self, job: Job, hook: Hook, told: asyncio.Future[Any]) -> None:
+        self._hooks.discard(told)
+        if not told.cancelled() and told.exception() is not None:
+            log.error("job %s: the %s hook raised", job.id, hook.__name__,
+                      exc_info=told.exception())
 
     def _count_settled(self, settlement: outcome.Settlement, reply: Any) -> None:
         if isinstance(settlement, outcome.Complete):
@@ -467,18 +534,21 @@ class Worker:
     # --- stopping ------------------------------------------------------------------------
     async def _drain(self) -> None:
         """Running jobs get what is left of the grace period (it began at stop(), while
-        the last claim was still parked); then whatever still runs is REQUEUEd."""
-        runs = list(self.running.values())
-        tasks = [run.task for run in runs if run.task is not None]
-        if tasks:
-            left_s = max(0.0, self._grace_ends - time.monotonic())
-            waiter = asyncio.ensure_future(asyncio.wait(tasks))
-            await self._first_of(self._hurry, waiter, timeout=left_s)
-            waiter.cancel()
-        for run in runs:
-            run.end(outcome.REQUEUE)
-        if tasks:
-            await asyncio.wait(tasks)
+        the last claim was still parked); then whatever still runs is REQUEUEd, and the
+        settling verbs and hooks in flight are waited for."""
+        left_s = max(0.0, self._grace_ends - time.monotonic())
+        deadline = time.monotonic() + left_s
+        while self.running and not self._hurry.is_set() and time.monotonic() < deadline:
+            self._slot_freed.clear()
+            await self._first_of(self._slot_freed, self._hurry,
+                                 timeout=deadline - time.monotonic())
+        for run in list(self.running.values()):
+            self._end(run, outcome.REQUEUE)
+        while self.running:
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+        if self._hooks:
+            await asyncio.wait(list(self._hooks))
 
     async def _first_of(self, *waitables: asyncio.Event | asyncio.Future[Any],
                         timeout: float | None = None) -> None:
@@ -491,9 +561,3 @@ class Worker:
             for waiter, source in zip(waiters, waitables, strict=True):
                 if waiter is not source:
                     waiter.cancel()
-
-
-def _consume(done: asyncio.Future[Any]) -> None:
-    """Retrieve a detached handler's exception so asyncio does not report it as lost."""
-    if not done.cancelled():
-        done.exception()

@@ -9,6 +9,7 @@ failed assertion, never a hung suite.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import redis
 from redis.exceptions import TryAgainError
 
 from emqd.client import Job, Queue, StaleJob, SyncQueue, Worker
+from emqd.client.connection import Connection
 from emqd.client.errors import TRANSPORT_ERRORS
 from tests.support import ROOT, ServerProcess, start_emqd
 
@@ -183,6 +185,37 @@ def test_sigterm_requeues_unfinished_jobs_and_exits_0_within_grace(
         server.stop()
 
 
+@pytest.mark.timeout(60)
+def test_a_worker_killed_holding_batches_loses_no_job(workers: list[WorkerProcess]) -> None:
+    """SIGKILL while the worker holds 20 jobs claimed in batches: the sweep brings every
+    one of them back (its first stall: counted, not a failure) and a second worker
+    completes all 40, none twice."""
+    server = start_emqd("--stalled-interval", "100", "--max-stalled", "2")
+    try:
+        queue = SyncQueue("killed", f"redis://127.0.0.1:{server.port}")
+        ids = [generated(server.port, "killed", b'{"sleep": 30}') for _ in range(40)]
+        victim = WorkerProcess("tests.client.e2e_handlers:sleepy", "killed", server.port,
+                               "--concurrency", "20", "--lease-ms", "600")
+        workers.append(victim)
+        wait_for(lambda: queue.stats().active == 20, 15, "20 jobs held")
+        victim.signal(signal.SIGKILL)
+        wait_for(lambda: queue.stats().stalled_total == 20 and queue.stats().active == 0, 15,
+                 "the sweep to bring the 20 back")
+        survivor = WorkerProcess("tests.client.e2e_handlers:quick", "killed", server.port,
+                                 "--concurrency", "20")
+        workers.append(survivor)
+        wait_for(lambda: queue.stats().completed_total == 40, 20, "every job completed")
+        rows = [queue.get(job_id) for job_id in ids]
+        assert sorted(row.stalled for row in rows) == [0] * 20 + [1] * 20
+        assert all(row.state == "completed" and row.failures == 0 for row in rows)
+        assert all(row.attempts == 1 + row.stalled for row in rows)  # none run twice after
+        stats = queue.stats()
+        assert (stats.dead, stats.failures_total, stats.completed_total) == (0, 0, 40)
+        queue.close()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def sweeping_server() -> Iterator[ServerProcess]:
     server = start_emqd("--stalled-interval", "50")
@@ -256,7 +289,7 @@ async def test_worker_survives_a_server_restart(caplog: pytest.LogCaptureFixture
 
 
 async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cluster front answers TRYAGAIN while the cluster cannot take a write
     (docs/CLUSTER.md, how a client should retry): the worker backs off and sends its
     CLAIM and its COMPLETE again, and the job completes once, in one attempt."""
@@ -264,17 +297,21 @@ async def test_a_front_s_tryagain_is_waited_out_by_the_claim_and_the_complete(
     try:
         async with Queue("again", f"redis://127.0.0.1:{server.port}") as queue:
             job_id = generated(server.port, "again", b"work")
-            real = queue.client.execute_command
+            real = Connection.send
             refused: list[str] = []
 
-            async def refuse_each_verb_once(*argv: Any, **options: Any) -> Any:
-                verb = argv[0].decode() if isinstance(argv[0], bytes) else str(argv[0])
-                if verb in ("EMQ.CLAIM", "EMQ.COMPLETE") and verb not in refused:
-                    refused.append(verb)  # not sent: the front refused it
-                    raise TryAgainError("the cluster did not acknowledge this write")
-                return await real(*argv, **options)
+            def refuse_each_verb_once(self: Connection, requests: list[bytes]) -> Any:
+                for verb in ("EMQ.CLAIM", "EMQ.COMPLETE"):
+                    if verb not in refused and any(verb.encode() in r for r in requests):
+                        refused.append(verb)  # not sent: the front refused it
+                        answered = asyncio.get_running_loop().create_future()
+                        answered.set_result(
+                            [TryAgainError("the cluster did not acknowledge this write")]
+                            * len(requests))
+                        return answered
+                return real(self, requests)
 
-            queue.client.execute_command = refuse_each_verb_once  # type: ignore[method-assign]
+            monkeypatch.setattr(Connection, "send", refuse_each_verb_once)
 
             async def handler(job: Job) -> str:
                 return "done"
@@ -333,3 +370,38 @@ async def wait_async(read: Callable, expected: object, timeout: float) -> None:
             raise AssertionError(f"still {value!r} after {timeout}s")
         await asyncio.sleep(0.02)
 
+
+
+def hold_the_gil_in_c(seconds: float) -> None:
+    """libc's usleep called through ctypes.PyDLL, which keeps the GIL during the call:
+    no Python thread of this process runs meanwhile, the event loop included."""
+    libc = ctypes.PyDLL(None)
+    libc.usleep(int(seconds * 1_000_000))
+
+
+async def test_a_handler_holding_the_gil_in_c_keeps_its_lease(
+        sweeping_server: ServerProcess, caplog: pytest.LogCaptureFixture) -> None:
+    """Held three leases long in C: the worker's own heartbeats cannot run, its lease
+    keeper (emqd/lease_keeper.py, a process of its own) extends the lease, and the job
+    completes in its first run. Its neighbour, not held, completes too."""
+    url = f"redis://127.0.0.1:{sweeping_server.port}"
+    async with Queue("gil", url) as queue:
+        held = generated(sweeping_server.port, "gil", b"hold")
+        other = generated(sweeping_server.port, "gil", b"free")
+
+        def handler(job: Job) -> str:
+            if job.payload == b"hold":
+                hold_the_gil_in_c(1.8)
+            return "done"
+
+        worker = Worker(queue, handler, concurrency=2, lease_ms=600, block_ms=50)
+        task = asyncio.create_task(worker.run())
+        try:
+            await wait_async(lambda: _state(queue, held), "completed", 15)
+            await wait_async(lambda: _state(queue, other), "completed", 5)
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 5)
+        row = await queue.get(held)
+    assert (row.attempts, row.stalled, row.result) == (1, 0, b"done")
+    assert worker.counts.lost == 0 and worker.counts.completed == 2

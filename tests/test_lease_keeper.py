@@ -1,0 +1,46 @@
+"""The lease keeper (emqd/lease_keeper.py) against a real emqd: a round extends exactly the
+jobs the worker's connections hold, not past the worker's timeout; the process
+ends with its pipe."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from emqd.lease_keeper import Keeper, _Client, keep_once
+
+
+def test_a_round_extends_only_what_the_worker_holds_within_its_timeout(emqd_port: int) -> None:
+    ours, theirs, admin = (redis.Redis(port=emqd_port) for _ in range(3))
+    ours.client_setname("emqd-worker?host=a")
+    theirs.client_setname("emqd-worker?host=b")
+    for n in range(4):
+        admin.execute_command("EMQ.ADD", "kept", f"p{n}")
+    mine = [ours.execute_command("EMQ.CLAIM", "kept", 1000)[0] for _ in range(2)]
+    other = theirs.execute_command("EMQ.CLAIM", "kept", 1000)[0]
+    admin.execute_command("EMQ.CLAIM", "kept", 1000)  # an unnamed holder: no `holder`
+    admin.hset(b"emq:{kept}:job:" + mine[1], "claimed_ms", 1)  # as if claimed long ago
+    before = dict(admin.zrange("emq:{kept}:active", 0, -1, withscores=True))
+    client = _Client({"host": "127.0.0.1", "port": emqd_port})
+    try:
+        kept = keep_once(client, b"kept", {ours.client_id()}, 60_000, 5_000,
+                         int(time.time() * 1000))
+    finally:
+        client.close()
+    after = dict(admin.zrange("emq:{kept}:active", 0, -1, withscores=True))
+    assert kept == 1
+    assert after[mine[0]] > before[mine[0]] + 50_000  # extended to a minute
+    assert after[mine[1]] == before[mine[1]]  # past the timeout: left to run out
+    assert after[other] == before[other]
+    assert admin.hget(b"emq:{kept}:job:" + mine[0], "holder") == str(ours.client_id()).encode()
+    for client_ in (ours, theirs, admin):
+        client_.close()
+
+
+def test_the_keeper_ends_when_its_pipe_closes(emqd_port: int) -> None:
+    keeper = Keeper.start({"host": "127.0.0.1", "port": emqd_port}, b"q", 3000, None)
+    keeper.beat([1])
+    assert keeper.proc.poll() is None
+    keeper.close()
+    assert keeper.proc.returncode == 0
