@@ -5,11 +5,27 @@ so that the shares are theirs alone.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+from emqd.config import Config
 from tests.cluster.support import Cluster, front, until
-from tests.cluster.test_spread import FLAGS, address, cmd, owned, start_fronts_with_password
+from tests.cluster.test_spread import (
+    FLAGS,
+    PASSWORD,
+    address,
+    cmd,
+    owned,
+    start_fronts_with_password,
+)
+from tests.partition import history
 from tests.support import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+LOAD_DEADLINE_S = 120.0  # a load process still running then has failed to stop by itself
 
 
 def test_a_front_that_joins_takes_its_share_and_one_that_leaves_hands_it_over(
@@ -45,3 +61,70 @@ def test_a_front_that_joins_takes_its_share_and_one_that_leaves_hands_it_over(
             fourth.stop()
         for server in fronts:
             server.stop()
+
+
+def test_fronts_joining_and_leaving_under_load_lose_no_job_and_run_none_twice(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """Three fronts share 30 queues (10 +/- 4 each); clients of every front add and
+    claim on all of them (tests/partition/load.py) while a fourth front joins, takes
+    at least 5 of them within 15 s, and leaves (SIGTERM), its queues served by the
+    others within 5 s. What the clients were told and what the cluster holds then
+    agree (tests/partition/history.py): nothing acknowledged lost, no token handed out
+    twice, no ADD applied twice, no COMPLETE undone, no request answered past its bound."""
+    fronts = start_fronts_with_password(cluster, 3)
+    fourth: ServerProcess | None = None
+    loads: list[subprocess.Popen[bytes]] = []
+    queues = [f"busy{i}" for i in range(30)]
+    try:
+        for queue in queues:
+            cmd(fronts[0], "EMQ.ADD", queue, "first", "ID", f"first-{queue}")
+        until(lambda: all(6 <= owned(server) <= 14 for server in fronts), 10,
+              "10 +/- 4 queues a front")
+        env = dict(os.environ, PYTHONPATH=str(ROOT), EMQD_PASSWORD=PASSWORD)
+        for i, server in enumerate(fronts):
+            with open(tmp_path / f"f{i}.log", "wb") as log:
+                loads.append(subprocess.Popen(
+                    [sys.executable, "-m", "tests.partition.load", "--port", str(server.port),
+                     "--name", f"f{i}", "--queues", ",".join(queues), "--seconds", "24",
+                     "--out", str(tmp_path / f"f{i}.jsonl")],
+                    stdout=log, stderr=subprocess.STDOUT, env=env))
+        time.sleep(3)
+        fourth = front(cluster, *FLAGS)
+        until(lambda: owned(fourth) >= 5, 15, "the fourth front takes its share under load")
+        time.sleep(3)
+        mine = [queue for queue in queues
+                if cmd(fronts[0], "EMQ.OWNER", queue) == address(fourth)]
+        assert mine
+        fourth.stop()  # SIGTERM: hands them over
+        until(lambda: not any(cmd(fronts[1], "EMQ.OWNER", queue) == address(fourth)
+                              for queue in mine), 5, "its queues moved within 5 s")
+        for i, process in enumerate(loads):
+            assert process.wait(timeout=LOAD_DEADLINE_S) == 0, \
+                (tmp_path / f"f{i}.log").read_text()
+        records = history.read(sorted(tmp_path.glob("f*.jsonl")))
+        verdict = history.judge(records, dump(cluster, queues), history.Bounds(
+            lease_s=2.0, timeout_s=Config().cluster_timeout_ms / 1000, slack_s=2.0))
+        assert all(count == 0 for count in verdict.faults().values()), str(verdict)
+        assert verdict.counts["adds acknowledged"] > 200 and verdict.counts["claims"] > 100, \
+            str(verdict)
+    finally:
+        for process in loads:
+            process.kill()
+            process.wait()
+        if fourth is not None:
+            fourth.stop()
+        for server in fronts:
+            server.stop()
+
+
+def dump(cluster: Cluster, queues: list[str]) -> history.Dump:
+    """Every job row of `queues`, read from the cluster's primaries."""
+    dumped: history.Dump = {}
+    with cluster.client() as store:
+        for queue in queues:
+            prefix = f"emq:{{{queue}}}:job:"
+            keys = store.scan_iter(match=prefix + "*", count=1000, target_nodes="primaries")
+            dumped[queue] = {key.decode()[len(prefix):]: {
+                field.decode(): value.decode() for field, value in store.hgetall(key).items()}
+                for key in keys}
+    return dumped
