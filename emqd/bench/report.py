@@ -73,6 +73,20 @@ FIGURES = [
       for where, label in (("owner", "owner front"), ("other", "another front"))
       for verb in ("add", "claim", "complete") for q in ("p50", "p99")],
     Figure("cluster", "takeover.s", "cluster: takeover s per 100,000 jobs", ("<=", 2.0), "emqd"),
+    Figure("cluster", "add.owner", "cluster: pipelined ADDs/s, owner front"),
+    Figure("cluster", "add.other", "cluster: pipelined ADDs/s, another front"),
+    Figure("cluster", "add.other/owner", "cluster: pipelined ADD, other / owner", (">=", 0.5),
+           "emqd"),
+    # Issue 35's figures for 10,000 queues (emqd/bench/cluster.py `scale`): emqd only.
+    Figure("cluster-scale", "create.s", "cluster: s to create the scale queues",
+           ("<=", 20.0), "emqd"),
+    Figure("cluster-scale", "idle.front.%", "cluster: idle CPU % of a front", ("<=", 5.0),
+           "emqd"),
+    Figure("cluster-scale", "idle.primary.%", "cluster: idle CPU % of a primary", ("<=", 5.0),
+           "emqd"),
+    Figure("cluster-scale", "claim.p50.ms", "cluster: CLAIM ms on an idle queue, p50"),
+    Figure("cluster-scale", "claim.max.ms", "cluster: CLAIM ms on an idle queue, max",
+           ("<=", 2000.0), "emqd"),
 ]
 SCAN_COMMANDS = ("hscan", "zscan")
 
