@@ -83,27 +83,29 @@ class Scenario:
 
     def queues_of(self, front: Front, count: int = 3, on_one_primary: bool = False,
                   ) -> tuple[list[str], Any]:
-        """`count` queue names that belong to `front` (EMQ.OWNER, which takes nothing,
-        names the live front a queue nobody owns belongs to), taken by it; with
-        `on_one_primary`, all in slots one primary serves, and that primary."""
+        """`count` queues taken by `front`; with `on_one_primary`, all in slots one
+        primary serves, and that primary. A queue nobody owns goes to a live front
+        below its share (fronts.py; EMQ.OWNER names it and takes nothing), so the
+        names that go to other fronts are taken too, one job each, through `front`:
+        their shares grow, and `front` is below its own again."""
         names: list[str] = []
         primary = None
         ranges = self.cluster.primaries()
         for i in range(2000):
             name = f"q{i}"
-            if self.cluster.front_call(front, "EMQ.OWNER", name).decode() != front.address:
-                continue
+            mine = self.cluster.front_call(front, "EMQ.OWNER", name).decode() == front.address
             slot = key_slot(owner_key(name.encode()))
             here = next(host for first, last, host in ranges if first <= slot <= last)
-            if on_one_primary and primary is not None and here is not primary:
+            if mine and on_one_primary and primary is not None and here is not primary:
+                continue
+            self.cluster.front_call(front, "EMQ.ADD", name, "first", "ID", f"first-{name}")
+            if self.cluster.front_call(front, "EMQ.OWNER", name).decode() != front.address:
                 continue
             primary = here
             names.append(name)
             if len(names) == count:
                 break
-        for queue in names:
-            self.cluster.front_call(front, "EMQ.ADD", queue, "first", "ID", f"first-{queue}")
-            assert self.cluster.front_call(front, "EMQ.OWNER", queue).decode() == front.address
+        assert len(names) == count, f"{front.address} took {names}"
         return names, primary
 
     def load(self, queues: list[str], seconds: float, block_ms: int = 500) -> None:
