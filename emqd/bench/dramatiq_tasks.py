@@ -14,7 +14,7 @@ import sys
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
-dramatiq.set_broker(RedisBroker(url=os.environ["EMQD_BENCH_DRAMATIQ_URL"]))  # type: ignore[no-untyped-call]
+dramatiq.set_broker(RedisBroker(url=os.environ["EMQD_BENCH_DRAMATIQ_URL"]))
 PAYLOAD = "p" * 92
 
 
