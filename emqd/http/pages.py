@@ -37,6 +37,13 @@ NOTICES = {
 SCORE_MEANING = {"active": "lease until", "scheduled": "due", "dead": "died",
                  "completed": "finished", "waiting": "waiting since"}
 
+# The list pages' "token" column (the row's `attempts`): what its number is, since a job added
+# under an explicit id starts above its queue's earlier tokens and shows 8 after one run.
+TOKEN_HINT = ("the fencing token of the job's last claim (the row's attempts), one higher at "
+              "each claim. It is not a count of runs: a job added under an explicit id starts "
+              "above every token its queue issued before, so its first claim can show 8. "
+              "– : not claimed yet.")
+
 COUNTERS_EXPLAINED = {
     "attempts": "the fencing token: the last one issued, one higher at each claim (a job "
                  "added under an explicit id starts above every token its queue issued). "
@@ -136,7 +143,7 @@ async def queue_page(request: web.Request) -> web.Response:
         "meaning": SCORE_MEANING.get(state), "page": page, "search": None,
         "schedules": reading.schedules(keyspace, queue),
         "rate": reading.rate_limit(keyspace, queue), "order": order,
-        "clean_max": CLEAN_MAX, "now": clock.now_ms(),
+        "clean_max": CLEAN_MAX, "now": clock.now_ms(), "token_hint": TOKEN_HINT,
     }
     if needle:
         offset = parse_int(request.query.get("from", "0").encode())

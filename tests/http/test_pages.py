@@ -142,6 +142,29 @@ def test_the_pending_tab_lists_the_claim_order_with_priorities(r: redis.Redis, w
     assert web.get("/queues/q?state=dead&order=next").status == 400
 
 
+def test_the_lists_label_the_token_and_say_what_it_counts(r: redis.Redis, web: Web) -> None:
+    """A job added under an explicit id starts above its queue's earlier tokens, so after
+    one run its `attempts` is 4 here, which a column headed "attempts" read as four runs."""
+    r.execute_command("EMQ.ADD", "q", "x", "ID", "a")
+    for _ in range(3):  # job a is claimed three times: the queue has issued tokens 1 to 3
+        job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
+        r.execute_command("EMQ.REQUEUE", "q", job_id, token)
+    r.execute_command("EMQ.ADD", "q", "y", "ID", "b", "PRIORITY", "-1")
+    r.execute_command("EMQ.ADD", "q", "z", "ID", "c")
+    assert r.hget("emq:{q}:job:c", "attempts") == b"3"  # the floor: no token was issued yet
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
+    assert (job_id, token) == (b"b", b"4")  # its first run
+    r.execute_command("EMQ.COMPLETE", "q", job_id, token)
+    done = web.get("/queues/q?state=completed").text
+    assert re.findall(r'<td class="num token">(\d+)</td>', done) == ["4"]
+    assert ">token<" in done and ">attempts<" not in done
+    assert "It is not a count of runs" in done and 'id="token-hint"' in done
+    waiting = web.get("/queues/q?state=pending").text
+    assert ids_listed(waiting) == ["a", "c"]
+    assert re.findall(r'<td class="num token">(.*?)</td>', waiting) == [
+        "3", '<span class="hint" title="not claimed yet">–</span>']
+
+
 def test_each_state_has_its_tab(r: redis.Redis, web: Web) -> None:
     r.execute_command("EMQ.ADD", "q", "a")
     r.execute_command("EMQ.ADD", "q", "b", "DELAY", 60_000)
