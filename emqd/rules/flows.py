@@ -18,8 +18,9 @@ What the rows hold:
 Its record: `p.."children:"..PID` (zset: each child's row key, scored by its
 place in the flow) and `p.."results:"..PID` (hash: child row key -> the
 RESULT it completed with, written by the child's COMPLETE, so a result
-outlives the retention of the child's row). Both are deleted with the
-parent: when it completes, or when its row is deleted (REMOVE, retention).
+outlives the retention of the child's row). Both live as long as the
+parent's row: they are deleted with it (REMOVE, retention), never when it
+completes, so a finished parent still lists its children.
 
 Settling, per `on_child_fail`: a child that completes is settled. A child
 that dies is settled under `ignore`; under `fail` and `remove` it counts

@@ -16,8 +16,9 @@ so lowering a setting never stalls the loop. Dead letters deleted here are
 counted in field `trimmed` of p.."metrics:failed" (EMQ.STATS' `trimmed_dead`);
 completed rows are not counted (`completed_total` already counts them). A
 trimmed row that is a flow's parent takes its record with it
-(rules/flows.py): read only for dead rows, because a parent deletes its
-record itself when it completes.
+(rules/flows.py): a finished parent keeps its record (its children and their
+results) for as long as its row lives, so that its page and EMQ.CHILDREN still
+list them, and the trim that deletes the row deletes the record.
 """
 
 from __future__ import annotations
@@ -78,14 +79,13 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
         victims = [member for _, member in sorted(
             [pair for pair in head if pair[1] not in new] + [(s, m) for s, m in added])[:excess]]
     delete = job_log.del_op(view, keys, victims)
-    if kind == DEAD:
-        records: list[bytes] = []
-        for victim in victims:
-            row = view.hash(keys.job(victim))
-            if row is not None and hashes.has(row, CHILDREN):
-                records += [keys.children(victim), keys.results(victim)]
-        if records:
-            delete = (*delete, *records)
+    records: list[bytes] = []
+    for victim in victims:
+        row = view.hash(keys.job(victim))
+        if row is not None and hashes.has(row, CHILDREN):
+            records += [keys.children(victim), keys.results(victim)]
+    if records:
+        delete = (*delete, *records)
     ops: list[Op] = [(b"ZREM", zkey, *victims), delete]
     if kind == DEAD:
         row = view.hash(keys.metrics_failed)

@@ -60,7 +60,8 @@ class Ties:
         key = self.keys.job(job_id)
         if hashes.has(row, flows.PARENT):
             self.flows.completed(key, row, result)
-        self.own += flows.record_ops(self.keys, job_id, row)  # a parent is done with it
+        # A completed parent keeps its record (its children and their results) while its
+        # row lives: retention deletes the two together (retention.trim_ops).
         self.own += unique.release_ops(self.view, self.keys, job_id, row)
 
     def died(self, job_id: bytes, row: Hash) -> None:

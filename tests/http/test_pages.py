@@ -190,6 +190,14 @@ def test_a_flows_parent_is_in_the_waiting_tab_and_its_page_lists_its_children(
     assert "&lt;got a&gt;" in page.text and "state-pending" in page.text
     child = web.get("/queues/fetch/jobs/2")
     assert 'Child of <a class="job" href="/queues/render/jobs/1">render › 1</a>' in child.text
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "fetch", 30_000)
+    r.execute_command("EMQ.COMPLETE", "fetch", job_id, token, "RESULT", "got b")
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "render", 30_000)
+    r.execute_command("EMQ.COMPLETE", "render", job_id, token)
+    done = web.get("/queues/render/jobs/1")  # a finished parent still lists its children
+    assert '<span class="tag state-completed">completed</span>' in done.text
+    assert ids_listed(done.text.split("<h2>Children</h2>")[1]) == ["1", "2"]
+    assert "got b" in done.text
 
 
 def test_the_queue_page_lists_its_schedules_and_its_rate(r: redis.Redis, web: Web) -> None:
