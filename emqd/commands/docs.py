@@ -367,7 +367,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
         integer("max-attempts", token="MAXATTEMPTS", optional=True),
         integer("backoff-ms", token="BACKOFF", optional=True),
     ],
-    "emq.requeue": [_QUEUE, _ID, _TOKEN],
+    "emq.requeue": [_QUEUE, _ID, _TOKEN, integer("delay-ms", token="DELAY", optional=True)],
     "emq.extend": [_QUEUE, _ID, _TOKEN, integer("lease-ms")],
     "emq.progress": [_QUEUE, _ID, _TOKEN, string("value")],
     "emq.log": [_QUEUE, _ID, _TOKEN, string("line")],
