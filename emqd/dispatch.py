@@ -46,6 +46,7 @@ from emqd.session import Session
 from emqd.stats import Tally
 from emqd.verbs import (
     add,
+    cancel,
     children,
     claim,
     complete,
@@ -84,7 +85,7 @@ COMMAND_MODULES: Final = (connection, keys, expiry, hash_commands, zset, zset_al
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
-    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate)
+    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate, cancel)
 
 
 def _build_table() -> dict[bytes, Command]:

@@ -239,6 +239,9 @@ STALE_TOKEN: Final = Refusal("EMQSTALE token mismatch")
 STALE_NOT_ACTIVE: Final = Refusal("EMQSTALE job not active")
 STATE_NOT_DEAD: Final = Refusal("EMQSTATE job is not dead")
 STATE_ACTIVE: Final = Refusal("EMQSTATE job is active")
+# The holder of a job that EMQ.CANCEL ended (protocol section 22.2): a code of its own, so
+# that a worker tells "stop, the job was cancelled" from "someone else holds it" (EMQSTALE).
+CANCELLED: Final = Refusal("EMQCANCELLED job was cancelled")
 INVALID_QUEUE: Final = Refusal("ERR invalid queue name")
 INVALID_ID: Final = Refusal("ERR invalid job id")
 INVALID_GROUP: Final = Refusal("ERR invalid group name")
@@ -317,6 +320,18 @@ def corrupt_job_field(field: bytes) -> ReplyError:
     """A job row's own setting (`priority`, `max_attempts`, `backoff`) that a plain
     HSET made unreadable: the verb that depends on it is refused, nothing written."""
     return ReplyError(b"ERR job field '" + field + b"' holds an invalid value")
+
+
+def cancelled(reason: bytes | None) -> ReplyError:
+    """What a cancelled job's holder is answered: CANCELLED, and the canceller's REASON."""
+    if not reason:
+        return CANCELLED()
+    return ReplyError(_one_line(CANCELLED.message + b": " + reason))
+
+
+def state_is(state: bytes) -> ReplyError:
+    """A verb that needs a live job met a finished one (`EMQSTATE job is completed`)."""
+    return ReplyError(_one_line(b"EMQSTATE job is " + state))
 
 
 def job_exists(queue: bytes, job_id: bytes) -> ReplyError:

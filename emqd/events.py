@@ -14,7 +14,8 @@ order, as `Event` tuples:
   (claim time minus `ready_ms`, else `created_ms`: from when the job could be
   claimed), `completed` has `duration_ms` (finish time
   minus `claimed_ms`), `retry` has `failures` and `due_ms`, `dead` has
-  `error`, `progress` has `value`, `snoozed` has `due_ms`.
+  `error`, `progress` has `value`, `snoozed` has `due_ms`, `cancelled` has
+  `reason` when one was given.
 
 The commit path (emqd/commit.py) hands a committed plan's events to every
 listener (`Commit.listen`), after the plan is applied and handed to the sink, so a
@@ -43,6 +44,7 @@ DEAD: Final = "dead"
 STALLED: Final = "stalled"  # a counted stall sent back to pending (one that dies is `dead`)
 RECOVERED: Final = "recovered"  # back to pending uncounted: a lease exempt by the epoch, a REQUEUE
 SNOOZED: Final = "snoozed"  # given back by its holder to run after a delay (REQUEUE ... DELAY)
+CANCELLED: Final = "cancelled"  # ended by EMQ.CANCEL, running or not
 REVIVED: Final = "revived"
 PROMOTED: Final = "promoted"
 REMOVED: Final = "removed"

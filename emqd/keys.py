@@ -23,6 +23,7 @@ class QueueKeys:
         "scheduled",
         "dead",
         "completed",
+        "cancelled",
         "meta",
         "config",
         "metrics_failed",
@@ -57,11 +58,13 @@ class QueueKeys:
         self.scheduled = p + b"scheduled"
         self.dead = p + b"dead"
         self.completed = p + b"completed"
+        self.cancelled = p + b"cancelled"  # jobs EMQ.CANCEL ended; score = time of cancel
         self.meta = p + b"meta"
         self.config = p + b"config"
         self.metrics_failed = p + b"metrics:failed"
         self.metrics_completed = p + b"metrics:completed"
-        self.metrics = p + b"metrics"  # the other counters: failed, retried, stalled, revived
+        # the other counters: failed, retried, stalled, revived, cancelled
+        self.metrics = p + b"metrics"
         self.ring = p + b"ring"
         self.gactive = p + b"gactive"
         self.glimit = p + b"glimit"

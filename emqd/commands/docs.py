@@ -384,6 +384,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
                                   string("id", token="ID"), optional=True)],
     "emq.revive": [_QUEUE, _ID, pure("reset", optional=True)],
     "emq.remove": [_QUEUE, _ID],
+    "emq.cancel": [_QUEUE, _ID, string("reason", token="REASON", optional=True)],
     "emq.get": [_QUEUE, _ID],
     "emq.owner": [_QUEUE],
     "emq.front": [oneof("form", pure("challenge"),

@@ -74,12 +74,14 @@ def _back(request: web.Request, queue: bytes, job_id: bytes | None, form: Any,
     """303 to the page the form came from (named by its `back` field, never a URL)."""
     back = form.get("back")
     if back == "dead":
-        url = queue_url(queue, "/dead")
+        url = queue_url(queue, "/dead?")
     elif back == "job" and job_id is not None:
-        url = job_url(queue, job_id)
+        url = job_url(queue, job_id, "?")
+    elif back == "active":  # the active tab's row buttons
+        url = queue_url(queue, "?state=active&")
     else:
-        url = queue_url(queue)
-    raise web.HTTPSeeOther(f"{url}?done={done}")
+        url = queue_url(queue, "?")
+    raise web.HTTPSeeOther(f"{url}done={done}")
 
 
 async def steer(request: web.Request) -> web.Response:
@@ -94,12 +96,16 @@ async def steer(request: web.Request) -> web.Response:
     return _back(request, queue, None, await request.post(), verb.decode() + "d")
 
 
-_JOB_VERBS = {b"revive": b"EMQ.REVIVE", b"promote": b"EMQ.PROMOTE", b"remove": b"EMQ.REMOVE"}
-_DONE = {b"revive": "revived", b"promote": "promoted", b"remove": "removed"}
+_JOB_VERBS = {b"revive": b"EMQ.REVIVE", b"promote": b"EMQ.PROMOTE", b"remove": b"EMQ.REMOVE",
+              b"cancel": b"EMQ.CANCEL"}
+_DONE = {b"revive": "revived", b"promote": "promoted", b"remove": "removed",
+         b"cancel": "cancelled"}
+# What a job cancelled here tells its worker (EMQCANCELLED job was cancelled: ...).
+CANCEL_REASON = b"cancelled from the dashboard"
 
 
 async def job_action(request: web.Request) -> web.Response:
-    """POST /queues/{queue}/jobs/{id}/revive, /promote, /remove."""
+    """POST /queues/{queue}/jobs/{id}/revive, /promote, /remove, /cancel."""
     dashboard = Dashboard.of(request)
     queue = found(request, dashboard.core.keyspace)
     job_id = segment(request, 3)
@@ -112,14 +118,16 @@ async def job_action(request: web.Request) -> web.Response:
         argv.append(job_id)
     if action == b"revive" and form.get("reset"):
         argv.append(b"RESET")
+    if action == b"cancel":
+        argv += [b"REASON", CANCEL_REASON]
     reply = await run_verb(dashboard, argv)
     if isinstance(reply, ReplyError):
         return _refused(dashboard, request, argv, reply)
     if action == b"promote" and reply == 0:
         return _refused(dashboard, request, argv, ReplyError("the job is not scheduled"))
+    if action in (b"remove", b"cancel") and reply in (0, None):
+        return _refused(dashboard, request, argv, ReplyError("there is no such job"))
     if action == b"remove":
-        if reply == 0:
-            return _refused(dashboard, request, argv, ReplyError("there is no such job"))
         if form.get("back") == "job":  # its page is gone
             raise web.HTTPSeeOther(queue_url(queue) + "?done=removed")
     return _back(request, queue, job_id, form, _DONE[action])

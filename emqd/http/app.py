@@ -68,7 +68,7 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
     post("/queues/{queue}/{verb:pause|resume}", actions.steer)
     post("/queues/{queue}/completed/clean", cleaning.clean_completed)
     get("/queues/{queue}/jobs/{id}", pages.job_page)
-    post("/queues/{queue}/jobs/{id}/{action:revive|promote|remove}", actions.job_action)
+    post("/queues/{queue}/jobs/{id}/{action:revive|promote|remove|cancel}", actions.job_action)
     app.router.add_static("/static/", STATIC)
     return app
 

@@ -31,11 +31,14 @@ NOTICES = {
     "revived": "The job is pending again.",
     "promoted": "The job is pending now.",
     "removed": "The job was removed.",
+    "cancelled": "The job was cancelled: it will not run again, and a worker that holds it "
+                 "is told at its next call about it.",
 }
 
 # What a state's score means, for the list's time column.
 SCORE_MEANING = {"active": "lease until", "scheduled": "due", "dead": "died",
-                 "completed": "finished", "waiting": "waiting since"}
+                 "completed": "finished", "waiting": "waiting since",
+                 "cancelled": "cancelled"}
 
 # The list pages' "token" column (the row's `attempts`): what its number is, since a job added
 # under an explicit id starts above its queue's earlier tokens and shows 8 after one run.

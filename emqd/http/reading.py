@@ -26,6 +26,7 @@ The counters and where the core keeps them:
     retried_total     metrics         retried    (FAILs that scheduled a retry)
     stalled_total     metrics         stalled    (counted stall recoveries)
     revived_total     metrics         revived
+    cancelled_total   metrics         cancelled  (jobs EMQ.CANCEL ended)
 
 EMQ.STATS gives each under the same name, /metrics as `emqd_jobs_<name>`.
 """
@@ -48,8 +49,9 @@ from emqd.verbs import children as children_verb
 from emqd.verbs import repeats
 from emqd.verbs.pause import PAUSED, is_paused
 
-STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed")
-COUNTERS = ("added", "completed", "failures", "retried", "dead", "stalled", "revived")
+STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed", "cancelled")
+COUNTERS = ("added", "completed", "failures", "retried", "dead", "stalled", "revived",
+            "cancelled")
 SEARCH_ROWS = 10_000  # rows one payload search looks at, at most
 SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
 
@@ -64,6 +66,7 @@ def _counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
         "dead": (keys.metrics_failed, b"count"),
         "stalled": (metrics, b"stalled"),
         "revived": (metrics, b"revived"),
+        "cancelled": (metrics, b"cancelled"),
     }
 
 

@@ -1,7 +1,9 @@
 """Retention (protocol section 6.3): the oldest finished rows go, with their set entries and logs.
 
 `keep_completed` / `keep_dead` bound the `completed` and `dead` sets by count,
-`keep_completed_ms` / `keep_dead_ms` (0: off) by age: a row finished that
+`keep_completed_ms` / `keep_dead_ms` (0: off) by age (the `cancelled` set, of the
+jobs EMQ.CANCEL ended, by the completed settings: a cancelled job is a finished
+job without a result, and needs no knob of its own): a row finished that
 long ago is in excess too (a set is scored by finish time, so the rows too
 old are its front). A plan that adds finished jobs (COMPLETE, FAIL at the
 cap, a dead-lettering sweep or CLAIM) trims at most SLICE excess rows of that
@@ -40,6 +42,8 @@ from emqd.store.zset import ZSet
 SLICE: Final = 100
 COMPLETED: Final = "completed"
 DEAD: Final = "dead"
+CANCELLED: Final = "cancelled"
+KINDS: Final = (COMPLETED, DEAD, CANCELLED)  # the sets of finished jobs, each trimmed
 TRIMMED: Final = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
 # the row field of a flow's parent (rules/flows.py): it has a record (typed: ties.py reads it
 # at import time, which mypyc cannot infer in the import cycle)
@@ -47,7 +51,17 @@ CHILDREN: Final[bytes] = b"children"
 
 
 def set_key(keys: QueueKeys, kind: str) -> bytes:
-    return keys.completed if kind == COMPLETED else keys.dead
+    if kind == COMPLETED:
+        return keys.completed
+    return keys.cancelled if kind == CANCELLED else keys.dead
+
+
+def kept(settings: queue_settings.Settings, kind: str) -> tuple[int, int]:
+    """(rows kept, their age limit in ms) of a kind of finished job: the dead letters by
+    `keep_dead*`, the completed and the cancelled jobs by `keep_completed*`."""
+    if kind == DEAD:
+        return settings.keep_dead, settings.keep_dead_ms
+    return settings.keep_completed, settings.keep_completed_ms
 
 
 def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
@@ -122,8 +136,8 @@ def plan(args: SliceArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     settings = queue_settings.of_queue(view, keys, args.config)
     ops: list[Op] = []
-    for kind, keep, keep_ms in ((COMPLETED, settings.keep_completed, settings.keep_completed_ms),
-                                (DEAD, settings.keep_dead, settings.keep_dead_ms)):
+    for kind in KINDS:
+        keep, keep_ms = kept(settings, kind)
         ops += trim_ops(view, keys, kind, keep, (), keep_ms, now_ms)
     deleted = sum(len(op) - 2 for op in ops if op[0] == b"ZREM")  # the victims, not their logs
     return Plan(ops, deleted, due=())
@@ -134,7 +148,8 @@ def next_aging(view: View, keys: QueueKeys, config: Config) -> int | None:
     or no row). Housekeeping's retention timer comes back then."""
     settings = queue_settings.of_queue(view, keys, config)
     times = []
-    for kind, keep_ms in ((COMPLETED, settings.keep_completed_ms), (DEAD, settings.keep_dead_ms)):
+    for kind in KINDS:
+        keep_ms = kept(settings, kind)[1]
         zset = view.zset(set_key(keys, kind)) if keep_ms else None
         first = None if zset is None else zset.first()
         if first is not None:

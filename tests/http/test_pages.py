@@ -240,12 +240,41 @@ def test_the_job_page_explains_the_row(r: redis.Redis, web: Web) -> None:
     assert "/revive" not in page.text
 
 
-def test_an_active_job_offers_no_action(r: redis.Redis, web: Web) -> None:
+def test_an_active_job_offers_cancel_only_and_its_holder_is_told(r: redis.Redis,
+                                                                 web: Web) -> None:
     r.execute_command("EMQ.ADD", "q", "x")
-    r.execute_command("EMQ.CLAIM", "q", 30_000)
+    _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
     page = web.get("/queues/q/jobs/1")
     assert "<th>lease until</th>" in page.text and "Held by a worker" in page.text
-    assert 'method="post"' not in page.text
+    assert re.findall(r'<form method="post" action="([^"]+)"', page.text) == [
+        "/queues/q/jobs/1/cancel"]
+    done = web.submit(page, "/queues/q/jobs/1/cancel")
+    assert done.url.endswith("/queues/q/jobs/1?done=cancelled") and "was cancelled" in done.text
+    assert '<span class="tag state-cancelled">cancelled</span>' in done.text
+    assert "cancelled from the dashboard" in done.text  # its cancel_reason
+    with pytest.raises(redis.ResponseError,
+                       match="^EMQCANCELLED job was cancelled: cancelled from the dashboard$"):
+        r.execute_command("EMQ.EXTEND", "q", "1", token, 30_000)
+    again = web.submit(page, "/queues/q/jobs/1/cancel")  # the page is stale now
+    assert again.status == 409 and "EMQSTATE job is cancelled" in again.text
+
+
+def test_the_active_tab_cancels_a_row_and_the_cancelled_tab_lists_it(r: redis.Redis,
+                                                                     web: Web) -> None:
+    for payload in ("a", "b"):
+        r.execute_command("EMQ.ADD", "q", payload)
+    r.execute_command("EMQ.CLAIM", "q", 30_000, "COUNT", 2)
+    tab = web.get("/queues/q?state=active")
+    assert 'action="/queues/q/jobs/1/cancel"' in tab.text
+    done = web.submit(tab, "/queues/q/jobs/2/cancel")
+    assert done.url.endswith("/queues/q?state=active&done=cancelled")
+    assert ids_listed(done.text) == ["1"]
+    assert r.hget("emq:{q}:job:2", "state") == b"cancelled"
+    cancelled = web.get("/queues/q?state=cancelled")
+    assert ids_listed(cancelled.text) == ["2"] and "cancelled from the dashboard" in cancelled.text
+    assert '<a href="/queues/q?state=cancelled" data-state="cancelled">1</a>' in web.get("/").text
+    assert 'action="/queues/q/jobs/2/remove"' in web.get("/queues/q/jobs/2").text
+    assert "/cancel" not in web.get("/queues/q/jobs/2").text
 
 
 def test_pause_and_resume_from_the_queue_page(r: redis.Redis, web: Web) -> None:
