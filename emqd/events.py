@@ -15,7 +15,8 @@ order, as `Event` tuples:
   claimed), `completed` has `duration_ms` (finish time
   minus `claimed_ms`), `retry` has `failures` and `due_ms`, `dead` has
   `error`, `progress` has `value`, `snoozed` has `due_ms`, `cancelled` has
-  `reason` when one was given.
+  `reason` when one was given, `debounced` has `due_ms` when the job waits in
+  `scheduled`.
 
 The commit path (emqd/commit.py) hands a committed plan's events to every
 listener (`Commit.listen`), after the plan is applied and handed to the sink, so a
@@ -45,6 +46,7 @@ STALLED: Final = "stalled"  # a counted stall sent back to pending (one that die
 RECOVERED: Final = "recovered"  # back to pending uncounted: a lease exempt by the epoch, a REQUEUE
 SNOOZED: Final = "snoozed"  # given back by its holder to run after a delay (REQUEUE ... DELAY)
 CANCELLED: Final = "cancelled"  # ended by EMQ.CANCEL, running or not
+DEBOUNCED: Final = "debounced"  # a waiting unique job changed by a later ADD (REPLACE, EXTEND)
 REVIVED: Final = "revived"
 PROMOTED: Final = "promoted"
 REMOVED: Final = "removed"

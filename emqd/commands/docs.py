@@ -330,7 +330,8 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "emq.add": [
         _QUEUE, string("payload"), *_JOB_OPTIONS,
         block("unique", string("key", token="UNIQUE"),
-              integer("ttl-ms", token="TTL", optional=True), optional=True),
+              integer("ttl-ms", token="TTL", optional=True), pure("replace", optional=True),
+              pure("extend", optional=True), optional=True),
     ],
     "emq.flow": [
         _QUEUE, string("payload"), *_JOB_OPTIONS, _ON_CHILD_FAIL,

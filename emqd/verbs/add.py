@@ -1,5 +1,6 @@
 """EMQ.ADD queue payload [ID id] [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority]
-[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [UNIQUE key [TTL ttl-ms]]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [UNIQUE key [TTL ttl-ms] [REPLACE]
+[EXTEND]]
 
 Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
 enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
@@ -12,13 +13,17 @@ the id is that number, skipping numbers whose row a client already created.
 With UNIQUE key: while a job added with that key is live (pending,
 scheduled, active or waiting), or with TTL until the time has passed
 (unique.py), nothing is added and that job's id is answered; otherwise the
-new job holds the key (`unique` in its row, `p.."unique"`).
+new job holds the key (`unique` in its row, `p.."unique"`). With REPLACE and/or
+EXTEND, a holder that is still waiting (pending or scheduled) is changed instead
+(debounce.py): REPLACE gives it this add's payload and options, EXTEND restarts
+its due time (and its TTL hold) as this add's.
 
 Returns: the id (bulk string). With ID of an existing row nothing is written
 and the id is returned (idempotent enqueue). With UNIQUE the reply is always
-`[id, "added"]` or `[id, "exists"]` (the shape follows the arguments, as
-CLAIM's COUNT does): `exists` for the id of the live job holding the key, or
-of the existing row ID named.
+`[id, verdict]` (the shape follows the arguments, as CLAIM's COUNT does):
+`added`; `exists` for the id of the live job holding the key, or of the
+existing row ID named; `replaced` (REPLACE) or `extended` (EXTEND alone) for the
+waiting holder it changed.
 
 Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
@@ -26,7 +31,7 @@ job id`; `ERR DELAY must be a non-negative integer` (AT the same);
 1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY is beyond 2^53
 ms, the last a score holds exactly (AT, and TTL, the same); `ERR MAXATTEMPTS must be a
 positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
-with AT, TTL without UNIQUE or a bad option; `ERR invalid group name`; `ERR
+with AT, TTL, REPLACE or EXTEND without UNIQUE, or a bad option; `ERR invalid group name`; `ERR
 invalid unique key` (1..256 bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq`
 (or `meta.added`) answers HINCRBY's text (a corrupt lane counter the same).
 Every refusal writes nothing.
@@ -44,7 +49,7 @@ from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS, ms_text, parse_int
 from emqd.plan import BIG_VALUE, Plan, Shape, Slot
 from emqd.rules import args as parse_args
-from emqd.rules import enqueue, job, lanes, unique
+from emqd.rules import debounce, enqueue, job, lanes, unique
 from emqd.rules.backoff import parse_backoff
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
@@ -53,6 +58,7 @@ from emqd.store.keyspace import View
 OPTIONS: Final = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
                      b"GROUP"})
 _KEYWORDS: Final = OPTIONS | {b"UNIQUE", b"TTL"}
+_FLAGS: Final = frozenset({b"REPLACE", b"EXTEND"})  # UNIQUE's debounce (debounce.py)
 NAME: Final = "emq.add"
 SEQ: Final = enqueue.SEQ
 ADDED: Final = enqueue.ADDED
@@ -73,7 +79,7 @@ class AddArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
     __slots__ = ("keys", "payload", "id", "delay", "at", "priority", "max_attempts", "backoff",
-                 "group", "config", "unique", "ttl")
+                 "group", "config", "unique", "ttl", "replace", "extend")
 
     def __init__(
             self, keys: QueueKeys, payload: bytes, id: bytes | None, delay: int | None,
@@ -92,6 +98,8 @@ class AddArgs:
         self.config = config
         self.unique = unique
         self.ttl = ttl
+        self.replace = False  # REPLACE: a waiting holder takes this add's payload and options
+        self.extend = False  # EXTEND: a waiting holder's due time restarts as this add's
 
     def new_job(self) -> enqueue.NewJob:
         return enqueue.NewJob(self.payload, self.priority, self.max_attempts, self.backoff,
@@ -105,16 +113,18 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
         raise errors.PAYLOAD_TOO_BIG()
     if len(argv) == 3:
         return AddArgs(keys, payload, None, None, None, None, None, None, None, config)
-    opts = parse_args.options(argv, 3, _KEYWORDS)
+    opts = parse_args.options(argv, 3, _KEYWORDS, _FLAGS)
     args = parse_options(keys, payload, opts, config)
     raw_unique, raw_ttl = opts.get(b"UNIQUE"), opts.get(b"TTL")
-    if raw_ttl is not None and raw_unique is None:
+    if raw_unique is None and (raw_ttl is not None or b"REPLACE" in opts or b"EXTEND" in opts):
         raise errors.SYNTAX()
     if raw_unique is not None:
         if not raw_unique or len(raw_unique) > parse_args.NAME_MAX:
             raise errors.INVALID_UNIQUE_KEY()
         args.unique = raw_unique
         args.ttl = None if raw_ttl is None else parse_args.positive(raw_ttl, "TTL")
+        args.replace = b"REPLACE" in opts
+        args.extend = b"EXTEND" in opts
     return args
 
 
@@ -206,12 +216,16 @@ def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
         return Plan([], [args.id, EXISTS], None, ())
     owner = unique.holder(view, keys, key, now_ms)
     if owner is not None:
-        return Plan([], [owner, EXISTS], None, ())
-    until = None
-    if args.ttl is not None:
-        if now_ms + args.ttl > MAX_TIME_MS:
-            raise errors.invalid_time("TTL", NAME)
-        until = now_ms + args.ttl
+        waiting = None if not (args.replace or args.extend) else debounce.waiting(view, keys,
+                                                                                  owner)
+        if waiting is None:
+            return Plan([], [owner, EXISTS], None, ())
+        asked = debounce.Change(args.new_job() if args.replace else None, args.extend, due,
+                                _until(args, now_ms) if args.extend else None)
+        done = debounce.change(view, keys, args.config, now_ms, owner, waiting, asked)
+        verdict = debounce.REPLACED if args.replace else debounce.EXTENDED
+        return Plan(done.ops, [owner, verdict], done.events, tuple(done.due))
+    until = _until(args, now_ms)
     job = args.new_job()
     job.fields += [unique.UNIQUE, key]
     if until is not None:
@@ -220,6 +234,15 @@ def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
     created = new.add(keys, job, args.id, due)
     ops = [*new.ops(), *unique.take_ops(view, keys, key, created, until, now_ms)]
     return Plan(ops, [created, NEW], new.events, tuple(new.due))
+
+
+def _until(args: AddArgs, now_ms: int) -> int | None:
+    """When this add's TTL hold ends (None: no TTL)."""
+    if args.ttl is None:
+        return None
+    if now_ms + args.ttl > MAX_TIME_MS:
+        raise errors.invalid_time("TTL", NAME)
+    return now_ms + args.ttl
 
 
 COMMANDS: Final = [
