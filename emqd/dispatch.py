@@ -46,6 +46,7 @@ from emqd.session import Session
 from emqd.stats import Tally
 from emqd.verbs import (
     add,
+    beat,
     cancel,
     children,
     claim,
@@ -76,6 +77,7 @@ from emqd.verbs import (
     stalled_check,
     stats,
     wait,
+    worker_order,
 )
 from emqd.wire.resp import encode
 
@@ -85,7 +87,8 @@ COMMAND_MODULES: Final = (connection, keys, expiry, hash_commands, zset, zset_al
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
-    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate, cancel)
+    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate, cancel, worker_order,
+    beat)
 
 
 def _build_table() -> dict[bytes, Command]:

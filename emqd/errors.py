@@ -260,6 +260,7 @@ STATE_DEAD_OF_CHILD: Final = Refusal(
 )
 INVALID_SCHEDULE: Final = Refusal("ERR invalid schedule name")
 INVALID_UNIQUE_KEY: Final = Refusal("ERR invalid unique key")
+INVALID_WORKER: Final = Refusal("ERR invalid worker name")  # EMQ.WORKER, EMQ.BEAT
 TIMEOUT_RANGE: Final = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
 PAYLOAD_TOO_BIG: Final = Refusal("ERR payload exceeds max-payload")
 NO_SUCH_JOB: Final = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id

@@ -47,6 +47,7 @@ class QueueKeys:
         "lane_rates",
         "lane_rate_prefix",
         "rated",
+        "workers",
     )
 
     def __init__(self, queue: bytes) -> None:
@@ -88,6 +89,8 @@ class QueueKeys:
         self.lane_rates = p + b"grate"
         self.lane_rate_prefix = p + b"rate:lane:"
         self.rated = p + b"rated"
+        # what operators asked of workers (verbs/worker_order.py): name -> "quiet|stop <ms>"
+        self.workers = p + b"workers"
 
     def job(self, job_id: bytes) -> bytes:
         return self.job_prefix + job_id

@@ -61,6 +61,7 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
     get("/live/overview", pages.overview_live)
     get("/metrics", pages.metrics)
     get("/workers", workers.workers_page)
+    post("/workers/{order:quiet|stop|run}", actions.order_worker)
     get("/queues/{queue}", pages.queue_page)
     get("/queues/{queue}/dead", pages.dead_page)
     get("/queues/{queue}/dead/revive-all", pages.revive_all_confirm)

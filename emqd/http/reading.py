@@ -45,6 +45,7 @@ from emqd.rules.lanes import FLAT, LANES_PENDING
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
+from emqd.verbs import beat
 from emqd.verbs import children as children_verb
 from emqd.verbs import repeats
 from emqd.verbs.pause import PAUSED, is_paused
@@ -232,6 +233,12 @@ def rate_limit(keyspace: Keyspace, queue: bytes) -> tuple[int, int] | None:
     except ReplyError:
         return None
     return None if rate is None else (rate.max, rate.per_ms)
+
+
+def worker_order(keyspace: Keyspace, queue: bytes, name: bytes) -> bytes:
+    """What the worker named `name` is asked on `queue` (EMQ.BEAT's answer: run, quiet, stop);
+    `run` when the key holds the other type."""
+    return beat.order_of(_hget(keyspace, queue_keys(queue).workers, name))
 
 
 def children(keyspace: Keyspace, queue: bytes, job_id: bytes) -> list[list[Any]]:

@@ -32,6 +32,7 @@ from typing import Final
 from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
+from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS
 from emqd.plan import SCHEDULED, Due, Op, Plan
@@ -75,6 +76,7 @@ def plan(args: RequeueArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
     ops: list[Op] = job.leave_active_ops(keys, args.id, row, ledger)
     due: tuple[Due, ...] = ()
+    event: Event
     if args.delay:
         ops += [(b"HSET", keys.job(args.id), job.STATE, job.SCHEDULED),
                 (b"ZADD", keys.scheduled, due_ms, args.id)]

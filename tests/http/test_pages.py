@@ -455,3 +455,32 @@ def test_the_workers_page_shows_each_worker_and_the_jobs_it_holds(r: redis.Redis
     assert f"mail › {nobody.decode()}" in unheld
     for client in (worker, other, second):
         client.close()
+
+
+def test_quiet_stop_and_resume_a_worker_from_the_workers_page(r: redis.Redis, web: Web,
+                                                              server: ServerProcess) -> None:
+    """Each button is EMQ.WORKER on every queue the worker's name lists; the worker learns it
+    from its beat (EMQ.BEAT), which is what it would read."""
+    from emqd import worker_name
+    name = worker_name.build("web-2", 77, ["mail", "sms"], 2, 1_700_000_000_000)
+    worker = redis.Redis(port=server.port)
+    worker.client_setname(name)
+    page = web.get("/workers")
+    assert '<td class="order" data-order="run">' in page.text
+    assert re.findall(r'<form method="post" action="(/workers/\w+)"', page.text) == [
+        "/workers/quiet", "/workers/stop"]
+    quiet = web.submit(page, "/workers/quiet")
+    assert quiet.url.endswith("/workers?done=quiet") and "claim nothing more" in quiet.text
+    assert [worker.execute_command("EMQ.BEAT", queue, name) for queue in ("mail", "sms")] == \
+        [b"quiet", b"quiet"]
+    assert '<span class="tag order-quiet">quiet</span>' in quiet.text
+    stop = web.submit(quiet, "/workers/stop")
+    assert worker.execute_command("EMQ.BEAT", "sms", name) == b"stop"
+    assert re.findall(r'<form method="post" action="(/workers/\w+)"', stop.text) == [
+        "/workers/run"]
+    web.submit(stop, "/workers/run")
+    assert worker.execute_command("EMQ.BEAT", "mail", name) == b"run"
+    assert r.exists("emq:{mail}:workers", "emq:{sms}:workers") == 0
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+    assert web.post("/workers/stop", {"csrf": csrf, "name": "not-a-worker"}).status == 400
+    worker.close()
