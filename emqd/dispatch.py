@@ -61,6 +61,7 @@ from emqd.verbs import (
     lane_rate,
     log,
     logs,
+    metrics,
     pause,
     progress,
     promote,
@@ -88,7 +89,7 @@ VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
     wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate, cancel, worker_order,
-    beat)
+    beat, metrics)
 
 
 def _build_table() -> dict[bytes, Command]:

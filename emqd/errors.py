@@ -265,6 +265,7 @@ TIMEOUT_RANGE: Final = Refusal("ERR timeout is out of range")  # Redis's text fo
 PAYLOAD_TOO_BIG: Final = Refusal("ERR payload exceeds max-payload")
 NO_SUCH_JOB: Final = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id
 CORRUPT_JOB_LOG: Final = Refusal("ERR job log holds an invalid line number")
+CORRUPT_HISTORY: Final = Refusal("ERR queue history holds an invalid record")  # EMQ.METRICS
 AOF_DISABLED: Final = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
 REWRITE_IN_PROGRESS: Final = Refusal(
     "ERR Background append only file rewriting already in progress")

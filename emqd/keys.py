@@ -48,6 +48,7 @@ class QueueKeys:
         "lane_rate_prefix",
         "rated",
         "workers",
+        "minutes",
     )
 
     def __init__(self, queue: bytes) -> None:
@@ -91,6 +92,8 @@ class QueueKeys:
         self.rated = p + b"rated"
         # what operators asked of workers (verbs/worker_order.py): name -> "quiet|stop <ms>"
         self.workers = p + b"workers"
+        # the metrics history (rules/minutes.py): a record a minute, in hour blocks
+        self.minutes = p + b"minutes"
 
     def job(self, job_id: bytes) -> bytes:
         return self.job_prefix + job_id

@@ -389,6 +389,8 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "emq.worker": [_QUEUE, oneof("order", pure("quiet"), pure("stop"), pure("run")),
                    string("name")],
     "emq.beat": [_QUEUE, string("name")],
+    "emq.metrics": [_QUEUE, integer("from-ms", token="FROM", optional=True),
+                    integer("to-ms", token="TO", optional=True)],
     "emq.get": [_QUEUE, _ID],
     "emq.owner": [_QUEUE],
     "emq.front": [oneof("form", pure("challenge"),

@@ -37,7 +37,7 @@ NOT_SENT_BY_THE_CLIENT = {
 # housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md); issue 38's
 # verbs, which the client's side of that issue will call
 NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.cancel",
-                    "emq.worker", "emq.beat"}
+                    "emq.worker", "emq.beat", "emq.metrics"}
 
 
 @dataclass(frozen=True)
