@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock
-from emqd.http import present, reading
+from emqd.http import present, reading, trends
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.cleaning import CLEAN_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
@@ -139,14 +139,20 @@ async def queue_page(request: web.Request) -> web.Response:
     order = request.query.get("order", "next" if state == "pending" else "newest")
     if order not in ("next", "newest") or (order == "next" and state != "pending"):
         raise web.HTTPBadRequest(reason="order must be next (pending only) or newest")
-    figures = reading.queue_figures(keyspace, queue, clock.now_ms())
+    window = request.query.get("history", trends.DEFAULT_WINDOW)
+    if window not in trends.WINDOWS:
+        raise web.HTTPBadRequest(reason=f"history must be one of {', '.join(trends.WINDOWS)}")
+    now = clock.now_ms()
+    figures = reading.queue_figures(keyspace, queue, now)
     context: dict[str, Any] = {
         "queue": queue, "figures": figures, "state": state, "states": reading.STATES,
         "notice": _notice(request), "wanted_id": wanted_id, "needle": needle,
         "meaning": SCORE_MEANING.get(state), "page": page, "search": None,
         "schedules": reading.schedules(keyspace, queue),
         "rate": reading.rate_limit(keyspace, queue), "order": order,
-        "clean_max": CLEAN_MAX, "now": clock.now_ms(), "token_hint": TOKEN_HINT,
+        "clean_max": CLEAN_MAX, "now": now, "token_hint": TOKEN_HINT,
+        "trends": trends.charts(reading.history(keyspace, queue, 0, now), window, now),
+        "window": window, "windows": list(trends.WINDOWS), "window_label": trends.window_label,
     }
     if needle:
         offset = parse_int(request.query.get("from", "0").encode())

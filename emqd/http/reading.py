@@ -45,7 +45,8 @@ from emqd.rules.lanes import FLAT, LANES_PENDING
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
-from emqd.verbs import beat
+from emqd.rules.minutes import Minute
+from emqd.verbs import beat, metrics
 from emqd.verbs import children as children_verb
 from emqd.verbs import repeats
 from emqd.verbs.pause import PAUSED, is_paused
@@ -233,6 +234,15 @@ def rate_limit(keyspace: Keyspace, queue: bytes) -> tuple[int, int] | None:
     except ReplyError:
         return None
     return None if rate is None else (rate.max, rate.per_ms)
+
+
+def history(keyspace: Keyspace, queue: bytes, start_ms: int, end_ms: int) -> list[Minute]:
+    """The queue's recorded minutes that begin in [start_ms, end_ms], as EMQ.METRICS reads
+    them; none when a client's write left them unreadable (EMQ.METRICS says why)."""
+    try:
+        return metrics.history(keyspace, queue_keys(queue), start_ms, end_ms)
+    except ReplyError:
+        return []
 
 
 def worker_order(keyspace: Keyspace, queue: bytes, name: bytes) -> bytes:

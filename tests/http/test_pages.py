@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -484,3 +485,46 @@ def test_quiet_stop_and_resume_a_worker_from_the_workers_page(r: redis.Redis, we
     csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
     assert web.post("/workers/stop", {"csrf": csrf, "name": "not-a-worker"}).status == 400
     worker.close()
+
+
+def chart_points(page: str) -> dict[str, list[tuple[int, int]]]:
+    """Each series of the queue page's charts: its markers' (minute, value)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for series, body in re.findall(r'<g class="series (\w+)" data-series="\w+" '
+                                   r'data-points="\d+">(.*?)</g>', page, re.S):
+        points = [(int(m), int(v)) for m, v in re.findall(
+            r'data-minute="(\d+)" data-value="(\d+)"', body)]
+        found.setdefault(series, []).extend(points)
+    return found
+
+
+def test_the_queue_page_charts_what_emq_metrics_answers(tmp_path: Path) -> None:
+    """Real minutes, closed by a SIGTERM into the log: after the restart the charts' points
+    are the reply's numbers, minute for minute."""
+    server = start_emqd("--appendonly", "yes", dir=str(tmp_path), http=True)
+    try:
+        with redis.Redis(port=server.port) as client:
+            for i in range(6):
+                client.execute_command("EMQ.ADD", "q", f"p{i}")
+            for i in range(6):
+                job_id, token, _, _ = client.execute_command("EMQ.CLAIM", "q", 30_000)
+                if i < 4:
+                    client.execute_command("EMQ.COMPLETE", "q", job_id, token)
+                else:
+                    client.execute_command("EMQ.FAIL", "q", job_id, token, "MAXATTEMPTS", 1)
+        server.stop()
+        server.restart()
+        with redis.Redis(port=server.port) as client:
+            reply = client.execute_command("EMQ.METRICS", "q")
+        page = Web(server.http_port).get("/queues/q").text
+        assert "<h2>History</h2>" in page
+        points = chart_points(page)
+        for name in ("completed", "failures", "dead"):
+            assert points[name] == [(entry[b"minute"], entry[name.encode()]) for entry in reply]
+        assert sum(value for _, value in points["completed"]) == 4
+        waits = chart_points(page.split("<figcaption>wait")[1].split("<figcaption>run")[0])
+        assert waits["p99"] == [(entry[b"minute"], entry[b"wait_p99"]) for entry in reply]
+        assert Web(server.http_port).get("/queues/q?history=2d").status == 400
+        assert "the last 72 hours" in Web(server.http_port).get("/queues/q?history=72h").text
+    finally:
+        server.stop()
