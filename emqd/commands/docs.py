@@ -95,6 +95,7 @@ _JOB_OPTIONS = [  # EMQ.ADD's, and each job's of EMQ.FLOW
     integer("max-attempts", token="MAXATTEMPTS", optional=True),
     string("backoff-rule", token="BACKOFF", optional=True),
     string("group", token="GROUP", optional=True),
+    string("trace-context", token="TRACE", optional=True),
 ]
 _ON_CHILD_FAIL = oneof("on-child-fail", pure("fail"), pure("ignore"), pure("remove"),
                        token="ONCHILDFAIL", optional=True)
@@ -360,7 +361,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
                             pure("off"))],
     "emq.claim": [
         _QUEUE, integer("lease-ms"), integer("count", token="COUNT", optional=True),
-        integer("block-ms", token="BLOCK", optional=True),
+        integer("block-ms", token="BLOCK", optional=True), pure("withtrace", optional=True),
     ],
     "emq.complete": [_QUEUE, _ID, _TOKEN, string("result", token="RESULT", optional=True)],
     "emq.fail": [

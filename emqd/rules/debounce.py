@@ -8,8 +8,9 @@ a flow's parent waiting for its children (a UNIQUE job never is) keeps the key
 as UNIQUE says, and the add answers `exists` with nothing written.
 
 - REPLACE: the job becomes what the add describes: its `payload`, and its
-  options (`priority`, `max_attempts`, `backoff`, `group`) as given, the ones
-  not given deleted. Its place is kept: a pending job keeps its sequence number
+  options (`priority`, `max_attempts`, `backoff`, `group`, `trace`) as given, the ones
+  not given deleted (its `trace` too: the context of the add that made it). Its
+  place is kept: a pending job keeps its sequence number
   (its score's low part) under its new priority, in its new lane if the group
   changed; a scheduled one keeps its due time.
 - EXTEND: its due time restarts as the add's would be (now + DELAY, or AT; due
@@ -42,7 +43,7 @@ from emqd.store.keyspace import View
 
 REPLACED: Final = b"replaced"  # ADD's verdict words: REPLACE given (with EXTEND or not)
 EXTENDED: Final = b"extended"  # ... EXTEND alone
-OPTION_FIELDS: Final = (b"priority", b"max_attempts", b"backoff", lanes.GROUP)
+OPTION_FIELDS: Final = (b"priority", b"max_attempts", b"backoff", lanes.GROUP, job.TRACE)
 
 
 class Change:

@@ -47,6 +47,9 @@ HOLDER: Final[bytes] = b"holder"
 
 FINISHED_MS: Final[bytes] = b"finished_ms"
 PAYLOAD: Final[bytes] = b"payload"
+# The trace context its producer gave (ADD ... TRACE), which CLAIM ... WITHTRACE hands to the
+# worker: the server carries it, as bytes, and reads nothing in it (protocol section 22.4).
+TRACE: Final[bytes] = b"trace"
 
 PENDING: Final[bytes] = b"pending"
 ACTIVE: Final[bytes] = b"active"

@@ -1,6 +1,6 @@
 """EMQ.ADD queue payload [ID id] [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority]
-[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [UNIQUE key [TTL ttl-ms] [REPLACE]
-[EXTEND]]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [TRACE trace-context]
+[UNIQUE key [TTL ttl-ms] [REPLACE] [EXTEND]]
 
 Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
 enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
@@ -9,6 +9,8 @@ its due time. The row holds `state`, `payload`, `created_ms` and only the
 options given (`group` among them). `seq` is `meta.seq + 1`; without ID
 the id is that number, skipping numbers whose row a client already created.
 `meta.added` counts the jobs added (the metric `emqd_jobs_added_total`).
+TRACE keeps the producer's trace context (a W3C `traceparent`, up to 4096
+bytes, opaque to the server) in the row's `trace`, for CLAIM ... WITHTRACE.
 
 With UNIQUE key: while a job added with that key is live (pending,
 scheduled, active or waiting), or with TTL until the time has passed
@@ -25,7 +27,7 @@ and the id is returned (idempotent enqueue). With UNIQUE the reply is always
 existing row ID named; `replaced` (REPLACE) or `extended` (EXTEND alone) for the
 waiting holder it changed.
 
-Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
+Errors: `ERR payload exceeds max-payload`; `ERR TRACE exceeds 4096 bytes`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
 `ERR PRIORITY must be an integer`, `ERR PRIORITY must be between -1000 and
 1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY is beyond 2^53
@@ -51,12 +53,14 @@ from emqd.plan import BIG_VALUE, Plan, Shape, Slot
 from emqd.rules import args as parse_args
 from emqd.rules import debounce, enqueue, job, lanes, unique
 from emqd.rules.backoff import parse_backoff
+from emqd.rules.job_log import MAX_LINE
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 
 OPTIONS: Final = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
-                     b"GROUP"})
+                     b"GROUP", b"TRACE"})
+TRACE_TOO_LONG: Final = errors.too_long("TRACE", MAX_LINE)
 _KEYWORDS: Final = OPTIONS | {b"UNIQUE", b"TTL"}
 _FLAGS: Final = frozenset({b"REPLACE", b"EXTEND"})  # UNIQUE's debounce (debounce.py)
 NAME: Final = "emq.add"
@@ -79,7 +83,7 @@ class AddArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
     __slots__ = ("keys", "payload", "id", "delay", "at", "priority", "max_attempts", "backoff",
-                 "group", "config", "unique", "ttl", "replace", "extend")
+                 "group", "config", "unique", "ttl", "replace", "extend", "trace")
 
     def __init__(
             self, keys: QueueKeys, payload: bytes, id: bytes | None, delay: int | None,
@@ -99,11 +103,12 @@ class AddArgs:
         self.unique = unique
         self.ttl = ttl
         self.replace = False  # REPLACE: a waiting holder takes this add's payload and options
+        self.trace: bytes | None = None  # TRACE: the producer's trace context
         self.extend = False  # EXTEND: a waiting holder's due time restarts as this add's
 
     def new_job(self) -> enqueue.NewJob:
         return enqueue.NewJob(self.payload, self.priority, self.max_attempts, self.backoff,
-                              self.group)
+                              self.group, trace=self.trace)
 
 
 def parse(argv: list[bytes], config: Config) -> AddArgs:
@@ -149,7 +154,10 @@ def parse_options(keys: QueueKeys, payload: bytes, opts: dict[bytes, bytes | Non
         raise errors.INVALID_BACKOFF()
     raw_delay = opts.get(b"DELAY")
     raw_at = opts.get(b"AT")
-    return AddArgs(
+    raw_trace = opts.get(b"TRACE")
+    if raw_trace is not None and len(raw_trace) > MAX_LINE:
+        raise TRACE_TOO_LONG()
+    args = AddArgs(
         keys=keys,
         payload=payload,
         id=None if raw_id is None else parse_args.job_id(raw_id),
@@ -161,6 +169,8 @@ def parse_options(keys: QueueKeys, payload: bytes, opts: dict[bytes, bytes | Non
         group=None if raw_group is None else parse_args.group_name(raw_group),
         config=config,
     )
+    args.trace = raw_trace
+    return args
 
 
 def due_time(args: AddArgs, now_ms: int) -> int | None:
@@ -191,7 +201,8 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
         return Plan([], args.id, None, ())  # idempotent: the job exists
     if (due is not None or ring is not None or args.id is not None or args.priority is not None
             or args.max_attempts is not None or args.backoff is not None
-            or args.group is not None or queues is None or keys.queue not in queues
+            or args.group is not None or args.trace is not None or queues is None
+            or keys.queue not in queues
             or len(args.payload) >= BIG_VALUE):  # a big payload is logged uncopied
         new = enqueue.Enqueue(view, args.config, now_ms)
         job_id = new.add(keys, args.new_job(), args.id, due)

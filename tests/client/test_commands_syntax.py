@@ -32,7 +32,9 @@ NOT_SENT_BY_THE_CLIENT = {
     "emq.promote": {b"ID"},  # the dashboard's "run it now"
     # issue 38's server side; the client's side (issue 38, after issue 36) will send them
     "emq.requeue": {b"DELAY"},
-    "emq.add": {b"REPLACE", b"EXTEND"},
+    "emq.add": {b"REPLACE", b"EXTEND", b"TRACE"},
+    "emq.flow": {b"TRACE"},
+    "emq.claim": {b"WITHTRACE"},
 }
 # housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md); issue 38's
 # verbs, which the client's side of that issue will call
