@@ -42,13 +42,12 @@ from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.rules import job_log, rates
 from emqd.rules.lanes import FLAT, LANES_PENDING
+from emqd.rules.minutes import Minute
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
-from emqd.rules.minutes import Minute
-from emqd.verbs import beat, metrics
+from emqd.verbs import beat, metrics, repeats
 from emqd.verbs import children as children_verb
-from emqd.verbs import repeats
 from emqd.verbs.pause import PAUSED, is_paused
 
 STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed", "cancelled")

@@ -14,7 +14,8 @@ from emqd.verbs import add, claim, promote, stalled_check
 from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 
 P = b"emq:{q}:"
-SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"waiting", b"cancelled")
+SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"waiting",
+        b"cancelled")
 
 
 def run(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from emqd.config import Config
 from emqd.core import Core
+from emqd.dispatch import execute
 from emqd.keys import queue_keys
 from emqd.rules import minutes
 from emqd.rules.minutes import Minute
 from emqd.session import Session
-from emqd.dispatch import execute
 from emqd.verbs import minute_close
 from tests.verbs.jobs import P
 from tests.verbs.planner import NOW, hash_of, keyspace, set_field
@@ -46,7 +46,7 @@ def test_codes_keep_the_order_of_times(ms: int) -> None:
 
 
 def test_percentiles_are_the_nearest_ranks() -> None:
-    histogram = {minutes.code(ms): 0 for ms in ()}
+    histogram: dict[int, int] = {}
     for ms in range(1, 101):  # 1 .. 100 ms, once each
         key = minutes.code(ms)
         histogram[key] = histogram.get(key, 0) + 1
@@ -60,7 +60,8 @@ def test_percentiles_are_the_nearest_ranks() -> None:
 MINUTES = st.builds(
     Minute, st.integers(min_value=M0, max_value=M0 + 59), st.integers(0, 2**40),
     st.integers(0, 2**20), st.integers(0, 300),
-    st.none() | st.tuples(*[st.integers(0, 255)] * 3), st.none() | st.tuples(*[st.integers(0, 255)] * 3))
+    st.none() | st.tuples(*[st.integers(0, 255)] * 3),
+    st.none() | st.tuples(*[st.integers(0, 255)] * 3))
 
 
 @given(st.lists(MINUTES, max_size=5))
@@ -72,11 +73,16 @@ def test_a_block_gives_back_its_minutes(found: list[Minute]) -> None:
     assert minutes.minutes_of(HOUR, records) == found
 
 
-@pytest.mark.parametrize("data", [b"\x80", b"\x01\x05ab", b"\x01\x01\xc0"])
-def test_bytes_not_in_the_form_are_refused(data: bytes) -> None:
+@pytest.mark.parametrize("data", [b"\x80", b"\x01\x05ab", b"\x01"])
+def test_a_block_not_in_the_form_is_refused(data: bytes) -> None:
     with pytest.raises(ValueError):
-        minutes.minutes_of(HOUR, minutes.blocks(data)[0][1]) if data != b"\x80" else \
-            minutes.blocks(data)
+        minutes.blocks(data)
+
+
+@pytest.mark.parametrize("records", [b"\xc0", b"\x01\x01\x01", b"\x41\x00\x00\x00\x01"])
+def test_a_record_not_in_the_form_is_refused(records: bytes) -> None:
+    with pytest.raises(ValueError):
+        minutes.minutes_of(HOUR, records)
 
 
 def test_a_busy_minute_is_at_most_fourteen_bytes_and_73_hours_of_them_fit() -> None:
