@@ -92,6 +92,15 @@ class History:
                 del self.open[queue]
         return done
 
+    def taken(self, queue: bytes) -> list[OpenMinute]:
+        """Every minute of `queue` not closed yet, the one in progress too, taken out (in
+        cluster mode the front is letting the queue go: they are closed while it can)."""
+        done = [minute for minute in self.closing if minute.queue == queue]
+        if done:
+            self.closing = [minute for minute in self.closing if minute.queue != queue]
+        current = self.open.pop(queue, None)
+        return done if current is None else [*done, current]
+
     def base_of(self, queue: bytes) -> Counters:
         return self.base.get(queue, ZERO)
 

@@ -187,6 +187,9 @@ class Housekeeping:
                 loop.call_soon(self._close, ended[done:], loop)
                 return
             queue = minute.queue
+            epochs = self.core.epochs
+            if epochs is not None and queue not in epochs:
+                continue  # cluster mode: a queue this front lost (one let go was closed first)
             args = minute_close.CloseArgs(queue_keys(queue), minute.minute,
                                           self.history.base_of(queue),
                                           minutes.percentiles(minute.wait),
@@ -199,10 +202,15 @@ class Housekeeping:
                 continue
             self.history.base[queue] = base
 
-    def close_minutes(self) -> None:
-        """Shutdown: close every minute still open, the current one too, so that what it
-        saw is kept (a restart then starts each queue's counts from its counters)."""
-        self._close(self.history.ended(clock.now_ms() // minutes.MINUTE_MS + 1), None)
+    def close_minutes(self, queue: bytes | None = None) -> None:
+        """Close every minute still open, the current one too, so that what it saw is kept:
+        every queue's at shutdown (a restart then starts each queue's counts from its
+        counters); one queue's when, in cluster mode, this front lets it go (front.py
+        `release`: the next owner starts from the counters it loads)."""
+        if queue is None:
+            self._close(self.history.ended(clock.now_ms() // minutes.MINUTE_MS + 1), None)
+        else:
+            self._close(self.history.taken(queue), None)
 
     # --- the three jobs -----------------------------------------------------------
     def _promote(self, queue: bytes, now: int) -> None:

@@ -85,6 +85,11 @@ def test_each_event_goes_to_its_queues_minute_and_ended_minutes_are_handed_over(
     assert ended[0].wait == {minutes.code(40): 1} and ended[0].run == {minutes.code(1000): 1}
     assert ended[1].wait == {} and ended[1].run == {}  # a death: its queue is closed
     assert [one.minute for one in history.ended(M0 + 2)] == [M0 + 1]
+    history.listen([(CLAIMED, b"q", b"3", ts + 120_000, {"token": b"1", "wait_ms": 7}),
+                    (CLAIMED, b"q", b"4", ts + 180_000, {"token": b"1", "wait_ms": 7}),
+                    (CLAIMED, b"r", b"5", ts + 180_000, {"token": b"1", "wait_ms": 7})])
+    assert [one.minute for one in history.taken(b"q")] == [M0 + 2, M0 + 3]  # let go: all of q's
+    assert history.taken(b"q") == [] and [one.queue for one in history.ended(M0 + 9)] == [b"r"]
     history.note_base(b"q", (1, 2, 3))
     assert history.base_of(b"q") == (1, 2, 3) and history.base_of(b"new") == (0, 0, 0)
 
@@ -107,6 +112,8 @@ def test_housekeeping_closes_what_the_verbs_did_into_the_history() -> None:
         run("EMQ.COMPLETE", "q", job_id.decode(), token.decode())
     job_id, token, _, _ = run("EMQ.CLAIM", "q", 30_000)
     run("EMQ.FAIL", "q", job_id.decode(), token.decode(), "MAXATTEMPTS", 1)
+    keeper.close_minutes(b"other")  # a queue let go in cluster mode: only its minutes
+    assert run("EMQ.METRICS", "q") == []
     keeper.close_minutes()
     entries = run("EMQ.METRICS", "q")
     assert [sum(entry[name] for entry in entries) for name in (b"completed", b"failures",
