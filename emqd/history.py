@@ -5,8 +5,9 @@ housekeeping (verbs/minute_close.py); what a record needs that the store does
 not keep is gathered here, from the events of every committed plan (the commit
 path's listener, `listen`):
 
-- which queues had something happen in the minute (only those are closed:
-  an idle queue costs nothing);
+- which queues had a claim, a completion, a failure or a death in the minute
+  (only those are closed: an idle queue costs nothing, and a minute of ADDs
+  alone has nothing to record);
 - the wait times of its claims (`claimed` events' `wait_ms`) and the run times
   of its completions (`completed` events' `duration_ms`), each counted in a
   histogram of one-byte codes (rules/minutes.py `code`), whose percentiles
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from emqd.events import CLAIMED, COMPLETED, Event
+from emqd.events import CLAIMED, COMPLETED, DEAD, RETRY, Event
 from emqd.rules.minutes import MINUTE_MS, code
 
 Counters = tuple[int, int, int]  # completed, failures, dead
@@ -57,23 +58,27 @@ class History:
         self.base: dict[bytes, Counters] = {}  # each queue's counters at its open minute's start
 
     def listen(self, happened: list[Event]) -> None:
-        """The commit path's listener (`Commit.listen`): each event into its queue's minute."""
+        """The commit path's listener (`Commit.listen`): each event that moves a counter the
+        history counts or carries a time it keeps, into its queue's minute. The others (an
+        ADD's, above all) are passed over at their name."""
         for event in happened:
-            queue = event[1]
-            minute = event[3] // MINUTE_MS
-            current = self.open.get(queue)
-            if current is None or current.minute != minute:
-                current = self._begin(queue, minute, current)
             name = event[0]
             if name == CLAIMED:
-                _observe(current.wait, event[4], "wait_ms")
+                _observe(self._minute(event).wait, event[4], "wait_ms")
             elif name == COMPLETED:
-                _observe(current.run, event[4], "duration_ms")
+                _observe(self._minute(event).run, event[4], "duration_ms")
+            elif name == RETRY or name == DEAD:
+                self._minute(event)
 
-    def _begin(self, queue: bytes, minute: int, ended: OpenMinute | None) -> OpenMinute:
-        if ended is not None:
-            self.closing.append(ended)
-        current = self.open[queue] = OpenMinute(queue, minute)
+    def _minute(self, event: Event) -> OpenMinute:
+        """The open minute of the event's queue and time (one begun if need be)."""
+        queue = event[1]
+        minute = event[3] // MINUTE_MS
+        current = self.open.get(queue)
+        if current is None or current.minute != minute:
+            if current is not None:
+                self.closing.append(current)
+            current = self.open[queue] = OpenMinute(queue, minute)
         return current
 
     def note_base(self, queue: bytes, counters: Counters) -> None:
