@@ -10,6 +10,8 @@ one job:
   the sink (emqd/commit.py), with `dues`, what housekeeping learns from it;
 - `run_id`, the epoch every lease this process grants carries;
 - `stats`, what the server counts about itself (emqd/stats.py);
+- `history`, what the metrics history sees of each queue's minute in progress
+  (emqd/history.py), until housekeeping closes it;
 - `clients`, the sessions of the connected clients, and `pubsub`, who listens
   to what (emqd/pubsub.py);
 - `info`, the sections INFO gathers from the parts that have fields of their
@@ -32,6 +34,7 @@ from emqd import clock
 from emqd.commit import Commit
 from emqd.config import LOG_LEVELS, Config
 from emqd.dues import Dues
+from emqd.history import History
 from emqd.memory import rss_bytes
 from emqd.output_limit import OutputLimit
 from emqd.pubsub import Deliver, PubSub, nowhere
@@ -86,6 +89,7 @@ class Core:
         self.keyspace = keyspace if keyspace is not None else Keyspace()
         self._set_limits(config)
         self.stats = stats if stats is not None else Stats()
+        self.history = History()  # fed by the commit path's listener (server.py)
         self.dues = Dues(sweeping=bool(config.stalled_interval))
         self.commit = Commit(self.keyspace, sink if sink is not None else NullSink(), self.dues)
         self.run_id = run_id or new_run_id()

@@ -46,6 +46,8 @@ from emqd.session import Session
 from emqd.stats import Tally
 from emqd.verbs import (
     add,
+    beat,
+    cancel,
     children,
     claim,
     complete,
@@ -59,6 +61,7 @@ from emqd.verbs import (
     lane_rate,
     log,
     logs,
+    metrics,
     pause,
     progress,
     promote,
@@ -75,6 +78,7 @@ from emqd.verbs import (
     stalled_check,
     stats,
     wait,
+    worker_order,
 )
 from emqd.wire.resp import encode
 
@@ -84,7 +88,8 @@ COMMAND_MODULES: Final = (connection, keys, expiry, hash_commands, zset, zset_al
 VERB_MODULES: Final = (
     add, epoch, get, stats, queues, pause, resume, queue_config, claim, complete, fail, requeue,
     extend, stalled_check, promote, revive, remove, lane_limit, lane_list, progress, log, logs,
-    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate)
+    wait, flow, children, repeat, repeat_del, repeats, rate, lane_rate, cancel, worker_order,
+    beat, metrics)
 
 
 def _build_table() -> dict[bytes, Command]:

@@ -239,6 +239,9 @@ STALE_TOKEN: Final = Refusal("EMQSTALE token mismatch")
 STALE_NOT_ACTIVE: Final = Refusal("EMQSTALE job not active")
 STATE_NOT_DEAD: Final = Refusal("EMQSTATE job is not dead")
 STATE_ACTIVE: Final = Refusal("EMQSTATE job is active")
+# The holder of a job that EMQ.CANCEL ended (protocol section 22.2): a code of its own, so
+# that a worker tells "stop, the job was cancelled" from "someone else holds it" (EMQSTALE).
+CANCELLED: Final = Refusal("EMQCANCELLED job was cancelled")
 INVALID_QUEUE: Final = Refusal("ERR invalid queue name")
 INVALID_ID: Final = Refusal("ERR invalid job id")
 INVALID_GROUP: Final = Refusal("ERR invalid group name")
@@ -257,10 +260,12 @@ STATE_DEAD_OF_CHILD: Final = Refusal(
 )
 INVALID_SCHEDULE: Final = Refusal("ERR invalid schedule name")
 INVALID_UNIQUE_KEY: Final = Refusal("ERR invalid unique key")
+INVALID_WORKER: Final = Refusal("ERR invalid worker name")  # EMQ.WORKER, EMQ.BEAT
 TIMEOUT_RANGE: Final = Refusal("ERR timeout is out of range")  # Redis's text for BLPOP's
 PAYLOAD_TOO_BIG: Final = Refusal("ERR payload exceeds max-payload")
 NO_SUCH_JOB: Final = Refusal("ERR no such job")  # EMQ.WAIT, EMQ.LOGS: no row for the id
 CORRUPT_JOB_LOG: Final = Refusal("ERR job log holds an invalid line number")
+CORRUPT_HISTORY: Final = Refusal("ERR queue history holds an invalid record")  # EMQ.METRICS
 AOF_DISABLED: Final = Refusal("ERR persistence is off (emqd was started with --appendonly no)")
 REWRITE_IN_PROGRESS: Final = Refusal(
     "ERR Background append only file rewriting already in progress")
@@ -317,6 +322,18 @@ def corrupt_job_field(field: bytes) -> ReplyError:
     """A job row's own setting (`priority`, `max_attempts`, `backoff`) that a plain
     HSET made unreadable: the verb that depends on it is refused, nothing written."""
     return ReplyError(b"ERR job field '" + field + b"' holds an invalid value")
+
+
+def cancelled(reason: bytes | None) -> ReplyError:
+    """What a cancelled job's holder is answered: CANCELLED, and the canceller's REASON."""
+    if not reason:
+        return CANCELLED()
+    return ReplyError(_one_line(CANCELLED.message + b": " + reason))
+
+
+def state_is(state: bytes) -> ReplyError:
+    """A verb that needs a live job met a finished one (`EMQSTATE job is completed`)."""
+    return ReplyError(_one_line(b"EMQSTATE job is " + state))
 
 
 def job_exists(queue: bytes, job_id: bytes) -> ReplyError:

@@ -14,7 +14,9 @@ order, as `Event` tuples:
   (claim time minus `ready_ms`, else `created_ms`: from when the job could be
   claimed), `completed` has `duration_ms` (finish time
   minus `claimed_ms`), `retry` has `failures` and `due_ms`, `dead` has
-  `error`, `progress` has `value`.
+  `error`, `progress` has `value`, `snoozed` has `due_ms`, `cancelled` has
+  `reason` when one was given, `debounced` has `due_ms` when the job waits in
+  `scheduled`.
 
 The commit path (emqd/commit.py) hands a committed plan's events to every
 listener (`Commit.listen`), after the plan is applied and handed to the sink, so a
@@ -42,6 +44,9 @@ RETRY: Final = "retry"
 DEAD: Final = "dead"
 STALLED: Final = "stalled"  # a counted stall sent back to pending (one that dies is `dead`)
 RECOVERED: Final = "recovered"  # back to pending uncounted: a lease exempt by the epoch, a REQUEUE
+SNOOZED: Final = "snoozed"  # given back by its holder to run after a delay (REQUEUE ... DELAY)
+CANCELLED: Final = "cancelled"  # ended by EMQ.CANCEL, running or not
+DEBOUNCED: Final = "debounced"  # a waiting unique job changed by a later ADD (REPLACE, EXTEND)
 REVIVED: Final = "revived"
 PROMOTED: Final = "promoted"
 REMOVED: Final = "removed"

@@ -18,7 +18,11 @@ result:
 - repeatable jobs: the schedules' planner (verbs/repeat_fire.py) at the
   earliest next slot of the queue's `repeats` set;
 - rate windows: the planner that puts lanes whose rate window has room back
-  in the ring (verbs/rate_release.py), at the earliest time of `rated`.
+  in the ring (verbs/rate_release.py), at the earliest time of `rated`;
+- the metrics history: at each minute's end, the close of that minute
+  (verbs/minute_close.py) for each queue that had something happen in it
+  (emqd/history.py), CLOSE_DELAY_MS after the boundary; at shutdown, every
+  minute still open, the current one too (`close_minutes`).
 
 When each is due is learnt from what is committed, without polling (emqd/dues.py:
 one `Deadlines` per job); housekeeping starts their timers with its jobs.
@@ -55,15 +59,20 @@ from emqd.config import Config
 from emqd.core import Core
 from emqd.dues import RETRY_MS, Deadlines, score_ms
 from emqd.errors import ReplyError
+from emqd.history import OpenMinute
 from emqd.keys import QUEUES, queue_keys
 from emqd.plan import Plan
+from emqd.rules import minutes
 from emqd.store.zset import ZSet
+from emqd.verbs import minute_close
 
 log = logging.getLogger("emqd")
 
 SLICE = 100  # jobs per plan: a slice never holds the loop for long
 REPEAT_SLICE = 20  # schedules per plan: a cron schedule's slots cost croniter ~0.5 ms
 LOGGED_MAX = 10_000  # refusals remembered so that each is logged once
+CLOSE_DELAY_MS = 5  # a minute is closed this long after it ends (plans of its last ms ran)
+CLOSES_PER_TURN = 100  # queues' minutes closed in one loop turn; the rest at the next
 
 
 @dataclass(slots=True)
@@ -95,6 +104,8 @@ class Housekeeping:
         self.retention = dues.retention
         self.repeats = dues.repeats
         self.rated = dues.rated
+        self.history = core.history
+        self._minute_timer: asyncio.TimerHandle | None = None
         core.on_reconfigure(self.reconfigure)
 
     # --- wiring -------------------------------------------------------------------
@@ -108,6 +119,7 @@ class Housekeeping:
         self.retention.start(loop, self._trim)
         self.repeats.start(loop, self._repeat)
         self.rated.start(loop, self._release)
+        self._arm_minute(loop)
 
     def watch(self, queue: bytes) -> None:
         """Note when each job of `queue` is due, from the store (at start, and in cluster
@@ -120,6 +132,11 @@ class Housekeeping:
         self.retention.note(queue, now)
         self._note_next(self.rated, keys.rated, queue, now)
         self._note_next(self.repeats, keys.repeats, queue, now)
+        try:  # where its history's counts start from (emqd/history.py)
+            self.history.note_base(queue, minute_close.counters(self.core.keyspace, keys,
+                                                                (0, 0, 0)))
+        except ReplyError:
+            pass  # a counter key of the other type: its minutes' close says so then
 
     def reconfigure(self, old: Config, new: Config) -> None:
         """CONFIG SET of a setting housekeeping acts on.
@@ -147,6 +164,53 @@ class Housekeeping:
     def stop(self) -> None:
         for deadlines in self.core.dues.all():
             deadlines.stop()
+        if self._minute_timer is not None:
+            self._minute_timer.cancel()
+            self._minute_timer = None
+
+    # --- the metrics history ------------------------------------------------------------
+    def _arm_minute(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The next close, just after the current minute ends."""
+        wait_ms = minutes.MINUTE_MS - clock.now_ms() % minutes.MINUTE_MS + CLOSE_DELAY_MS
+        self._minute_timer = loop.call_later(wait_ms / 1000, self._minute_ended, loop)
+
+    def _minute_ended(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._arm_minute(loop)
+        self._close(self.history.ended(clock.now_ms() // minutes.MINUTE_MS), loop)
+
+    def _close(self, ended: list[OpenMinute], loop: asyncio.AbstractEventLoop | None) -> None:
+        """Close `ended` (CLOSES_PER_TURN a loop turn, the rest at the next; all of them now
+        without a loop: at shutdown)."""
+        now = clock.now_ms()
+        for done, minute in enumerate(ended):
+            if loop is not None and done == CLOSES_PER_TURN:
+                loop.call_soon(self._close, ended[done:], loop)
+                return
+            queue = minute.queue
+            epochs = self.core.epochs
+            if epochs is not None and queue not in epochs:
+                continue  # cluster mode: a queue this front lost (one let go was closed first)
+            args = minute_close.CloseArgs(queue_keys(queue), minute.minute,
+                                          self.history.base_of(queue),
+                                          minutes.percentiles(minute.wait),
+                                          minutes.percentiles(minute.run))
+            try:
+                base = self._commit(minute_close.plan(args, self.core.keyspace, now,
+                                                      self.core.epoch_of(queue)))
+            except ReplyError as error:
+                self._refused("metrics history", queue, None, error)
+                continue
+            self.history.base[queue] = base
+
+    def close_minutes(self, queue: bytes | None = None) -> None:
+        """Close every minute still open, the current one too, so that what it saw is kept:
+        every queue's at shutdown (a restart then starts each queue's counts from its
+        counters); one queue's when, in cluster mode, this front lets it go (front.py
+        `release`: the next owner starts from the counters it loads)."""
+        if queue is None:
+            self._close(self.history.ended(clock.now_ms() // minutes.MINUTE_MS + 1), None)
+        else:
+            self._close(self.history.taken(queue), None)
 
     # --- the three jobs -----------------------------------------------------------
     def _promote(self, queue: bytes, now: int) -> None:

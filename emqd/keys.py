@@ -23,6 +23,7 @@ class QueueKeys:
         "scheduled",
         "dead",
         "completed",
+        "cancelled",
         "meta",
         "config",
         "metrics_failed",
@@ -46,6 +47,8 @@ class QueueKeys:
         "lane_rates",
         "lane_rate_prefix",
         "rated",
+        "workers",
+        "minutes",
     )
 
     def __init__(self, queue: bytes) -> None:
@@ -57,11 +60,13 @@ class QueueKeys:
         self.scheduled = p + b"scheduled"
         self.dead = p + b"dead"
         self.completed = p + b"completed"
+        self.cancelled = p + b"cancelled"  # jobs EMQ.CANCEL ended; score = time of cancel
         self.meta = p + b"meta"
         self.config = p + b"config"
         self.metrics_failed = p + b"metrics:failed"
         self.metrics_completed = p + b"metrics:completed"
-        self.metrics = p + b"metrics"  # the other counters: failed, retried, stalled, revived
+        # the other counters: failed, retried, stalled, revived, cancelled
+        self.metrics = p + b"metrics"
         self.ring = p + b"ring"
         self.gactive = p + b"gactive"
         self.glimit = p + b"glimit"
@@ -85,6 +90,10 @@ class QueueKeys:
         self.lane_rates = p + b"grate"
         self.lane_rate_prefix = p + b"rate:lane:"
         self.rated = p + b"rated"
+        # what operators asked of workers (verbs/worker_order.py): name -> "quiet|stop <ms>"
+        self.workers = p + b"workers"
+        # the metrics history (rules/minutes.py): a record a minute, in hour blocks
+        self.minutes = p + b"minutes"
 
     def job(self, job_id: bytes) -> bytes:
         return self.job_prefix + job_id

@@ -77,6 +77,7 @@ class Server:
         self.lag_probe = LagProbe(self.core.stats.loop_lag)
         self._free_scheduled = False
         self.commit.listen(queue_events.publisher(self.core.pubsub, self.commit.sink))
+        self.commit.listen(self.core.history.listen)
         self.core.add_info("clients", lambda: {"blocked_clients": len(self.hub.waiters)})
         self.core.add_info("server", lambda: {"clock_skew_ms": clock.skew_ms()})
 
@@ -129,6 +130,7 @@ class Server:
         self.hub.stopping = True
         for listener in self.listeners:
             listener.close()
+        self.housekeeping.close_minutes()  # kept with the rest, before the sink closes
         self.housekeeping.stop()
         self.lag_probe.stop()
         for conn in list(self.connections.values()):

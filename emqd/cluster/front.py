@@ -29,7 +29,8 @@ loops that `start` runs are
 Taking a queue (`adopt`): the lease, the front's `emq:owned:` set, then the
 queue's keys into the store (the lease renewed while they load), then the sink
 writes it and housekeeping watches its due times. Letting it go cleanly
-(`release`: idle, handed over, shutdown): no new request runs it, its batches
+(`release`: idle, handed over, shutdown): no new request runs it, its metrics
+history's minute in progress is closed (housekeeping.close_minutes), its batches
 settle, its due time is noted, its keys leave the store and its lease is
 deleted, then its parked clients go where it is now. Losing it (`lose`: a
 refused term, a write never acknowledged, a lease not renewed): its unkept
@@ -263,6 +264,8 @@ class Front:
         lease = self.held.pop(queue, None)
         if lease is None:
             return
+        if self.housekeeping is not None:  # its metrics history's open minute, kept with it
+            self.housekeeping.close_minutes(queue)
         done = self.leaving[queue] = asyncio.get_running_loop().create_future()
         self.wake()  # its parked requests wait for this, then go where it is
         try:

@@ -68,7 +68,10 @@ def _renewal(leases: Sequence[Lease], indexes: list[int], lease_ms: int) -> byte
 
 def slot_of(queue: bytes) -> int:
     """The hash slot of every key of `queue`."""
-    return key_slot(owner_key(queue))
+    # Typed here: pip's isolated build has no redis-py, so key_slot is Any there, and
+    # returning Any failed the compiled build's strict check (`pip install .`).
+    slot: int = key_slot(owner_key(queue))
+    return slot
 
 
 class Lease:

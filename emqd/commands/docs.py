@@ -95,6 +95,7 @@ _JOB_OPTIONS = [  # EMQ.ADD's, and each job's of EMQ.FLOW
     integer("max-attempts", token="MAXATTEMPTS", optional=True),
     string("backoff-rule", token="BACKOFF", optional=True),
     string("group", token="GROUP", optional=True),
+    string("trace-context", token="TRACE", optional=True),
 ]
 _ON_CHILD_FAIL = oneof("on-child-fail", pure("fail"), pure("ignore"), pure("remove"),
                        token="ONCHILDFAIL", optional=True)
@@ -330,7 +331,8 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
     "emq.add": [
         _QUEUE, string("payload"), *_JOB_OPTIONS,
         block("unique", string("key", token="UNIQUE"),
-              integer("ttl-ms", token="TTL", optional=True), optional=True),
+              integer("ttl-ms", token="TTL", optional=True), pure("replace", optional=True),
+              pure("extend", optional=True), optional=True),
     ],
     "emq.flow": [
         _QUEUE, string("payload"), *_JOB_OPTIONS, _ON_CHILD_FAIL,
@@ -359,7 +361,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
                             pure("off"))],
     "emq.claim": [
         _QUEUE, integer("lease-ms"), integer("count", token="COUNT", optional=True),
-        integer("block-ms", token="BLOCK", optional=True),
+        integer("block-ms", token="BLOCK", optional=True), pure("withtrace", optional=True),
     ],
     "emq.complete": [_QUEUE, _ID, _TOKEN, string("result", token="RESULT", optional=True)],
     "emq.fail": [
@@ -367,7 +369,7 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
         integer("max-attempts", token="MAXATTEMPTS", optional=True),
         integer("backoff-ms", token="BACKOFF", optional=True),
     ],
-    "emq.requeue": [_QUEUE, _ID, _TOKEN],
+    "emq.requeue": [_QUEUE, _ID, _TOKEN, integer("delay-ms", token="DELAY", optional=True)],
     "emq.extend": [_QUEUE, _ID, _TOKEN, integer("lease-ms")],
     "emq.progress": [_QUEUE, _ID, _TOKEN, string("value")],
     "emq.log": [_QUEUE, _ID, _TOKEN, string("line")],
@@ -384,6 +386,12 @@ ARGUMENTS: dict[str, list[dict[bytes, Any]]] = {
                                   string("id", token="ID"), optional=True)],
     "emq.revive": [_QUEUE, _ID, pure("reset", optional=True)],
     "emq.remove": [_QUEUE, _ID],
+    "emq.cancel": [_QUEUE, _ID, string("reason", token="REASON", optional=True)],
+    "emq.worker": [_QUEUE, oneof("order", pure("quiet"), pure("stop"), pure("run")),
+                   string("name")],
+    "emq.beat": [_QUEUE, string("name")],
+    "emq.metrics": [_QUEUE, integer("from-ms", token="FROM", optional=True),
+                    integer("to-ms", token="TO", optional=True)],
     "emq.get": [_QUEUE, _ID],
     "emq.owner": [_QUEUE],
     "emq.front": [oneof("form", pure("challenge"),

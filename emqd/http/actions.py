@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import hiredis
 from aiohttp import web
 
-from emqd import dispatch
+from emqd import dispatch, worker_name
 from emqd.errors import ReplyError
 from emqd.http import reading
 from emqd.http.context import Dashboard, found, job_url, queue_url, segment
 from emqd.numbers import parse_int
+from emqd.plan import AGAIN, Later
+from emqd.reply import Raw
 from emqd.session import Session
 
 REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
@@ -41,7 +44,7 @@ async def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]
     core = dashboard.core
     session = Session(core, addr="http")
     session.authenticated = True
-    replies = [dispatch.execute(session, argv) for argv in argvs]
+    replies = [await _answer(session, argv) for argv in argvs]
     dashboard.wake()
     commit = core.commit
     if session.log_mark > commit.sink.durable:
@@ -59,14 +62,32 @@ async def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]
     return replies
 
 
+async def _answer(session: Session, argv: list[bytes]) -> Any:
+    """One verb's reply. In cluster mode a verb of a queue another front owns is answered
+    there (the router's `Later`: its reply's bytes, an error read back as a ReplyError),
+    or runs here once this front took the queue (AGAIN), as a connection's would."""
+    reply = dispatch.execute(session, argv)
+    while isinstance(reply, Later):
+        reply = await reply.future
+        if reply is AGAIN:
+            reply = dispatch.execute(session, argv)
+    if isinstance(reply, Raw):  # another front's reply, as it sent it: read back as a value
+        reader = hiredis.Reader()
+        reader.feed(reply.data)
+        value = reader.gets()
+        return ReplyError(str(value)) if isinstance(value, hiredis.ReplyError) else value
+    return reply
+
+
 async def run_verb(dashboard: Dashboard, argv: list[bytes]) -> Any:
     return (await run_verbs(dashboard, [argv]))[0]
 
 
 def _refused(dashboard: Dashboard, request: web.Request, argv: list[bytes],
              error: ReplyError) -> web.Response:
+    back = "/workers" if argv[0] == b"EMQ.WORKER" else queue_url(argv[1])
     return dashboard.render(request, "refused.html", status=409, command=b" ".join(argv),
-                            message=error.message, back=queue_url(argv[1]))
+                            message=error.message, back=back)
 
 
 def _back(request: web.Request, queue: bytes, job_id: bytes | None, form: Any,
@@ -74,12 +95,14 @@ def _back(request: web.Request, queue: bytes, job_id: bytes | None, form: Any,
     """303 to the page the form came from (named by its `back` field, never a URL)."""
     back = form.get("back")
     if back == "dead":
-        url = queue_url(queue, "/dead")
+        url = queue_url(queue, "/dead?")
     elif back == "job" and job_id is not None:
-        url = job_url(queue, job_id)
+        url = job_url(queue, job_id, "?")
+    elif back == "active":  # the active tab's row buttons
+        url = queue_url(queue, "?state=active&")
     else:
-        url = queue_url(queue)
-    raise web.HTTPSeeOther(f"{url}?done={done}")
+        url = queue_url(queue, "?")
+    raise web.HTTPSeeOther(f"{url}done={done}")
 
 
 async def steer(request: web.Request) -> web.Response:
@@ -94,12 +117,16 @@ async def steer(request: web.Request) -> web.Response:
     return _back(request, queue, None, await request.post(), verb.decode() + "d")
 
 
-_JOB_VERBS = {b"revive": b"EMQ.REVIVE", b"promote": b"EMQ.PROMOTE", b"remove": b"EMQ.REMOVE"}
-_DONE = {b"revive": "revived", b"promote": "promoted", b"remove": "removed"}
+_JOB_VERBS = {b"revive": b"EMQ.REVIVE", b"promote": b"EMQ.PROMOTE", b"remove": b"EMQ.REMOVE",
+              b"cancel": b"EMQ.CANCEL"}
+_DONE = {b"revive": "revived", b"promote": "promoted", b"remove": "removed",
+         b"cancel": "cancelled"}
+# What a job cancelled here tells its worker (EMQCANCELLED job was cancelled: ...).
+CANCEL_REASON = b"cancelled from the dashboard"
 
 
 async def job_action(request: web.Request) -> web.Response:
-    """POST /queues/{queue}/jobs/{id}/revive, /promote, /remove."""
+    """POST /queues/{queue}/jobs/{id}/revive, /promote, /remove, /cancel."""
     dashboard = Dashboard.of(request)
     queue = found(request, dashboard.core.keyspace)
     job_id = segment(request, 3)
@@ -112,17 +139,40 @@ async def job_action(request: web.Request) -> web.Response:
         argv.append(job_id)
     if action == b"revive" and form.get("reset"):
         argv.append(b"RESET")
+    if action == b"cancel":
+        argv += [b"REASON", CANCEL_REASON]
     reply = await run_verb(dashboard, argv)
     if isinstance(reply, ReplyError):
         return _refused(dashboard, request, argv, reply)
     if action == b"promote" and reply == 0:
         return _refused(dashboard, request, argv, ReplyError("the job is not scheduled"))
+    if action in (b"remove", b"cancel") and reply in (0, None):
+        return _refused(dashboard, request, argv, ReplyError("there is no such job"))
     if action == b"remove":
-        if reply == 0:
-            return _refused(dashboard, request, argv, ReplyError("there is no such job"))
         if form.get("back") == "job":  # its page is gone
             raise web.HTTPSeeOther(queue_url(queue) + "?done=removed")
     return _back(request, queue, job_id, form, _DONE[action])
+
+
+async def order_worker(request: web.Request) -> web.Response:
+    """POST /workers/quiet, /stop, /run: EMQ.WORKER for each queue the worker's name lists.
+
+    The worker is named by the form (its connections' name, the worker form of
+    emqd/worker_name.py); a name not in that form names no queue, and is a 400.
+    """
+    dashboard = Dashboard.of(request)
+    order = segment(request, 1)
+    form = await request.post()
+    name = str(form.get("name", ""))
+    known = worker_name.parse(name)
+    if known is None or not known.queues:
+        raise web.HTTPBadRequest(reason="name a worker of the form emqd-worker?...&queue=...")
+    argvs = [[b"EMQ.WORKER", queue.encode(), order.upper(), name.encode()]
+             for queue in known.queues]
+    for argv, reply in zip(argvs, await run_verbs(dashboard, argvs), strict=True):
+        if isinstance(reply, ReplyError):
+            return _refused(dashboard, request, argv, reply)
+    raise web.HTTPSeeOther(f"/workers?done={order.decode()}")
 
 
 async def revive_all(request: web.Request) -> web.Response:

@@ -61,6 +61,7 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
     get("/live/overview", pages.overview_live)
     get("/metrics", pages.metrics)
     get("/workers", workers.workers_page)
+    post("/workers/{order:quiet|stop|run}", actions.order_worker)
     get("/queues/{queue}", pages.queue_page)
     get("/queues/{queue}/dead", pages.dead_page)
     get("/queues/{queue}/dead/revive-all", pages.revive_all_confirm)
@@ -68,7 +69,7 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
     post("/queues/{queue}/{verb:pause|resume}", actions.steer)
     post("/queues/{queue}/completed/clean", cleaning.clean_completed)
     get("/queues/{queue}/jobs/{id}", pages.job_page)
-    post("/queues/{queue}/jobs/{id}/{action:revive|promote|remove}", actions.job_action)
+    post("/queues/{queue}/jobs/{id}/{action:revive|promote|remove|cancel}", actions.job_action)
     app.router.add_static("/static/", STATIC)
     return app
 

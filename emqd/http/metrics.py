@@ -55,6 +55,7 @@ COUNTER_HELP = {
     "dead": "Jobs that died (dead-lettered)",
     "stalled": "Counted stall recoveries (a lease ran out under a live server)",
     "revived": "Dead jobs revived",
+    "cancelled": "Jobs cancelled (EMQ.CANCEL), running or not",
 }
 
 

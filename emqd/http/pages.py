@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock
-from emqd.http import present, reading
+from emqd.http import present, reading, trends
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.cleaning import CLEAN_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
@@ -31,11 +31,21 @@ NOTICES = {
     "revived": "The job is pending again.",
     "promoted": "The job is pending now.",
     "removed": "The job was removed.",
+    "cancelled": "The job was cancelled: it will not run again, and a worker that holds it "
+                 "is told at its next call about it.",
 }
 
 # What a state's score means, for the list's time column.
 SCORE_MEANING = {"active": "lease until", "scheduled": "due", "dead": "died",
-                 "completed": "finished", "waiting": "waiting since"}
+                 "completed": "finished", "waiting": "waiting since",
+                 "cancelled": "cancelled"}
+
+# The list pages' "token" column (the row's `attempts`): what its number is, since a job added
+# under an explicit id starts above its queue's earlier tokens and shows 8 after one run.
+TOKEN_HINT = ("the fencing token of the job's last claim (the row's attempts), one higher at "
+              "each claim. It is not a count of runs: a job added under an explicit id starts "
+              "above every token its queue issued before, so its first claim can show 8. "
+              "– : not claimed yet.")
 
 COUNTERS_EXPLAINED = {
     "attempts": "the fencing token: the last one issued, one higher at each claim (a job "
@@ -129,14 +139,20 @@ async def queue_page(request: web.Request) -> web.Response:
     order = request.query.get("order", "next" if state == "pending" else "newest")
     if order not in ("next", "newest") or (order == "next" and state != "pending"):
         raise web.HTTPBadRequest(reason="order must be next (pending only) or newest")
-    figures = reading.queue_figures(keyspace, queue, clock.now_ms())
+    window = request.query.get("history", trends.DEFAULT_WINDOW)
+    if window not in trends.WINDOWS:
+        raise web.HTTPBadRequest(reason=f"history must be one of {', '.join(trends.WINDOWS)}")
+    now = clock.now_ms()
+    figures = reading.queue_figures(keyspace, queue, now)
     context: dict[str, Any] = {
         "queue": queue, "figures": figures, "state": state, "states": reading.STATES,
         "notice": _notice(request), "wanted_id": wanted_id, "needle": needle,
         "meaning": SCORE_MEANING.get(state), "page": page, "search": None,
         "schedules": reading.schedules(keyspace, queue),
         "rate": reading.rate_limit(keyspace, queue), "order": order,
-        "clean_max": CLEAN_MAX, "now": clock.now_ms(),
+        "clean_max": CLEAN_MAX, "now": now, "token_hint": TOKEN_HINT,
+        "trends": trends.charts(reading.history(keyspace, queue, 0, now), window, now),
+        "window": window, "windows": list(trends.WINDOWS), "window_label": trends.window_label,
     }
     if needle:
         offset = parse_int(request.query.get("from", "0").encode())

@@ -26,6 +26,7 @@ The counters and where the core keeps them:
     retried_total     metrics         retried    (FAILs that scheduled a retry)
     stalled_total     metrics         stalled    (counted stall recoveries)
     revived_total     metrics         revived
+    cancelled_total   metrics         cancelled  (jobs EMQ.CANCEL ended)
 
 EMQ.STATS gives each under the same name, /metrics as `emqd_jobs_<name>`.
 """
@@ -41,15 +42,17 @@ from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import parse_int
 from emqd.rules import job_log, rates
 from emqd.rules.lanes import FLAT, LANES_PENDING
+from emqd.rules.minutes import Minute
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
+from emqd.verbs import beat, metrics, repeats
 from emqd.verbs import children as children_verb
-from emqd.verbs import repeats
 from emqd.verbs.pause import PAUSED, is_paused
 
-STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed")
-COUNTERS = ("added", "completed", "failures", "retried", "dead", "stalled", "revived")
+STATES = ("pending", "active", "scheduled", "waiting", "dead", "completed", "cancelled")
+COUNTERS = ("added", "completed", "failures", "retried", "dead", "stalled", "revived",
+            "cancelled")
 SEARCH_ROWS = 10_000  # rows one payload search looks at, at most
 SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
 
@@ -64,6 +67,7 @@ def _counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
         "dead": (keys.metrics_failed, b"count"),
         "stalled": (metrics, b"stalled"),
         "revived": (metrics, b"revived"),
+        "cancelled": (metrics, b"cancelled"),
     }
 
 
@@ -229,6 +233,21 @@ def rate_limit(keyspace: Keyspace, queue: bytes) -> tuple[int, int] | None:
     except ReplyError:
         return None
     return None if rate is None else (rate.max, rate.per_ms)
+
+
+def history(keyspace: Keyspace, queue: bytes, start_ms: int, end_ms: int) -> list[Minute]:
+    """The queue's recorded minutes that begin in [start_ms, end_ms], as EMQ.METRICS reads
+    them; none when a client's write left them unreadable (EMQ.METRICS says why)."""
+    try:
+        return metrics.history(keyspace, queue_keys(queue), start_ms, end_ms)
+    except ReplyError:
+        return []
+
+
+def worker_order(keyspace: Keyspace, queue: bytes, name: bytes) -> bytes:
+    """What the worker named `name` is asked on `queue` (EMQ.BEAT's answer: run, quiet, stop);
+    `run` when the key holds the other type."""
+    return beat.order_of(_hget(keyspace, queue_keys(queue).workers, name))
 
 
 def children(keyspace: Keyspace, queue: bytes, job_id: bytes) -> list[list[Any]]:

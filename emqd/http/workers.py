@@ -10,6 +10,11 @@ queue's term) whose holder is one of
 the worker's connections is the worker's. So a held job shows here after its
 worker's next heartbeat even across a restart or a reconnect.
 
+Each worker in the worker form has Quiet, Stop and Resume buttons: the page
+shows what it is asked now (the strongest of its queues' instructions, EMQ.BEAT's
+answer: stop, quiet or run), and each button sends EMQ.WORKER for every queue
+its name lists (actions.py `order_worker`), which it learns at its next beat.
+
 Cost: O(clients) for the workers and O(active jobs) for what they hold, read
 in one pass of every queue's `active` set and bounded by ACTIVE_SHOWN rows
 (the page says when it stopped there).
@@ -27,10 +32,19 @@ from emqd.core import Core
 from emqd.http import reading
 from emqd.http.context import Dashboard
 from emqd.numbers import parse_int
+from emqd.rules.args import is_queue_name
 from emqd.rules.job import CLAIMED_MS, HOLDER, LEASE_EPOCH
 from emqd.session import Session
+from emqd.store.keyspace import Keyspace
 
 ACTIVE_SHOWN = 10_000  # active rows one page reads, at most
+NOTICES = {
+    "quiet": "The worker is asked to claim nothing more: it learns it at its next beat, and "
+             "finishes what it holds.",
+    "stop": "The worker is asked to finish what it holds and exit: it learns it at its next "
+            "beat.",
+    "run": "The worker is asked to go on claiming.",
+}
 HELD_LISTED = 50  # a worker's held jobs listed by id (the rest are counted)
 
 
@@ -49,6 +63,7 @@ class Worker:
     known: worker_name.WorkerName | None  # None: a name not in the worker form
     connections: list[Session]
     held: list[Held] = field(default_factory=list)
+    order: str = "run"  # what it is asked: run, quiet or stop (its queues' strongest)
 
     @property
     def since_ms(self) -> int:
@@ -101,8 +116,23 @@ def roster(state: Core) -> Roster:
             (unheld if holder is None else holder.held).append(held)
     workers = [worker for worker in by_name.values()
                if worker.known is not None or worker.held]
+    for worker in workers:
+        worker.order = order_of(keyspace, worker)
     workers.sort(key=lambda worker: (worker.known is None, worker.name))
     return Roster(workers, unheld, read, cut)
+
+
+STRENGTH = {b"run": 0, b"quiet": 1, b"stop": 2}
+
+
+def order_of(keyspace: Keyspace, worker: Worker) -> str:
+    """The strongest instruction any of the worker's queues holds for it (stop > quiet)."""
+    if worker.known is None:
+        return "run"
+    name = worker.connections[0].name
+    orders = [reading.worker_order(keyspace, queue.encode(), name)
+              for queue in worker.known.queues if is_queue_name(queue.encode())]
+    return max(orders, key=STRENGTH.__getitem__, default=b"run").decode()
 
 
 async def workers_page(request: web.Request) -> web.Response:
@@ -110,6 +140,7 @@ async def workers_page(request: web.Request) -> web.Response:
     dashboard = Dashboard.of(request)
     found = roster(dashboard.core)
     context: dict[str, Any] = {"roster": found, "listed": HELD_LISTED, "now": clock.now_ms(),
-                               "shown": ACTIVE_SHOWN}
+                               "shown": ACTIVE_SHOWN, "notice": NOTICES.get(
+                                   request.query.get("done", ""))}
     return dashboard.render(request, "workers.html", **context)
 

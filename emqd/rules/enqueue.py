@@ -63,6 +63,7 @@ class NewJob:
     backoff: bytes | None = None
     group: bytes | None = None
     fields: list[bytes] = field(default_factory=list)  # name, value, ... (parent, repeat, ...)
+    trace: bytes | None = None  # TRACE: the producer's trace context (protocol section 22.4)
 
     def row_fields(self) -> list[bytes]:
         """The option fields, only those given (ADD's rule), then the feature's own."""
@@ -75,6 +76,8 @@ class NewJob:
             out += [b"backoff", self.backoff]
         if self.group is not None:
             out += [lanes.GROUP, self.group]
+        if self.trace is not None:
+            out += [job.TRACE, self.trace]
         return out + self.fields
 
 

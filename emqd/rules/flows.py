@@ -18,11 +18,13 @@ What the rows hold:
 Its record: `p.."children:"..PID` (zset: each child's row key, scored by its
 place in the flow) and `p.."results:"..PID` (hash: child row key -> the
 RESULT it completed with, written by the child's COMPLETE, so a result
-outlives the retention of the child's row). Both are deleted with the
-parent: when it completes, or when its row is deleted (REMOVE, retention).
+outlives the retention of the child's row). Both live as long as the
+parent's row: they are deleted with it (REMOVE, retention), never when it
+completes, so a finished parent still lists its children.
 
 Settling, per `on_child_fail`: a child that completes is settled. A child
-that dies is settled under `ignore`; under `fail` and `remove` it counts
+that dies, or is cancelled (EMQ.CANCEL: it will not run again either), is
+settled under `ignore`; under `fail` and `remove` it counts
 against its parent (`children_dead` + 1), and the first such death kills the
 parent (state dead, `last_error` `child died: <child key>`); `remove` also
 deletes the parent's other children that are not running (pending,
@@ -79,9 +81,9 @@ REMOVE: Final = b"remove"
 POLICIES: Final = (FAIL, IGNORE, REMOVE)
 
 
-def child_died_error(child_key: bytes) -> bytes:
-    """The `last_error` of a parent killed by a child."""
-    return b"child died: " + child_key
+def child_died_error(child_key: bytes, how: bytes = b"died") -> bytes:
+    """The `last_error` of a parent killed by a child (`how`: died, or cancelled)."""
+    return b"child " + how + b": " + child_key
 
 
 def status(left: int, dead: int) -> bytes:
@@ -102,7 +104,7 @@ class _Parent:
     """One parent a plan touches: its counters as the plan changes them."""
 
     __slots__ = ("key", "keys", "id", "row", "policy", "left", "dead", "was", "now", "results",
-                 "cause")
+                 "cause", "how")
 
     def __init__(self, key: bytes, keys: QueueKeys, job_id: bytes, row: Hash) -> None:
         self.key = key
@@ -118,6 +120,7 @@ class _Parent:
         self.was = self.now = hashes.get(row, job.STATE)
         self.results: list[bytes] = []  # child key, result, ...
         self.cause: bytes | None = None  # the child whose death kills it in this plan
+        self.how = b"died"  # ... or whose cancel does (`cancelled`)
 
 
 class Flows:
@@ -172,7 +175,8 @@ class Flows:
             parent.left -= 1
             parent.results += [child_key, result or b""]
 
-    def died(self, child_key: bytes, row: Hash) -> None:
+    def died(self, child_key: bytes, row: Hash, how: bytes = b"died") -> None:
+        """A child dies, or is cancelled (`how`): the same to its parent but for its words."""
         parent = self._parent(row)
         if parent is None:
             return
@@ -182,6 +186,7 @@ class Flows:
             parent.dead += 1
             if parent.cause is None:
                 parent.cause = child_key
+                parent.how = how
 
     def revived(self, child_key: bytes, row: Hash) -> None:
         parent = self._parent(row)
@@ -200,7 +205,7 @@ class Flows:
         state = hashes.get(row, job.STATE)
         if state == job.COMPLETED:
             return
-        if state == job.DEAD:
+        if state == job.DEAD or state == job.CANCELLED:
             if parent.policy == IGNORE:
                 return  # settled when it died
             parent.dead -= 1
@@ -327,7 +332,7 @@ class Flows:
             ops.append(job.count_op(view, keys, b"revived"))
             self.events.append((events.REVIVED, keys.queue, job_id, now, None))
         if parent.now == job.DEAD:
-            error = child_died_error(parent.cause or b"")
+            error = child_died_error(parent.cause or b"", parent.how)
             ops.append(job.dead_row_op(keys, job_id, now, (
                 job.LAST_ERROR, error, FAILED_CHILD, parent.cause or b"", LEFT, b"%d" % left,
                 DEAD_CHILDREN, b"%d" % dead)))

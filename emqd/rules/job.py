@@ -47,6 +47,9 @@ HOLDER: Final[bytes] = b"holder"
 
 FINISHED_MS: Final[bytes] = b"finished_ms"
 PAYLOAD: Final[bytes] = b"payload"
+# The trace context its producer gave (ADD ... TRACE), which CLAIM ... WITHTRACE hands to the
+# worker: the server carries it, as bytes, and reads nothing in it (protocol section 22.4).
+TRACE: Final[bytes] = b"trace"
 
 PENDING: Final[bytes] = b"pending"
 ACTIVE: Final[bytes] = b"active"
@@ -54,6 +57,8 @@ SCHEDULED: Final[bytes] = b"scheduled"
 DEAD: Final[bytes] = b"dead"
 COMPLETED: Final[bytes] = b"completed"
 WAITING: Final[bytes] = b"waiting"  # a flow's parent, until its children are done (rules/flows.py)
+CANCELLED: Final[bytes] = b"cancelled"  # ended by EMQ.CANCEL (verbs/cancel.py)
+CANCEL_REASON: Final[bytes] = b"cancel_reason"  # its REASON, told to the job's holder
 
 
 def field(row: Hash, name: bytes) -> bytes | None:
@@ -83,13 +88,21 @@ def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     if attempts != token:
         raise _never_claimed(row) or errors.STALE_TOKEN()  # type: ignore[arg-type]
     if hashes.get(row, STATE) != ACTIVE or active is None or job_id not in active:  # type: ignore[arg-type]
-        raise _never_claimed(row) or errors.STALE_NOT_ACTIVE()  # type: ignore[arg-type]
+        raise _never_claimed(row) or _not_active(row)  # type: ignore[arg-type]
     return row  # type: ignore[return-value]
 
 
 def _never_claimed(row: Hash) -> ReplyError | None:
     """`job gone` for a row that holds a floor as `attempts` but was never claimed."""
     return None if hashes.has(row, CLAIMED_MS) else errors.STALE_GONE()
+
+
+def _not_active(row: Hash) -> ReplyError:
+    """The holder of a job no longer active: EMQCANCELLED (with the canceller's reason) when
+    EMQ.CANCEL ended it, so that the worker stops the handler; else `job not active`."""
+    if hashes.get(row, STATE) == CANCELLED:
+        return errors.cancelled(hashes.get(row, CANCEL_REASON))
+    return errors.STALE_NOT_ACTIVE()
 
 
 def next_seq(stored: bytes | None, config: Config) -> int:
@@ -180,21 +193,21 @@ def leave_active_ops(keys: QueueKeys, job_id: bytes, row: Hash | None,
 # --- finishing: the set entry, the metric, the retention trim --------------------------
 def finish_ops(view: View, keys: QueueKeys, kind: bytes, ids: list[bytes], now: int,
                keep: int, keep_ms: int = 0) -> list[Op]:
-    """`ZADD completed|dead now id...`, the metric's `count` + len(ids), and the trim.
+    """`ZADD completed|dead|cancelled now id...`, the kind's counter + len(ids), and the trim.
 
     The rows' own fields (`state`, `finished_ms`, ...) are the caller's: they
-    differ per verb. The metric's `count` is written as its new value (HSET, as
-    count_op writes counters), so a plan counts each (queue, kind) in one call:
-    the verbs gather their deaths (ties.take_deaths) before calling it.
+    differ per verb. The counter is written as its new value (HSET, as count_op
+    writes counters), so a plan counts each (queue, kind) in one call: the verbs
+    gather their deaths (ties.take_deaths) before calling it.
     """
-    metric = metric_key(keys, kind)
-    count = incremented(view.hget(metric, b"count"), len(ids))
+    metric, name = metric_of(keys, kind)
+    count = incremented(view.hget(metric, name), len(ids))
     added = [(now, job_id) for job_id in ids]
     trim = retention.trim_ops(view, keys, kind.decode(), keep, added, keep_ms, now)
     zadd: list[Any] = [b"ZADD", retention.set_key(keys, kind.decode())]
     for job_id in ids:
         zadd += [now, job_id]
-    return [tuple(zadd), (b"HSET", metric, b"count", b"%d" % count), *trim]
+    return [tuple(zadd), (b"HSET", metric, name, b"%d" % count), *trim]
 
 
 def count_op(view: View, keys: QueueKeys, *names: bytes, by: int = 1) -> Op:
@@ -222,28 +235,40 @@ def set_of(keys: QueueKeys, row: Hash) -> bytes | None:
         return keys.dead
     if state == COMPLETED:
         return keys.completed
+    if state == CANCELLED:
+        return keys.cancelled
     return keys.waiting if state == WAITING else None
 
 
 def removal_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash,
                 ledger: lanes.Ledger) -> list[Op]:
     """Delete a job that is not active: its row (with its log, job_log.py) and the entry of
-    the set its state names.
+    the set its state names (`leave_set_ops`)."""
+    return [job_log.del_op(view, keys, [job_id]), *leave_set_ops(view, keys, job_id, row, ledger)]
+
+
+def leave_set_ops(view: View, keys: QueueKeys, job_id: bytes, row: Hash,
+                  ledger: lanes.Ledger) -> list[Op]:
+    """A job that is not active leaves the set its state names (none for an unknown state).
 
     A waiting lane job leaves with its lane bookkeeping (noted on `ledger`).
     """
-    ops: list[Op] = [job_log.del_op(view, keys, [job_id])]
     zkey = set_of(keys, row)
-    if zkey is not None:
-        zset = view.zset(zkey)
-        ops.append((b"ZREM", zkey, job_id))
-        if hashes.get(row, STATE) == PENDING and zset is not None and job_id in zset:
-            ledger.leave_waiting(lanes.group_of(row))
-    return ops
+    if zkey is None:
+        return []
+    zset = view.zset(zkey)
+    if hashes.get(row, STATE) == PENDING and zset is not None and job_id in zset:
+        ledger.leave_waiting(lanes.group_of(row))
+    return [(b"ZREM", zkey, job_id)]
 
 
-def metric_key(keys: QueueKeys, kind: bytes) -> bytes:
-    return keys.metrics_completed if kind == COMPLETED else keys.metrics_failed
+def metric_of(keys: QueueKeys, kind: bytes) -> tuple[bytes, bytes]:
+    """Where a kind of finished job is counted: (hash, field)."""
+    if kind == COMPLETED:
+        return keys.metrics_completed, b"count"
+    if kind == CANCELLED:
+        return keys.metrics, CANCELLED
+    return keys.metrics_failed, b"count"
 
 
 def dead_row_op(keys: QueueKeys, job_id: bytes, now: int, fields: tuple[bytes, ...]) -> Op:
@@ -251,4 +276,10 @@ def dead_row_op(keys: QueueKeys, job_id: bytes, now: int, fields: tuple[bytes, .
 
     `fields` is a tuple, not `*fields`: compiled, a call that spreads a tuple into a
     star parameter is a generic call (~2,400 instructions, a FAIL's dead letter)."""
-    return (b"HSET", keys.job(job_id), *fields, STATE, DEAD, FINISHED_MS, b"%d" % now)
+    return ended_row_op(keys, job_id, now, DEAD, fields)
+
+
+def ended_row_op(keys: QueueKeys, job_id: bytes, now: int, state: bytes,
+                 fields: tuple[bytes, ...]) -> Op:
+    """The row of a job that ended (dead, cancelled): `fields`, then state and time."""
+    return (b"HSET", keys.job(job_id), *fields, STATE, state, FINISHED_MS, b"%d" % now)

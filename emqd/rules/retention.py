@@ -1,7 +1,9 @@
 """Retention (protocol section 6.3): the oldest finished rows go, with their set entries and logs.
 
 `keep_completed` / `keep_dead` bound the `completed` and `dead` sets by count,
-`keep_completed_ms` / `keep_dead_ms` (0: off) by age: a row finished that
+`keep_completed_ms` / `keep_dead_ms` (0: off) by age (the `cancelled` set, of the
+jobs EMQ.CANCEL ended, by the completed settings: a cancelled job is a finished
+job without a result, and needs no knob of its own): a row finished that
 long ago is in excess too (a set is scored by finish time, so the rows too
 old are its front). A plan that adds finished jobs (COMPLETE, FAIL at the
 cap, a dead-lettering sweep or CLAIM) trims at most SLICE excess rows of that
@@ -16,8 +18,9 @@ so lowering a setting never stalls the loop. Dead letters deleted here are
 counted in field `trimmed` of p.."metrics:failed" (EMQ.STATS' `trimmed_dead`);
 completed rows are not counted (`completed_total` already counts them). A
 trimmed row that is a flow's parent takes its record with it
-(rules/flows.py): read only for dead rows, because a parent deletes its
-record itself when it completes.
+(rules/flows.py): a finished parent keeps its record (its children and their
+results) for as long as its row lives, so that its page and EMQ.CHILDREN still
+list them, and the trim that deletes the row deletes the record.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from emqd.store.zset import ZSet
 SLICE: Final = 100
 COMPLETED: Final = "completed"
 DEAD: Final = "dead"
+CANCELLED: Final = "cancelled"
+KINDS: Final = (COMPLETED, DEAD, CANCELLED)  # the sets of finished jobs, each trimmed
 TRIMMED: Final = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
 # the row field of a flow's parent (rules/flows.py): it has a record (typed: ties.py reads it
 # at import time, which mypyc cannot infer in the import cycle)
@@ -46,7 +51,17 @@ CHILDREN: Final[bytes] = b"children"
 
 
 def set_key(keys: QueueKeys, kind: str) -> bytes:
-    return keys.completed if kind == COMPLETED else keys.dead
+    if kind == COMPLETED:
+        return keys.completed
+    return keys.cancelled if kind == CANCELLED else keys.dead
+
+
+def kept(settings: queue_settings.Settings, kind: str) -> tuple[int, int]:
+    """(rows kept, their age limit in ms) of a kind of finished job: the dead letters by
+    `keep_dead*`, the completed and the cancelled jobs by `keep_completed*`."""
+    if kind == DEAD:
+        return settings.keep_dead, settings.keep_dead_ms
+    return settings.keep_completed, settings.keep_completed_ms
 
 
 def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
@@ -78,14 +93,13 @@ def trim_ops(view: View, keys: QueueKeys, kind: str, keep: int,
         victims = [member for _, member in sorted(
             [pair for pair in head if pair[1] not in new] + [(s, m) for s, m in added])[:excess]]
     delete = job_log.del_op(view, keys, victims)
-    if kind == DEAD:
-        records: list[bytes] = []
-        for victim in victims:
-            row = view.hash(keys.job(victim))
-            if row is not None and hashes.has(row, CHILDREN):
-                records += [keys.children(victim), keys.results(victim)]
-        if records:
-            delete = (*delete, *records)
+    records: list[bytes] = []
+    for victim in victims:
+        row = view.hash(keys.job(victim))
+        if row is not None and hashes.has(row, CHILDREN):
+            records += [keys.children(victim), keys.results(victim)]
+    if records:
+        delete = (*delete, *records)
     ops: list[Op] = [(b"ZREM", zkey, *victims), delete]
     if kind == DEAD:
         row = view.hash(keys.metrics_failed)
@@ -122,8 +136,8 @@ def plan(args: SliceArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     settings = queue_settings.of_queue(view, keys, args.config)
     ops: list[Op] = []
-    for kind, keep, keep_ms in ((COMPLETED, settings.keep_completed, settings.keep_completed_ms),
-                                (DEAD, settings.keep_dead, settings.keep_dead_ms)):
+    for kind in KINDS:
+        keep, keep_ms = kept(settings, kind)
         ops += trim_ops(view, keys, kind, keep, (), keep_ms, now_ms)
     deleted = sum(len(op) - 2 for op in ops if op[0] == b"ZREM")  # the victims, not their logs
     return Plan(ops, deleted, due=())
@@ -134,7 +148,8 @@ def next_aging(view: View, keys: QueueKeys, config: Config) -> int | None:
     or no row). Housekeeping's retention timer comes back then."""
     settings = queue_settings.of_queue(view, keys, config)
     times = []
-    for kind, keep_ms in ((COMPLETED, settings.keep_completed_ms), (DEAD, settings.keep_dead_ms)):
+    for kind in KINDS:
+        keep_ms = kept(settings, kind)[1]
         zset = view.zset(set_key(keys, kind)) if keep_ms else None
         first = None if zset is None else zset.first()
         if first is not None:

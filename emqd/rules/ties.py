@@ -21,7 +21,7 @@ from emqd.config import Config
 from emqd.events import Event
 from emqd.keys import QueueKeys
 from emqd.plan import AGING, Due, Op
-from emqd.rules import flows, job, lanes, unique
+from emqd.rules import flows, job, lanes, retention, unique
 from emqd.rules.settings import Settings
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash
@@ -60,12 +60,13 @@ class Ties:
         key = self.keys.job(job_id)
         if hashes.has(row, flows.PARENT):
             self.flows.completed(key, row, result)
-        self.own += flows.record_ops(self.keys, job_id, row)  # a parent is done with it
+        # A completed parent keeps its record (its children and their results) while its
+        # row lives: retention deletes the two together (retention.trim_ops).
         self.own += unique.release_ops(self.view, self.keys, job_id, row)
 
-    def died(self, job_id: bytes, row: Hash) -> None:
+    def died(self, job_id: bytes, row: Hash, how: bytes = b"died") -> None:
         if hashes.has(row, flows.PARENT):
-            self.flows.died(self.keys.job(job_id), row)
+            self.flows.died(self.keys.job(job_id), row, how)
         self.own += unique.release_ops(self.view, self.keys, job_id, row)
 
     def removed(self, job_id: bytes, row: Hash) -> None:
@@ -99,17 +100,18 @@ class Ties:
 
 
 class Ending:
-    """The tail of a plan that ends jobs (COMPLETE, a death by FAIL, the sweep or CLAIM),
-    deletes them (REMOVE) or revives them (REVIVE), in the one order each needs:
+    """The tail of a plan that ends jobs (COMPLETE, a death by FAIL, the sweep or CLAIM, a
+    CANCEL), deletes them (REMOVE) or revives them (REVIVE), in the one order each needs:
 
         the verb's own ops (`ops`: it appends them as it goes)
         what the jobs are tied to (flows' parents and records, unique keys: `Ties`)
-        the ended jobs' entry into `into` (completed or dead), counted and trimmed:
+        the ended jobs' entry into `into` (completed, dead or cancelled), counted and
+            trimmed:
             after the ties, so a parent that dies of its child is trimmed with it, and
             a trim that deletes a row comes after anything written to it
         the lanes' settle (slots given back, the ring set right)
 
-    A verb calls `completed` / `died` / `removed` / `revived` for each job, then
+    A verb calls `completed` / `died` / `cancelled` / `removed` / `revived` for each job, then
     `finish()`. Ties are built only for a tied row, so a hot verb pays for none.
     `busy`: the ids of every job the verb moves itself (flows leave them alone)."""
 
@@ -122,7 +124,7 @@ class Ending:
         self.now_ms = now_ms
         self.ledger = ledger
         self.busy = busy
-        self.into = into  # job.COMPLETED or job.DEAD: where `ended` go; None: nowhere
+        self.into = into  # job.COMPLETED, DEAD or CANCELLED: where `ended` go; None: nowhere
         self.settings = settings
         self.ops: list[Op] = []
         self.happened: list[Event] = []
@@ -150,6 +152,13 @@ class Ending:
         if tied(row):
             self._tie().removed(job_id, row)
 
+    def cancelled(self, job_id: bytes, row: Hash) -> None:
+        """EMQ.CANCEL ends it: to its parent as a death is (its ONCHILDFAIL rule decides),
+        its unique key free."""
+        self.ended.append(job_id)
+        if tied(row):
+            self._tie().died(job_id, row, job.CANCELLED)
+
     def revived(self, job_id: bytes, row: Hash) -> None:
         if tied(row):
             self._tie().revived(job_id, row)
@@ -170,10 +179,7 @@ class Ending:
         if self.ended and self.into is not None:
             settings = self.settings
             assert settings is not None
-            if self.into == job.DEAD:
-                keep, keep_ms = settings.keep_dead, settings.keep_dead_ms
-            else:
-                keep, keep_ms = settings.keep_completed, settings.keep_completed_ms
+            keep, keep_ms = retention.kept(settings, self.into.decode())
             ops += job.finish_ops(self.view, self.keys, self.into, self.ended, self.now_ms,
                                   keep, keep_ms)
             if keep_ms:

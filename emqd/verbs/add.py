@@ -1,5 +1,6 @@
 """EMQ.ADD queue payload [ID id] [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority]
-[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [UNIQUE key [TTL ttl-ms]]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [TRACE trace-context]
+[UNIQUE key [TTL ttl-ms] [REPLACE] [EXTEND]]
 
 Creates a job. Due now (no DELAY/AT, or a due time not in the future): it
 enters `pending` at `priority * 2^40 + seq` (with GROUP g: its lane
@@ -8,26 +9,32 @@ its due time. The row holds `state`, `payload`, `created_ms` and only the
 options given (`group` among them). `seq` is `meta.seq + 1`; without ID
 the id is that number, skipping numbers whose row a client already created.
 `meta.added` counts the jobs added (the metric `emqd_jobs_added_total`).
+TRACE keeps the producer's trace context (a W3C `traceparent`, up to 4096
+bytes, opaque to the server) in the row's `trace`, for CLAIM ... WITHTRACE.
 
 With UNIQUE key: while a job added with that key is live (pending,
 scheduled, active or waiting), or with TTL until the time has passed
 (unique.py), nothing is added and that job's id is answered; otherwise the
-new job holds the key (`unique` in its row, `p.."unique"`).
+new job holds the key (`unique` in its row, `p.."unique"`). With REPLACE and/or
+EXTEND, a holder that is still waiting (pending or scheduled) is changed instead
+(debounce.py): REPLACE gives it this add's payload and options, EXTEND restarts
+its due time (and its TTL hold) as this add's.
 
 Returns: the id (bulk string). With ID of an existing row nothing is written
 and the id is returned (idempotent enqueue). With UNIQUE the reply is always
-`[id, "added"]` or `[id, "exists"]` (the shape follows the arguments, as
-CLAIM's COUNT does): `exists` for the id of the live job holding the key, or
-of the existing row ID named.
+`[id, verdict]` (the shape follows the arguments, as CLAIM's COUNT does):
+`added`; `exists` for the id of the live job holding the key, or of the
+existing row ID named; `replaced` (REPLACE) or `extended` (EXTEND alone) for the
+waiting holder it changed.
 
-Errors: `ERR payload exceeds max-payload`; `ERR invalid queue name` / `invalid
+Errors: `ERR payload exceeds max-payload`; `ERR TRACE exceeds 4096 bytes`; `ERR invalid queue name` / `invalid
 job id`; `ERR DELAY must be a non-negative integer` (AT the same);
 `ERR PRIORITY must be an integer`, `ERR PRIORITY must be between -1000 and
 1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY is beyond 2^53
 ms, the last a score holds exactly (AT, and TTL, the same); `ERR MAXATTEMPTS must be a
 positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
-with AT, TTL without UNIQUE or a bad option; `ERR invalid group name`; `ERR
-invalid unique key` (1..256 bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq`
+with AT, TTL, REPLACE or EXTEND without UNIQUE, or a bad option; `ERR invalid
+group name`; `ERR invalid unique key` (1..256 bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq`
 (or `meta.added`) answers HINCRBY's text (a corrupt lane counter the same).
 Every refusal writes nothing.
 """
@@ -44,15 +51,18 @@ from emqd.keys import QUEUES, QueueKeys, queue_keys
 from emqd.numbers import MAX_TIME_MS, ms_text, parse_int
 from emqd.plan import BIG_VALUE, Plan, Shape, Slot
 from emqd.rules import args as parse_args
-from emqd.rules import enqueue, job, lanes, unique
+from emqd.rules import debounce, enqueue, job, lanes, unique
 from emqd.rules.backoff import parse_backoff
+from emqd.rules.job_log import MAX_LINE
 from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 
 OPTIONS: Final = frozenset({b"ID", b"DELAY", b"AT", b"PRIORITY", b"MAXATTEMPTS", b"BACKOFF",
-                     b"GROUP"})
+                     b"GROUP", b"TRACE"})
+TRACE_TOO_LONG: Final = errors.too_long("TRACE", MAX_LINE)
 _KEYWORDS: Final = OPTIONS | {b"UNIQUE", b"TTL"}
+_FLAGS: Final = frozenset({b"REPLACE", b"EXTEND"})  # UNIQUE's debounce (debounce.py)
 NAME: Final = "emq.add"
 SEQ: Final = enqueue.SEQ
 ADDED: Final = enqueue.ADDED
@@ -73,7 +83,7 @@ class AddArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
     __slots__ = ("keys", "payload", "id", "delay", "at", "priority", "max_attempts", "backoff",
-                 "group", "config", "unique", "ttl")
+                 "group", "config", "unique", "ttl", "replace", "extend", "trace")
 
     def __init__(
             self, keys: QueueKeys, payload: bytes, id: bytes | None, delay: int | None,
@@ -92,10 +102,13 @@ class AddArgs:
         self.config = config
         self.unique = unique
         self.ttl = ttl
+        self.replace = False  # REPLACE: a waiting holder takes this add's payload and options
+        self.trace: bytes | None = None  # TRACE: the producer's trace context
+        self.extend = False  # EXTEND: a waiting holder's due time restarts as this add's
 
     def new_job(self) -> enqueue.NewJob:
         return enqueue.NewJob(self.payload, self.priority, self.max_attempts, self.backoff,
-                              self.group)
+                              self.group, trace=self.trace)
 
 
 def parse(argv: list[bytes], config: Config) -> AddArgs:
@@ -105,16 +118,18 @@ def parse(argv: list[bytes], config: Config) -> AddArgs:
         raise errors.PAYLOAD_TOO_BIG()
     if len(argv) == 3:
         return AddArgs(keys, payload, None, None, None, None, None, None, None, config)
-    opts = parse_args.options(argv, 3, _KEYWORDS)
+    opts = parse_args.options(argv, 3, _KEYWORDS, _FLAGS)
     args = parse_options(keys, payload, opts, config)
     raw_unique, raw_ttl = opts.get(b"UNIQUE"), opts.get(b"TTL")
-    if raw_ttl is not None and raw_unique is None:
+    if raw_unique is None and (raw_ttl is not None or b"REPLACE" in opts or b"EXTEND" in opts):
         raise errors.SYNTAX()
     if raw_unique is not None:
         if not raw_unique or len(raw_unique) > parse_args.NAME_MAX:
             raise errors.INVALID_UNIQUE_KEY()
         args.unique = raw_unique
         args.ttl = None if raw_ttl is None else parse_args.positive(raw_ttl, "TTL")
+        args.replace = b"REPLACE" in opts
+        args.extend = b"EXTEND" in opts
     return args
 
 
@@ -139,7 +154,10 @@ def parse_options(keys: QueueKeys, payload: bytes, opts: dict[bytes, bytes | Non
         raise errors.INVALID_BACKOFF()
     raw_delay = opts.get(b"DELAY")
     raw_at = opts.get(b"AT")
-    return AddArgs(
+    raw_trace = opts.get(b"TRACE")
+    if raw_trace is not None and len(raw_trace) > MAX_LINE:
+        raise TRACE_TOO_LONG()
+    args = AddArgs(
         keys=keys,
         payload=payload,
         id=None if raw_id is None else parse_args.job_id(raw_id),
@@ -151,6 +169,8 @@ def parse_options(keys: QueueKeys, payload: bytes, opts: dict[bytes, bytes | Non
         group=None if raw_group is None else parse_args.group_name(raw_group),
         config=config,
     )
+    args.trace = raw_trace
+    return args
 
 
 def due_time(args: AddArgs, now_ms: int) -> int | None:
@@ -181,7 +201,8 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
         return Plan([], args.id, None, ())  # idempotent: the job exists
     if (due is not None or ring is not None or args.id is not None or args.priority is not None
             or args.max_attempts is not None or args.backoff is not None
-            or args.group is not None or queues is None or keys.queue not in queues
+            or args.group is not None or args.trace is not None or queues is None
+            or keys.queue not in queues
             or len(args.payload) >= BIG_VALUE):  # a big payload is logged uncopied
         new = enqueue.Enqueue(view, args.config, now_ms)
         job_id = new.add(keys, args.new_job(), args.id, due)
@@ -206,12 +227,16 @@ def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
         return Plan([], [args.id, EXISTS], None, ())
     owner = unique.holder(view, keys, key, now_ms)
     if owner is not None:
-        return Plan([], [owner, EXISTS], None, ())
-    until = None
-    if args.ttl is not None:
-        if now_ms + args.ttl > MAX_TIME_MS:
-            raise errors.invalid_time("TTL", NAME)
-        until = now_ms + args.ttl
+        waiting = None if not (args.replace or args.extend) else debounce.waiting(view, keys,
+                                                                                  owner)
+        if waiting is None:
+            return Plan([], [owner, EXISTS], None, ())
+        asked = debounce.Change(args.new_job() if args.replace else None, args.extend, due,
+                                _until(args, now_ms) if args.extend else None)
+        done = debounce.change(view, keys, args.config, now_ms, owner, waiting, asked)
+        verdict = debounce.REPLACED if args.replace else debounce.EXTENDED
+        return Plan(done.ops, [owner, verdict], done.events, tuple(done.due))
+    until = _until(args, now_ms)
     job = args.new_job()
     job.fields += [unique.UNIQUE, key]
     if until is not None:
@@ -220,6 +245,15 @@ def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
     created = new.add(keys, job, args.id, due)
     ops = [*new.ops(), *unique.take_ops(view, keys, key, created, until, now_ms)]
     return Plan(ops, [created, NEW], new.events, tuple(new.due))
+
+
+def _until(args: AddArgs, now_ms: int) -> int | None:
+    """When this add's TTL hold ends (None: no TTL)."""
+    if args.ttl is None:
+        return None
+    if now_ms + args.ttl > MAX_TIME_MS:
+        raise errors.invalid_time("TTL", NAME)
+    return now_ms + args.ttl
 
 
 COMMANDS: Final = [

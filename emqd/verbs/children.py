@@ -8,8 +8,8 @@ is `completed` when its result was recorded (retention deleted the row), else
 until it completes. Only the direct children are listed; a child that has
 children of its own is asked the same way.
 
-The record lives while the parent can still run: it is deleted when the
-parent completes, so a completed parent answers an empty list.
+The record lives as long as the parent's row: a completed parent still lists
+its children, until REMOVE or retention deletes its row (and the record with it).
 
 Returns: the array (empty for a job without children), or nil when there is
 no such job.

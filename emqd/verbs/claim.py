@@ -1,4 +1,4 @@
-"""EMQ.CLAIM queue lease-ms [COUNT count] [BLOCK block-ms]
+"""EMQ.CLAIM queue lease-ms [COUNT count] [BLOCK block-ms] [WITHTRACE]
 
 Takes up to n (default 1) jobs from the front of `pending` (lowest score,
 ties to the smaller id); when the queue has lanes that can be served (its
@@ -31,7 +31,9 @@ the queue's rate limit that holds it, it is run again when the window has
 room (Block.wake_at_ms: a timer). Inside MULTI, BLOCK is ignored.
 
 Returns: without COUNT, `[id, token, payload, failures]` or nil (`*-1`);
-with COUNT, an array of such arrays (empty when none).
+with COUNT, an array of such arrays (empty when none). With WITHTRACE, each
+job's array has a fifth element: the trace context its producer gave (ADD's
+TRACE, the row's `trace`), or nil.
 
 Errors: `ERR LEASE_MS must be a positive integer` (COUNT the same), `ERR BLOCK
 must be a non-negative integer`, `ERR invalid LEASE_MS in 'emq.claim' command`
@@ -64,6 +66,7 @@ from emqd.store.keyspace import View
 from emqd.verbs.pause import PAUSED, is_paused
 
 _KEYWORDS: Final = frozenset({b"COUNT", b"BLOCK"})
+_FLAGS: Final = frozenset({b"WITHTRACE"})
 NAME: Final = "emq.claim"
 MAX_COUNT: Final = 1000  # jobs one call hands out (~10 ms of the loop; a bigger COUNT is clamped)
 MAX_SKIPPED: Final = 1000  # ghosts and corrupt rows one call walks past before it stops
@@ -103,7 +106,7 @@ LANE_SHAPES: Final = {(stays, held): _lane_shape(stays, held)
 class ClaimArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
     # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
-    __slots__ = ("keys", "lease_ms", "count", "block", "config", "holder")
+    __slots__ = ("keys", "lease_ms", "count", "block", "config", "holder", "with_trace")
 
     def __init__(
             self, keys: QueueKeys, lease_ms: int, count: int | None, block: int | None,
@@ -114,6 +117,7 @@ class ClaimArgs:
         self.block = block
         self.config = config
         self.holder = b""  # with_holder: a named connection's id
+        self.with_trace = False  # WITHTRACE: each job's reply carries its trace context
 
 
 def with_holder(args: ClaimArgs, holder: bytes) -> ClaimArgs:
@@ -126,16 +130,18 @@ def parse(argv: list[bytes], config: Config) -> ClaimArgs:
     lease_ms = parse_args.positive(argv[2], "LEASE_MS")
     if len(argv) == 3:
         return ClaimArgs(keys, lease_ms, None, None, config)
-    opts = parse_args.options(argv, 3, _KEYWORDS)
+    opts = parse_args.options(argv, 3, _KEYWORDS, _FLAGS)
     count = opts.get(b"COUNT")
     block = opts.get(b"BLOCK")
-    return ClaimArgs(
+    args = ClaimArgs(
         keys=keys,
         lease_ms=lease_ms,
         count=None if count is None else parse_args.positive_capped(count, "COUNT", MAX_COUNT),
         block=None if block is None else parse_args.non_negative(block, "BLOCK"),
         config=config,
     )
+    args.with_trace = b"WITHTRACE" in opts
+    return args
 
 
 def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
@@ -236,13 +242,17 @@ def judge(row: Hash) -> int | bytes:
     return token
 
 
-def _claimed(keys: QueueKeys, job_id: bytes, row: Hash, token: bytes, now: int) -> tuple[Any, ...]:
-    """The reply row of one job and its `claimed` event."""
+def _claimed(args: ClaimArgs, job_id: bytes, row: Hash, token: bytes,
+             now: int) -> tuple[Any, ...]:
+    """The reply row of one job (with WITHTRACE, its trace context fifth) and its `claimed`
+    event."""
     failures = hashes.get(row, job.FAILURES)
     ready = parse_int(hashes.get(row, job.READY_MS) or hashes.get(row, job.CREATED_MS) or b"")
     extra = {"token": token, "wait_ms": now - ready if ready is not None else 0}
-    return ([job_id, token, hashes.get(row, job.PAYLOAD), int(failures or 0)],
-            (events.CLAIMED, keys.queue, job_id, now, extra))
+    reply = [job_id, token, hashes.get(row, job.PAYLOAD), int(failures or 0)]
+    if args.with_trace:
+        reply.append(hashes.get(row, job.TRACE))
+    return reply, (events.CLAIMED, args.keys.queue, job_id, now, extra)
 
 
 def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, deadline: int,
@@ -251,7 +261,7 @@ def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, 
     keys = args.keys
     job_id, row, number = found
     token = decimal(number)
-    reply, event = _claimed(keys, job_id, row, token, now)
+    reply, event = _claimed(args, job_id, row, token, now)
     holder = args.holder
     if holder:
         ops = ONE_HELD.ops(keys.pending, job_id, keys.job(job_id), token, run_id, ms_text(now),
@@ -285,7 +295,7 @@ def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline:
     keys = args.keys
     job_id, group = turn.job_id, turn.group
     token = decimal(turn.token)
-    reply, event = _claimed(keys, job_id, turn.row, token, now)
+    reply, event = _claimed(args, job_id, turn.row, token, now)
     values = [turn.lane_key, job_id, turn.row_key, token, run_id, ms_text(now)]
     if args.holder:
         values.append(args.holder)
@@ -320,7 +330,7 @@ def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], co
             stamp += (job.HOLDER, args.holder)
         ops.append((b"HSET", keys.job(job_id), *stamp))
         zadd += [deadline, job_id]
-        reply, event = _claimed(keys, job_id, row, token, now)
+        reply, event = _claimed(args, job_id, row, token, now)
         replies.append(reply)
         happened.append(event)
         if window is not None:

@@ -147,7 +147,8 @@ def _fields(args: CompleteArgs, now: bytes) -> list[Any]:
 
 def _shaped(args: CompleteArgs, view: View, now_ms: int, settings: queue_settings.Settings,
             group: bytes | None) -> tuple[list[Op], Shape] | None:
-    """A COMPLETE trimming at most one row, which has no log (nearly every COMPLETE):
+    """A COMPLETE trimming at most one row, which has no log and is no flow's parent
+    (nearly every COMPLETE):
     its ops from a Shape, without the lanes' ledger or the general trim; None
     otherwise. The plan finish_ops and retention.trim_ops would make, checked alike
     (tests/verbs/test_complete.py compares the two). A job of lane `group` also gets
@@ -174,6 +175,8 @@ def _shaped(args: CompleteArgs, view: View, now_ms: int, settings: queue_setting
         victim = retention.oldest_or(completed, (now_ms, args.id))
         if view.type_name(keys.log_prefix + victim) != "none":
             return None  # its log goes with it (job_log.del_op)
+        if view.type_name(keys.children_prefix + victim) != "none":
+            return None  # a flow's parent: its record goes with it (retention.trim_ops)
         values += [victim, keys.job(victim)]
     if group is None or back is None:
         return shape.ops(*values), shape

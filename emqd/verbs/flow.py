@@ -1,15 +1,15 @@
 """EMQ.FLOW queue payload [ID id] [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority]
-[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group]
+[MAXATTEMPTS max-attempts] [BACKOFF backoff-rule] [GROUP group] [TRACE trace-context]
 [ONCHILDFAIL <FAIL | IGNORE | REMOVE>] CHILD child-queue child-payload [ID id]
 [DELAY delay-ms | AT unix-time-ms] [PRIORITY priority] [MAXATTEMPTS max-attempts]
-[BACKOFF backoff-rule] [GROUP group] [ONCHILDFAIL <FAIL | IGNORE | REMOVE>] [UNDER under]
-[CHILD ...]
+[BACKOFF backoff-rule] [GROUP group] [TRACE trace-context] [ONCHILDFAIL <FAIL | IGNORE | REMOVE>]
+[UNDER under] [CHILD ...]
 
 One plan adds a parent and its children (rules/flows.py): each child may live
 in another queue, and may itself be the parent of later children (`UNDER n`
 names its parent: 0, the default, is the flow's parent, k the k-th CHILD of
 this call, which must come before it; so a cycle cannot be written). Options
-of each job: ADD's (ID, DELAY | AT, PRIORITY, MAXATTEMPTS, BACKOFF, GROUP),
+of each job: ADD's (ID, DELAY | AT, PRIORITY, MAXATTEMPTS, BACKOFF, GROUP, TRACE),
 and for a job with children ONCHILDFAIL fail|ignore|remove (default fail).
 
 A job with children waits in its queue's `waiting` set (`state waiting`)

@@ -1,4 +1,4 @@
-"""EMQ.REQUEUE queue id token
+"""EMQ.REQUEUE queue id token [DELAY delay-ms]
 
 The holder gives the job back without failing it. The plan for a flat job is
 exactly three writes: `ZREM active`, `HSET state pending`, `ZADD pending
@@ -7,10 +7,20 @@ lane job's ZADD goes to its lane, and its slot is given back (lanes.py). No
 counter, no `last_error`, no metric: the job keeps its whole retry budget,
 and the next CLAIM's token is one higher, so this holder's token is stale.
 
+With DELAY ms above 0, a snooze (River's JobSnooze, Oban's `{:snooze, s}`): the
+job waits in `scheduled` until now + DELAY instead (`state scheduled`, `ZADD
+scheduled`), and promotion puts it back at the front of its band then, as it
+does a retry. It spends neither a failure nor a stall: `failures` and `stalled`
+are not written, only `attempts` rises, at the next claim. DELAY 0 is the plain
+requeue.
+
 Returns: `OK`.
 
-Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`; a corrupt
-row `priority`; WRONGTYPE. Every refusal writes nothing.
+Errors: `EMQSTALE job gone` / `token mismatch` / `job not active`;
+`EMQCANCELLED ...` for a job cancelled while this token held it; `ERR DELAY must
+be a non-negative integer`; `ERR invalid DELAY in 'emq.requeue' command` when
+the due time is beyond 2^53 ms; `ERR syntax error`; a corrupt row `priority`;
+WRONGTYPE. Every refusal writes nothing.
 """
 
 from __future__ import annotations
@@ -19,14 +29,19 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
-from emqd import events
+from emqd import errors, events
 from emqd.command import verb_command
 from emqd.config import Config
+from emqd.events import Event
 from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Plan
+from emqd.numbers import MAX_TIME_MS
+from emqd.plan import SCHEDULED, Due, Op, Plan
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes
 from emqd.store.keyspace import View
+
+NAME: Final = "emq.requeue"
+_KEYWORDS: Final = frozenset({b"DELAY"})
 
 
 @dataclass(slots=True)
@@ -35,28 +50,47 @@ class RequeueArgs:
     id: bytes
     token: bytes
     config: Config
+    delay: int = 0  # DELAY: a snooze of that many ms (0: back to pending now)
 
 
 def parse(argv: list[bytes], config: Config) -> RequeueArgs:
-    return RequeueArgs(queue_keys(parse_args.queue_name(argv[1])), parse_args.job_id(argv[2]),
-                       argv[3], config)
+    keys = queue_keys(parse_args.queue_name(argv[1]))
+    job_id = parse_args.job_id(argv[2])
+    delay = 0
+    if len(argv) > 4:
+        raw = parse_args.options(argv, 4, _KEYWORDS).get(b"DELAY")
+        delay = 0 if raw is None else parse_args.non_negative(raw, "DELAY")
+    return RequeueArgs(keys, job_id, argv[3], config, delay)
 
 
 def plan(args: RequeueArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = job.held(view, keys, args.id, args.token)
-    job.check_entry(view, keys, row)
+    if args.delay:
+        due_ms = now_ms + args.delay
+        if due_ms > MAX_TIME_MS:
+            raise errors.invalid_time("DELAY", NAME)
+        view.check_zset(keys.scheduled)  # its type, before the plan ZADDs there
+    else:
+        job.check_entry(view, keys, row)
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
-    ops = [
-        *job.leave_active_ops(keys, args.id, row, ledger),
-        *job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger,
-                       ready_ms=now_ms),
-        *lanes.settle(ledger),
-    ]
-    return Plan(ops, "OK", [(events.RECOVERED, keys.queue, args.id, now_ms, None)], ())
+    ops: list[Op] = job.leave_active_ops(keys, args.id, row, ledger)
+    due: tuple[Due, ...] = ()
+    event: Event
+    if args.delay:
+        ops += [(b"HSET", keys.job(args.id), job.STATE, job.SCHEDULED),
+                (b"ZADD", keys.scheduled, due_ms, args.id)]
+        event = (events.SNOOZED, keys.queue, args.id, now_ms, {"due_ms": due_ms})
+        due = ((SCHEDULED, keys.queue, due_ms),)
+    else:
+        ops += job.enter_ops(keys, args.id, row, job.reentry_score(row), ledger=ledger,
+                             ready_ms=now_ms)
+        event = (events.RECOVERED, keys.queue, args.id, now_ms, None)
+    ops += lanes.settle(ledger)
+    return Plan(ops, "OK", [event], due)
 
 
 COMMANDS: Final = [
-    verb_command("emq.requeue", 4, "write fast", sys.modules[__name__],
-                 summary="Give a claimed job back without failing it")
+    verb_command(NAME, -4, "write fast", sys.modules[__name__],
+                 summary="Give a claimed job back without failing it, now or after a delay")
 ]

@@ -11,8 +11,9 @@ by position are not moved): `added_total` (`meta added`), `dead_total` (jobs
 that died: the same count as `failed_total`, which keeps its old name for
 existing readers), `failures_total` (every EMQ.FAIL: failed attempts, retried
 or not), `retried_total` (failures that scheduled a retry), `stalled_total`
-(counted stall recoveries) and `revived_total`, from `p.."metrics"`. A queue
-that never existed gives zeros.
+(counted stall recoveries) and `revived_total`, from `p.."metrics"`; then
+`cancelled` (the `cancelled` set's size) and `cancelled_total` (`metrics
+cancelled`: jobs EMQ.CANCEL ended). A queue that never existed gives zeros.
 
 Cost: O(1) whatever the number of lanes. The lanes' waiting jobs are not
 counted lane by lane: whoever moves a job into or out of a lane keeps the
@@ -82,6 +83,8 @@ def counts(view: View, keys: QueueKeys) -> dict[bytes, int]:
         b"retried_total": _counter(view.hget(keys.metrics, b"retried")),
         b"stalled_total": _counter(view.hget(keys.metrics, b"stalled")),
         b"revived_total": _counter(view.hget(keys.metrics, b"revived")),
+        b"cancelled": view.zcard(keys.cancelled),
+        b"cancelled_total": _counter(view.hget(keys.metrics, b"cancelled")),
     }
 
 

@@ -1,6 +1,6 @@
 """EMQ.WAIT queue id timeout-ms
 
-Waits until the job is finished: `completed` or `dead`. A job that already
+Waits until the job is finished: `completed`, `dead` or `cancelled`. A job that already
 is answers at once; otherwise the client parks on the job's row key, as a
 BLOCKed CLAIM parks (emqd/wire/protocol.py), and the verb is run again after
 every write to the row (each transition writes `state`, COMPLETE and the
@@ -12,8 +12,9 @@ job). A finished job answers for as long as its row is kept (retention), also
 after a restart, since the row is in the log.
 
 Returns: `["completed", result]` (the RESULT given to COMPLETE, nil without
-one) or `["dead", last_error]`; nil (`*-1` in RESP2, `_` in RESP3) at the
-timeout or at SHUTDOWN.
+one), `["dead", last_error]` or `["cancelled", reason]` (EMQ.CANCEL's REASON,
+nil without one); nil (`*-1` in RESP2, `_` in RESP3) at the timeout or at
+SHUTDOWN.
 
 Errors: `ERR no such job` when the job has no row (at the call, or once its
 row was deleted while the client waited); `ERR TIMEOUT_MS must be a
@@ -67,10 +68,12 @@ def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Any:
         return [state, hashes.get(row, RESULT)]
     if state == job.DEAD:
         return [state, hashes.get(row, job.LAST_ERROR)]
+    if state == job.CANCELLED:
+        return [state, hashes.get(row, job.CANCEL_REASON)]
     return Block((args.row_key,), args.timeout_ms, NULL_ARRAY)
 
 
 COMMANDS: Final = [
     verb_command("emq.wait", 4, "readonly blocking", sys.modules[__name__],
-                 summary="Wait until a job is completed or dead")
+                 summary="Wait until a job is completed, dead or cancelled")
 ]

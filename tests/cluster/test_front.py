@@ -17,15 +17,18 @@ import redis
 from redis.exceptions import ClusterCrossSlotError, TryAgainError
 
 from emqd.bench.cluster import cluster_ports
+from emqd.http.security import CSRF_COOKIE
 from tests.cluster.support import (
     Cluster,
+    front,
     fronts_live,
     name_for,
     owner_and_other,
     start_fronts,
     until,
 )
-from tests.support import ServerProcess, start_emqd
+from tests.http.web import Web
+from tests.support import ServerProcess, free_port, start_emqd
 
 LEASE_MS = 2000
 
@@ -427,3 +430,100 @@ def test_batches_the_cluster_lost_are_written_back_with_no_write_to_find_them(
     until(loss.written_back, LEASE_MS / 1000 + 5, "the queue written back unasked")
     held = loss.check(set())
     assert len(held[loss.prefix + b"pending"]) == 9  # type: ignore[arg-type]
+
+
+# --- issue 38 ---------------------------------------------------------------------------------
+def test_issue_38_verbs_through_a_front_that_does_not_own_the_queue(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """Cancel, snooze, debounce, the trace context, quiet and stop, and the metrics history,
+    each run by the queue's owner for a client of the other front, and held by the cluster."""
+    peers = name_for(fronts, "peers")
+    assert cmd(fronts[0].port, "EMQ.ADD", peers, "first") == b"1"  # a front takes it
+    owner, other = owner_and_other(fronts, peers)
+    name = f"emqd-worker?host=h&pid=1&queue={peers}&concurrency=1&started=1"
+    with redis.Redis(port=other.port) as client:
+        run = client.execute_command
+        job, token = run("EMQ.CLAIM", peers, 30_000)[:2]
+        assert run("EMQ.CANCEL", peers, job, "REASON", "not needed") == b"active"
+        with pytest.raises(redis.ResponseError, match="^EMQCANCELLED job was cancelled: not"):
+            run("EMQ.EXTEND", peers, job, token, 30_000)
+        assert run("EMQ.ADD", peers, "later", "TRACE", "00-ab-cd-01") == b"2"
+        assert run("EMQ.CLAIM", peers, 30_000, "WITHTRACE") == [
+            b"2", b"1", b"later", 0, b"00-ab-cd-01"]
+        assert run("EMQ.REQUEUE", peers, "2", "1", "DELAY", 600_000) == b"OK"
+        assert run("EMQ.ADD", peers, "v1", "UNIQUE", "k", "DELAY", 600_000) == [b"3", b"added"]
+        assert run("EMQ.ADD", peers, "v2", "UNIQUE", "k", "DELAY", 600_000, "REPLACE",
+                   "EXTEND") == [b"3", b"replaced"]
+        assert run("EMQ.WORKER", peers, "QUIET", name) == b"OK"
+        assert run("EMQ.BEAT", peers, name) == b"quiet"
+        assert run("EMQ.METRICS", peers, "FROM", 0, "TO", 0) == []
+        stats = run("EMQ.STATS", peers)
+        assert (stats[b"cancelled"], stats[b"scheduled"]) == (1, 2)
+    assert cmd(other.port, "EMQ.OWNER", peers) == f"127.0.0.1:{owner.port}".encode()
+    with cluster.client() as store:
+        assert store.hget(f"emq:{{{peers}}}:job:1", "state") == b"cancelled"
+        assert store.zscore(f"emq:{{{peers}}}:cancelled", "1") is not None
+        assert store.hget(f"emq:{{{peers}}}:job:2", "state") == b"scheduled"
+        assert store.hget(f"emq:{{{peers}}}:job:3", "payload") == b"v2"
+        assert store.hget(f"emq:{{{peers}}}:workers", name).startswith(b"quiet ")
+
+
+def all_live(server: ServerProcess, count: int) -> None:
+    """Until `server` sees exactly `count` live fronts: one an earlier test stopped stays live
+    for its heartbeat's LIVE_MS, and an empty live front is where every new queue goes."""
+    until(lambda: fronts_live(server) == count, 15, f"{count} fronts live")
+
+
+def test_a_queues_history_is_in_the_cluster_and_answers_from_its_next_owner(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """The owner's clean shutdown lets its queue go, closing the minute in progress into the
+    cluster first (front.py `release`); the front that takes it next answers EMQ.METRICS
+    from what it loads. (The module's two fronts serve the cluster meanwhile.)"""
+    all_live(fronts[0], 2)
+    started = start_fronts(cluster, 2, "--cluster-lease-ms", "60000")
+    try:
+        all_live(started[0], 4)
+        charted = name_for(started, "charted")
+        assert cmd(started[0].port, "EMQ.ADD", charted, "job 0") == b"1"
+        owner, other = owner_and_other(started, charted)
+        with redis.Redis(port=owner.port) as client:
+            for i in range(1, 5):
+                client.execute_command("EMQ.ADD", charted, f"job {i}")
+            for _ in range(5):
+                job, token = client.execute_command("EMQ.CLAIM", charted, 30_000)[:2]
+                client.execute_command("EMQ.COMPLETE", charted, job, token)
+        owner.stop()  # SIGTERM: the minute is closed, written through, and the lease let go
+        with cluster.client() as store:
+            assert store.hkeys(f"emq:{{{charted}}}:minutes") == [b"cur"]
+        entries = cmd(other.port, "EMQ.METRICS", charted)
+        assert sum(entry[b"completed"] for entry in entries) == 5  # type: ignore[union-attr]
+        assert cmd(other.port, "EMQ.OWNER", charted) != f"127.0.0.1:{owner.port}".encode()
+    finally:
+        for server in started:
+            server.stop()
+
+
+def test_the_dashboard_of_a_front_asks_a_worker_wherever_its_queue_is_owned(
+        cluster: Cluster, fronts: list[ServerProcess]) -> None:
+    """The Workers page's Quiet on a third front: EMQ.WORKER runs at the queue's owner, the
+    module's front that took it (or the third, if the new live set hands it over), as a
+    client's request to that front would (the router's answer is awaited:
+    tests/http/test_actions.py pins that path without a cluster)."""
+    all_live(fronts[0], 2)
+    paged = name_for(fronts, "paged")
+    assert cmd(fronts[0].port, "EMQ.ADD", paged, "x") == b"1"  # before the third front joins
+    http_port = free_port()
+    viewer = front(cluster, "--http-port", str(http_port))
+    try:
+        all_live(viewer, 3)
+        name = f"emqd-worker?host=h&pid=2&queue={paged}&concurrency=1&started=2"
+        web = Web(http_port)
+        assert web.get("/workers").status == 200  # the page sets the CSRF cookie its forms repeat
+        csrf = next(cookie.value for cookie in web.cookies if cookie.name == CSRF_COOKIE)
+        done = web.post("/workers/quiet", {"csrf": csrf or "", "name": name})
+        assert done.status == 200 and done.url.endswith("/workers?done=quiet")
+        assert cmd(fronts[1].port, "EMQ.BEAT", paged, name) == b"quiet"
+        with cluster.client() as store:
+            assert store.hget(f"emq:{{{paged}}}:workers", name).startswith(b"quiet ")
+    finally:
+        viewer.stop()

@@ -266,3 +266,79 @@ def test_clean_completed_jobs_by_clicking(server: ServerProcess, r: redis.Redis,
     page.wait_for_url("**done=cleaned**")
     assert "1 completed jobs were removed." in page.locator(".notice").inner_text()
     assert sorted(r.zrange("emq:{mail}:completed", 0, -1)) == [b"2", b"3"]
+
+
+# --- issue 38: the metrics history's charts, a worker quieted and stopped ---------------------
+def test_the_history_charts_show_each_minute_as_emq_metrics_answers_it(
+        server: ServerProcess, r: redis.Redis, watched: Watched, tmp_path: Path) -> None:
+    """Three minutes of history, in the stored form housekeeping's close writes (the three
+    minutes before this one, which may span two hours): the charts show three points a
+    series, each with the reply's numbers. Screenshot: $EMQD_HISTORY_SCREENSHOT or a temp
+    file."""
+    from emqd.rules import minutes
+    from emqd.rules.minutes import Minute
+
+    now_minute = int(time.time() * 1000) // 60_000
+    made = [Minute(now_minute - 3 + i, 40 + 7 * i, 3 * i, i, (2 + i, 30 + i, 60 + i),
+                   (70 + i, 90 + 2 * i, 120 + 3 * i)) for i in range(3)]
+    hours: dict[int, bytes] = {}
+    for one in made:
+        hours[one.minute // 60] = hours.get(one.minute // 60, b"") + minutes.record(one)
+    blocks = [minutes.block(hour, records) for hour, records in sorted(hours.items())]
+    r.execute_command("EMQ.ADD", "mail", "x")
+    r.hset("emq:{mail}:minutes", mapping={"cur": blocks[-1], "old": b"".join(blocks[:-1])})
+    reply = r.execute_command("EMQ.METRICS", "mail")
+    assert [entry[b"completed"] for entry in reply] == [40, 47, 54]
+    page = watched.page
+    page.goto(f"http://127.0.0.1:{server.http_port}/queues/mail")
+    history = page.locator("section.history")
+    for chart, names in (("jobs", ("completed", "failures", "dead")),):
+        for name in names:
+            markers = history.locator(f'figure[data-chart="{chart}"] g.{name} circle.point')
+            assert markers.count() == 3
+            shown = [(int(markers.nth(i).get_attribute("data-minute")),
+                      int(markers.nth(i).get_attribute("data-value"))) for i in range(3)]
+            assert shown == [(entry[b"minute"], entry[name.encode()]) for entry in reply]
+    run = history.locator("figure").nth(2)
+    assert [int(run.locator("g.p99 circle.point").nth(i).get_attribute("data-value"))
+            for i in range(3)] == [entry[b"run_p99"] for entry in reply]
+    box = history.locator("figure").first.locator("svg").bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 60  # drawn, not hidden
+    path = Path(os.environ.get("EMQD_HISTORY_SCREENSHOT") or tmp_path / "history.png")
+    history.screenshot(path=str(path))
+    data = path.read_bytes()
+    assert data.startswith(PNG) and len(data) > 5_000
+
+
+def test_quiet_then_stop_a_running_worker_from_the_workers_page(
+        server: ServerProcess, r: redis.Redis, watched: Watched) -> None:
+    """A real emqd Worker holding a job: its row's Quiet and then Stop buttons (each asks
+    first) set what its beat answers on its queue; obeying it is the worker's side."""
+    r.execute_command("EMQ.ADD", "thumbs", "cat.jpg")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, f"redis://127.0.0.1:{server.port}"],
+                              env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 15
+        while r.execute_command("EMQ.STATS", "thumbs")[b"active"] == 0:
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.05)
+        name = next(client["name"] for client in r.client_list()
+                    if client["name"].startswith("emqd-worker?"))
+        page = watched.page
+        page.goto(f"http://127.0.0.1:{server.http_port}/workers")
+        row = page.locator("table.workers tbody tr")
+        page.once("dialog", lambda dialog: dialog.accept())
+        row.get_by_role("button", name="Quiet").click()
+        page.wait_for_url("**/workers?done=quiet")
+        assert r.execute_command("EMQ.BEAT", "thumbs", name) == b"quiet"
+        assert row.locator("td.order").get_attribute("data-order") == "quiet"
+        page.once("dialog", lambda dialog: dialog.accept())
+        row.get_by_role("button", name="Stop").click()
+        page.wait_for_url("**/workers?done=stop")
+        assert r.execute_command("EMQ.BEAT", "thumbs", name) == b"stop"
+        assert "finish what it holds and exit" in page.locator(".notice").inner_text()
+        assert row.get_by_role("button", name="Resume").count() == 1
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -142,6 +143,29 @@ def test_the_pending_tab_lists_the_claim_order_with_priorities(r: redis.Redis, w
     assert web.get("/queues/q?state=dead&order=next").status == 400
 
 
+def test_the_lists_label_the_token_and_say_what_it_counts(r: redis.Redis, web: Web) -> None:
+    """A job added under an explicit id starts above its queue's earlier tokens, so after
+    one run its `attempts` is 4 here, which a column headed "attempts" read as four runs."""
+    r.execute_command("EMQ.ADD", "q", "x", "ID", "a")
+    for _ in range(3):  # job a is claimed three times: the queue has issued tokens 1 to 3
+        job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
+        r.execute_command("EMQ.REQUEUE", "q", job_id, token)
+    r.execute_command("EMQ.ADD", "q", "y", "ID", "b", "PRIORITY", "-1")
+    r.execute_command("EMQ.ADD", "q", "z", "ID", "c")
+    assert r.hget("emq:{q}:job:c", "attempts") == b"3"  # the floor: no token was issued yet
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
+    assert (job_id, token) == (b"b", b"4")  # its first run
+    r.execute_command("EMQ.COMPLETE", "q", job_id, token)
+    done = web.get("/queues/q?state=completed").text
+    assert re.findall(r'<td class="num token">(\d+)</td>', done) == ["4"]
+    assert ">token<" in done and ">attempts<" not in done
+    assert "It is not a count of runs" in done and 'id="token-hint"' in done
+    waiting = web.get("/queues/q?state=pending").text
+    assert ids_listed(waiting) == ["a", "c"]
+    assert re.findall(r'<td class="num token">(.*?)</td>', waiting) == [
+        "3", '<span class="hint" title="not claimed yet">–</span>']
+
+
 def test_each_state_has_its_tab(r: redis.Redis, web: Web) -> None:
     r.execute_command("EMQ.ADD", "q", "a")
     r.execute_command("EMQ.ADD", "q", "b", "DELAY", 60_000)
@@ -167,6 +191,14 @@ def test_a_flows_parent_is_in_the_waiting_tab_and_its_page_lists_its_children(
     assert "&lt;got a&gt;" in page.text and "state-pending" in page.text
     child = web.get("/queues/fetch/jobs/2")
     assert 'Child of <a class="job" href="/queues/render/jobs/1">render › 1</a>' in child.text
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "fetch", 30_000)
+    r.execute_command("EMQ.COMPLETE", "fetch", job_id, token, "RESULT", "got b")
+    job_id, token, _, _ = r.execute_command("EMQ.CLAIM", "render", 30_000)
+    r.execute_command("EMQ.COMPLETE", "render", job_id, token)
+    done = web.get("/queues/render/jobs/1")  # a finished parent still lists its children
+    assert '<span class="tag state-completed">completed</span>' in done.text
+    assert ids_listed(done.text.split("<h2>Children</h2>")[1]) == ["1", "2"]
+    assert "got b" in done.text
 
 
 def test_the_queue_page_lists_its_schedules_and_its_rate(r: redis.Redis, web: Web) -> None:
@@ -209,12 +241,41 @@ def test_the_job_page_explains_the_row(r: redis.Redis, web: Web) -> None:
     assert "/revive" not in page.text
 
 
-def test_an_active_job_offers_no_action(r: redis.Redis, web: Web) -> None:
+def test_an_active_job_offers_cancel_only_and_its_holder_is_told(r: redis.Redis,
+                                                                 web: Web) -> None:
     r.execute_command("EMQ.ADD", "q", "x")
-    r.execute_command("EMQ.CLAIM", "q", 30_000)
+    _, token, _, _ = r.execute_command("EMQ.CLAIM", "q", 30_000)
     page = web.get("/queues/q/jobs/1")
     assert "<th>lease until</th>" in page.text and "Held by a worker" in page.text
-    assert 'method="post"' not in page.text
+    assert re.findall(r'<form method="post" action="([^"]+)"', page.text) == [
+        "/queues/q/jobs/1/cancel"]
+    done = web.submit(page, "/queues/q/jobs/1/cancel")
+    assert done.url.endswith("/queues/q/jobs/1?done=cancelled") and "was cancelled" in done.text
+    assert '<span class="tag state-cancelled">cancelled</span>' in done.text
+    assert "cancelled from the dashboard" in done.text  # its cancel_reason
+    with pytest.raises(redis.ResponseError,
+                       match="^EMQCANCELLED job was cancelled: cancelled from the dashboard$"):
+        r.execute_command("EMQ.EXTEND", "q", "1", token, 30_000)
+    again = web.submit(page, "/queues/q/jobs/1/cancel")  # the page is stale now
+    assert again.status == 409 and "EMQSTATE job is cancelled" in again.text
+
+
+def test_the_active_tab_cancels_a_row_and_the_cancelled_tab_lists_it(r: redis.Redis,
+                                                                     web: Web) -> None:
+    for payload in ("a", "b"):
+        r.execute_command("EMQ.ADD", "q", payload)
+    r.execute_command("EMQ.CLAIM", "q", 30_000, "COUNT", 2)
+    tab = web.get("/queues/q?state=active")
+    assert 'action="/queues/q/jobs/1/cancel"' in tab.text
+    done = web.submit(tab, "/queues/q/jobs/2/cancel")
+    assert done.url.endswith("/queues/q?state=active&done=cancelled")
+    assert ids_listed(done.text) == ["1"]
+    assert r.hget("emq:{q}:job:2", "state") == b"cancelled"
+    cancelled = web.get("/queues/q?state=cancelled")
+    assert ids_listed(cancelled.text) == ["2"] and "cancelled from the dashboard" in cancelled.text
+    assert '<a href="/queues/q?state=cancelled" data-state="cancelled">1</a>' in web.get("/").text
+    assert 'action="/queues/q/jobs/2/remove"' in web.get("/queues/q/jobs/2").text
+    assert "/cancel" not in web.get("/queues/q/jobs/2").text
 
 
 def test_pause_and_resume_from_the_queue_page(r: redis.Redis, web: Web) -> None:
@@ -395,3 +456,75 @@ def test_the_workers_page_shows_each_worker_and_the_jobs_it_holds(r: redis.Redis
     assert f"mail › {nobody.decode()}" in unheld
     for client in (worker, other, second):
         client.close()
+
+
+def test_quiet_stop_and_resume_a_worker_from_the_workers_page(r: redis.Redis, web: Web,
+                                                              server: ServerProcess) -> None:
+    """Each button is EMQ.WORKER on every queue the worker's name lists; the worker learns it
+    from its beat (EMQ.BEAT), which is what it would read."""
+    from emqd import worker_name
+    name = worker_name.build("web-2", 77, ["mail", "sms"], 2, 1_700_000_000_000)
+    worker = redis.Redis(port=server.port)
+    worker.client_setname(name)
+    page = web.get("/workers")
+    assert '<td class="order" data-order="run">' in page.text
+    assert re.findall(r'<form method="post" action="(/workers/\w+)"', page.text) == [
+        "/workers/quiet", "/workers/stop"]
+    quiet = web.submit(page, "/workers/quiet")
+    assert quiet.url.endswith("/workers?done=quiet") and "claim nothing more" in quiet.text
+    assert [worker.execute_command("EMQ.BEAT", queue, name) for queue in ("mail", "sms")] == \
+        [b"quiet", b"quiet"]
+    assert '<span class="tag order-quiet">quiet</span>' in quiet.text
+    stop = web.submit(quiet, "/workers/stop")
+    assert worker.execute_command("EMQ.BEAT", "sms", name) == b"stop"
+    assert re.findall(r'<form method="post" action="(/workers/\w+)"', stop.text) == [
+        "/workers/run"]
+    web.submit(stop, "/workers/run")
+    assert worker.execute_command("EMQ.BEAT", "mail", name) == b"run"
+    assert r.exists("emq:{mail}:workers", "emq:{sms}:workers") == 0
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+    assert web.post("/workers/stop", {"csrf": csrf, "name": "not-a-worker"}).status == 400
+    worker.close()
+
+
+def chart_points(page: str) -> dict[str, list[tuple[int, int]]]:
+    """Each series of the queue page's charts: its markers' (minute, value)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for series, body in re.findall(r'<g class="series (\w+)" data-series="\w+" '
+                                   r'data-points="\d+">(.*?)</g>', page, re.S):
+        points = [(int(m), int(v)) for m, v in re.findall(
+            r'data-minute="(\d+)" data-value="(\d+)"', body)]
+        found.setdefault(series, []).extend(points)
+    return found
+
+
+def test_the_queue_page_charts_what_emq_metrics_answers(tmp_path: Path) -> None:
+    """Real minutes, closed by a SIGTERM into the log: after the restart the charts' points
+    are the reply's numbers, minute for minute."""
+    server = start_emqd("--appendonly", "yes", dir=str(tmp_path), http=True)
+    try:
+        with redis.Redis(port=server.port) as client:
+            for i in range(6):
+                client.execute_command("EMQ.ADD", "q", f"p{i}")
+            for i in range(6):
+                job_id, token, _, _ = client.execute_command("EMQ.CLAIM", "q", 30_000)
+                if i < 4:
+                    client.execute_command("EMQ.COMPLETE", "q", job_id, token)
+                else:
+                    client.execute_command("EMQ.FAIL", "q", job_id, token, "MAXATTEMPTS", 1)
+        server.stop()
+        server.restart()
+        with redis.Redis(port=server.port) as client:
+            reply = client.execute_command("EMQ.METRICS", "q")
+        page = Web(server.http_port).get("/queues/q").text
+        assert "<h2>History</h2>" in page
+        points = chart_points(page)
+        for name in ("completed", "failures", "dead"):
+            assert points[name] == [(entry[b"minute"], entry[name.encode()]) for entry in reply]
+        assert sum(value for _, value in points["completed"]) == 4
+        waits = chart_points(page.split("<figcaption>wait")[1].split("<figcaption>run")[0])
+        assert waits["p99"] == [(entry[b"minute"], entry[b"wait_p99"]) for entry in reply]
+        assert Web(server.http_port).get("/queues/q?history=2d").status == 400
+        assert "the last 72 hours" in Web(server.http_port).get("/queues/q?history=72h").text
+    finally:
+        server.stop()

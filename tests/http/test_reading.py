@@ -19,10 +19,12 @@ def test_counts_per_state_after_known_plans() -> None:
     assert local.run("EMQ.CLAIM", "q", 30_000, "COUNT", 3) != []
     assert local.run("EMQ.COMPLETE", "q", "1", "1") == "OK"
     assert local.run("EMQ.FAIL", "q", "2", "1", "MAXATTEMPTS", 1) == [b"dead", 1]
+    assert local.run("EMQ.CANCEL", "q", "4") == b"pending"
     figures = reading.queue_figures(local.keyspace, b"q", NOW)
-    assert figures.counts == {"pending": 2, "active": 1, "scheduled": 1, "waiting": 0, "dead": 1,
-                              "completed": 1}
+    assert figures.counts == {"pending": 1, "active": 1, "scheduled": 1, "waiting": 0, "dead": 1,
+                              "completed": 1, "cancelled": 1}
     assert (figures.totals["completed"], figures.totals["dead"]) == (1, 1)
+    assert figures.totals["cancelled"] == 1
     assert figures.paused is False and reading.queue_names(local.keyspace) == [b"q"]
 
 
@@ -61,10 +63,11 @@ def test_the_new_counters_are_read_where_the_core_keeps_them() -> None:
     local = Local()
     local.run("EMQ.ADD", "q", "x")
     local.run("HSET", "emq:{q}:meta", "added", 7)
-    local.run("HSET", "emq:{q}:metrics", "failed", 5, "retried", 4, "stalled", 3, "revived", 2)
+    local.run("HSET", "emq:{q}:metrics", "failed", 5, "retried", 4, "stalled", 3, "revived", 2,
+              "cancelled", 6)
     totals = reading.queue_figures(local.keyspace, b"q", NOW).totals
     assert totals == {"added": 7, "completed": 0, "failures": 5, "retried": 4, "dead": 0,
-                      "stalled": 3, "revived": 2}
+                      "stalled": 3, "revived": 2, "cancelled": 6}
 
 
 def test_a_stored_value_a_client_broke_skips_only_that_figure() -> None:

@@ -7,6 +7,7 @@ a missing token, a wrong password) and returns whatever the server answers.
 from __future__ import annotations
 
 import base64
+import html
 import http.cookiejar
 import re
 import urllib.error
@@ -59,6 +60,6 @@ class Web:
         match = re.search(r'<form method="post" action="' + re.escape(action) + r'"(.*?)</form>',
                           page.text, re.S)
         assert match, f"no form for {action} on {page.url}"
-        hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">',
-                                 match.group(1)))
+        hidden = {name: html.unescape(value) for name, value in re.findall(
+            r'<input type="hidden" name="(\w+)" value="([^"]*)">', match.group(1))}
         return self.post(action, {**hidden, **fields})

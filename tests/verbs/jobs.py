@@ -14,7 +14,8 @@ from emqd.verbs import add, claim, promote, stalled_check
 from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 
 P = b"emq:{q}:"
-SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"waiting")
+SETS = (b"pending", b"active", b"scheduled", b"dead", b"completed", b"waiting",
+        b"cancelled")
 
 
 def run(verb: ModuleType, argv: list[Any], space: Keyspace, now: int = NOW,
@@ -87,8 +88,8 @@ def check_flows(space: Keyspace) -> None:
     """Flows' bookkeeping (emqd/rules/flows.py), recomputed from the rows, in every queue.
 
     A parent that has not run (it has `children_left`) counts exactly its children that
-    are not settled (a row that is not completed, nor dead under `ignore`) and, unless
-    its policy is `ignore`, its dead children; it is dead when one is dead, else waiting
+    are not settled (a row that is not completed, nor dead or cancelled under `ignore`)
+    and, unless its policy is `ignore`, its dead (and cancelled) children; it is dead when one is dead, else waiting
     (with something left). A child of such a parent is in its record. (For this to be
     exact no dead child's row may have been trimmed: the worlds keep them.)
     """
@@ -114,9 +115,10 @@ def check_flows(space: Keyspace) -> None:
             if child is None or child.get(b"parent") != key:
                 continue
             state = child[b"state"]
-            if state == b"dead" and policy != b"ignore":
+            ended = state in (b"dead", b"cancelled")  # a cancelled child counts as a dead one
+            if ended and policy != b"ignore":
                 dead += 1
-            if state != b"completed" and not (state == b"dead" and policy == b"ignore"):
+            if state != b"completed" and not (ended and policy == b"ignore"):
                 left += 1
         assert int(parent[b"children_left"]) == left, (key, parent, left)
         assert int(parent.get(b"children_dead", b"0")) == dead, (key, parent, dead)

@@ -119,7 +119,25 @@ def test_a_parent_runs_only_after_its_children_with_their_results() -> None:
     assert listing(space, "p", "1") == [[b"c", b"1", b"completed", b"1"],
                                         [b"c", b"2", b"completed", b"2"]]
     assert run(complete, ["emq.complete", "p", job_id, token], space) == "OK"
-    assert listing(space, "p", "1") == []  # its record goes when it completes
+    assert listing(space, "p", "1") == [[b"c", b"1", b"completed", b"1"],  # kept with its row
+                                        [b"c", b"2", b"completed", b"2"]]
+    check(space)
+
+
+@pytest.mark.parametrize("keep", [0, 1])
+def test_a_completed_parent_keeps_its_record_until_retention_deletes_its_row(keep: int) -> None:
+    """Trimmed by its own COMPLETE (keep 0), or by the next one's fast path (keep 1), which
+    leaves a victim with a record to the general trim: the record goes with the row."""
+    space = keyspace(**{"emq:{p}:config": {"keep_completed": str(keep)}})
+    run(flow, ["emq.flow", "p", "sum", "CHILD", "c", "one"], space)
+    finish(space, "c", "1")
+    job_id, token, _, _ = take(space, "p")
+    run(complete, ["emq.complete", "p", job_id, token], space)
+    if keep:
+        assert listing(space, "p", "1") == [[b"c", b"1", b"completed", b"1"]]
+        run(add, ["emq.add", "p", "plain"], space)
+        finish(space, "p")
+    assert row(space, "1", P) is None
     assert space.type_name(P + b"children:1") == space.type_name(P + b"results:1") == "none"
     check(space)
 
