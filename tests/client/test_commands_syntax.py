@@ -30,7 +30,7 @@ ENCODER = redis.Redis().get_encoder()  # what a Queue's connection sends: no con
 SENDS_NO_VERB = {"ping": "PING", "add_command": "builds add's command, sends nothing"}
 NOT_SENT_BY_THE_CLIENT = {"emq.promote": {b"ID"}}  # the dashboard's "run it now"
 # housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md)
-NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front"}
+NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.fronts"}
 
 
 @dataclass(frozen=True)
