@@ -28,8 +28,9 @@ from typing import Any
 import uvloop
 
 from emqd.client import supervisor
+from emqd.client.addresses import DEFAULT_URL, URL_ENV, redacted
 from emqd.client.errors import PermanentError
-from emqd.client.queue import DEFAULT_URL, URL_ENV, Queue, redacted
+from emqd.client.queue import Queue
 from emqd.client.worker import Counts, Worker
 
 

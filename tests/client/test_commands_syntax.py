@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emqd.client.commands import Child, Command, Job, NewJob, QueueCommands
+from emqd.client.routes import Routes
 from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
 from emqd.errors import ReplyError
@@ -29,7 +30,8 @@ from tests.syntax import VERB_MODULES, matches, render, tokens
 ENCODER = redis.Redis().get_encoder()  # what a Queue's connection sends: no connection made
 SENDS_NO_VERB = {"ping": "PING", "add_command": "builds add's command, sends nothing"}
 NOT_SENT_BY_THE_CLIENT = {"emq.promote": {b"ID"}}  # the dashboard's "run it now"
-# housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md)
+# housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md: the
+# client asks EMQ.FRONTS and EMQ.OWNER to learn where a queue is, emqd/client/routes.py)
 NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.fronts"}
 
 
@@ -287,3 +289,12 @@ def test_every_method_and_every_token_of_the_verbs_it_sends_is_exercised() -> No
     for name in emq:
         missing = tokens(ARGUMENTS.get(name, [])) - sent[name]
         assert missing == NOT_SENT_BY_THE_CLIENT.get(name, set()), name
+
+
+def test_the_routes_look_is_what_the_table_describes() -> None:
+    """Queue and Worker learn where a queue is with EMQ.FRONTS and EMQ.OWNER
+    (emqd/client/routes.py), not a queue method: each as its table entry describes it."""
+    for command in Routes(["redis://127.0.0.1:6390"], b"mail").look:
+        argv = [bytes(ENCODER.encode(word)) for word in command]
+        name = argv[0].decode().lower()
+        assert name in NO_CLIENT_METHOD and matches(argv[1:], ARGUMENTS.get(name, [])), argv
