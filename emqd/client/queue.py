@@ -52,6 +52,7 @@ from emqd.client.routes import Routes, Step
 log = logging.getLogger("emqd.client")
 
 RECONNECT_S = 30.0  # how long a Retried batch is sent again over a lost connection
+EVENTS_QUIET_S = 1.0  # `events()` asks whether the queue moved after this long without one
 
 
 def _raise_not_now(replies: list[Any]) -> None:
@@ -257,32 +258,46 @@ class Queue:
         """The queue's events as they happen (`emq:{name}:events`, protocol section 16),
         parsed, for ever: `async for event in queue.events(): ...`.
 
-        It subscribes on a connection of its own and, when that connection is lost,
+        It subscribes on a connection of its own, at the front the queue's requests go
+        to (its owner publishes them: routes.py), and, when that connection is lost,
         tries again (backing off 50 ms doubling to 2 s; a WARNING on `emqd.client` when
-        the connection is lost and one when it is back):
-        redis-py's PubSub reconnects and subscribes again on the next read, so one
-        PubSub serves the whole iteration and is never subscribed twice. Pub/Sub keeps
-        nothing: what was published while it was away is not delivered. Leave the
-        loop (`break`) or cancel the task to stop; the connection is closed.
+        the connection is lost and one when it is back): redis-py's PubSub reconnects
+        and subscribes again on the next read, so one PubSub serves each front and is
+        never subscribed twice. While no event comes for a second, it asks the fronts
+        whether the queue moved (a look, when one is due), and subscribes where it went.
+        Pub/Sub keeps nothing: what was published while it was away (or moving) is not
+        delivered. Leave the loop (`break`) or cancel the task to stop; the connection
+        is closed.
         """
         backoff = Backoff()
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        url, pubsub = "", None
         try:
             while True:
+                step = await self.route()
+                if pubsub is None or step.url != url:  # the first time, or it moved
+                    if pubsub is not None:
+                        await pubsub.aclose()
+                    url = step.url
+                    pubsub = self.client_for(url).pubsub(ignore_subscribe_messages=True)
                 try:
                     if not pubsub.subscribed:  # the first time, or a first attempt failed
                         await pubsub.subscribe(self.commands.events_channel)
-                    async for message in pubsub.listen():
-                        backoff.reset()
-                        self.outage.answered()
-                        if message["type"] == "message":
-                            yield QueueEvent.parse(message["data"])
+                    message = await pubsub.get_message(timeout=EVENTS_QUIET_S)
                 except TRANSPORT_ERRORS as error:
+                    _lost(self.routes, url, error)
                     delay = backoff.next()
                     self.outage.failed("events", error, delay)
                     await asyncio.sleep(delay)
+                    continue
+                backoff.reset()
+                self.outage.answered()
+                if message is None:
+                    await self.look()
+                elif message["type"] == "message":
+                    yield QueueEvent.parse(message["data"])
         finally:
-            await pubsub.aclose()
+            if pubsub is not None:
+                await pubsub.aclose()
 
     async def aclose(self) -> None:
         for client in self.clients.values():

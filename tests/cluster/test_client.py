@@ -164,3 +164,23 @@ async def _until(condition: Callable[[], bool], pause: float = 0.02) -> None:
     """Wait for `condition` (the caller bounds the wait: asyncio.wait_for)."""
     while not condition():
         await asyncio.sleep(pause)
+
+
+async def test_events_given_the_other_front_are_followed_at_the_owner(
+        fronts: list[ServerProcess], counted: dict[int, Counted]) -> None:
+    """The owner publishes a queue's events, so `events()` subscribes there."""
+    name, owner, other = owned(fronts, "followed")
+    channel = f"emq:{{{name}}}:events"
+    async with Queue(name, url(other)) as queue:
+        events = queue.events()
+        first = asyncio.ensure_future(events.__anext__())
+        try:
+            await asyncio.wait_for(_until(
+                lambda: counted[owner.port].client.pubsub_numsub(channel)[0][1] == 1), 10)
+            assert counted[other.port].client.pubsub_numsub(channel)[0][1] == 0
+            job_id = await queue.add(b"watched")
+            event = await asyncio.wait_for(first, 10)
+            assert (event.name, event.id) == ("added", job_id)
+        finally:
+            first.cancel()
+            await events.aclose()
