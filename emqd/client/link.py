@@ -248,6 +248,10 @@ class Link:
             jobs: list[Job] = done.value
             return jobs
 
+    def where(self) -> Endpoint:
+        """Where the claims go now (the lease keeper follows them there)."""
+        return self.endpoint_for(self.claims.url or self.routes.seeds[0])
+
     def client_ids(self) -> list[int]:
         """The CLIENT IDs of the connections open now (the lease keeper's `holder`s)."""
         return [line.connection.client_id for line in (self.claims, self.line)
