@@ -73,6 +73,10 @@ FIGURES = [
       for where, label in (("owner", "owner front"), ("other", "another front"))
       for verb in ("add", "claim", "complete") for q in ("p50", "p99")],
     Figure("cluster", "takeover.s", "cluster: takeover s per 100,000 jobs", ("<=", 2.0), "emqd"),
+    Figure("cluster", "worker.owner", "cluster: emqd-worker jobs/s, given the owner"),
+    Figure("cluster", "worker.other", "cluster: emqd-worker jobs/s, given another front"),
+    Figure("cluster", "worker.other/owner", "cluster: emqd-worker given another / the owner",
+           (">=", 0.9), "emqd"),
 ]
 SCAN_COMMANDS = ("hscan", "zscan")
 
