@@ -19,7 +19,10 @@ that its loop runs, with the CLIENT IDs of its connections:
   EXTENDs leave it), unless the job has run past the worker's timeout; it logs
   one line when it takes over and one when the loop is back;
 - when the pipe closes (the worker exited, or was SIGKILLed) the keeper exits at
-  once: a dead worker's leases must run out, for the sweep to recover them.
+  once: a dead worker's leases must run out, for the sweep to recover them;
+- in cluster mode the worker's connections go to the queue's owner front and move
+  with it (emqd/client/link.py); the worker tells the keeper where they are now, and
+  the keeper connects there for its next round (a front that died is no help).
 
 EXTEND is fenced, so a job the worker settled or lost meanwhile answers EMQSTALE
 and nothing changes.
@@ -49,9 +52,10 @@ ACTIVE_READ = 10_000  # active jobs of the queue read per round, at most
 class Keeper:
     """The worker's side: the keeper process and the pipe of beats to it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], endpoint: dict[str, Any]) -> None:
         self.proc = proc
         self.ids: list[int] = []
+        self.endpoint = endpoint
 
     @classmethod
     def start(cls, endpoint: dict[str, Any], queue: bytes, lease_ms: int,
@@ -65,15 +69,19 @@ class Keeper:
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(settings).encode() + b"\n")
         proc.stdin.flush()
-        return cls(proc)
+        return cls(proc, endpoint)
 
     def beat(self, ids: list[int]) -> None:
         """The loop runs; `ids` are the worker's connections' CLIENT IDs now."""
         self._write(b"\n" if ids == self.ids else self._ids_line(ids))
 
-    def tell(self, ids: list[int]) -> None:
-        """The worker's connections' CLIENT IDs, when they changed (before any handler
-        runs on a new connection's claim: that handler may stop the loop at once)."""
+    def tell(self, ids: list[int], endpoint: dict[str, Any] | None = None) -> None:
+        """The worker's connections' CLIENT IDs, and where they are (`Keeper.start`'s
+        `endpoint`), when either changed (before any handler runs on a new connection's
+        claim: that handler may stop the loop at once)."""
+        if endpoint is not None and endpoint != self.endpoint:
+            self.endpoint = endpoint
+            self._write(b"at " + json.dumps(endpoint).encode() + b"\n")
         if ids != self.ids:
             self._write(self._ids_line(ids))
 
@@ -201,6 +209,11 @@ def main() -> None:
         for line in lines:
             if line.startswith(b"ids"):
                 ids = {int(word) for word in line.split()[1:]}
+            elif line.startswith(b"at "):  # the worker's connections moved
+                endpoint = json.loads(line[3:])
+                if client is not None:
+                    client.close()
+                    client = None
         if lines:
             quiet_since = time.monotonic()
             if keeping_since is not None:

@@ -79,19 +79,22 @@ def test_bench_prints_both_servers_and_stops_them(tmp_path) -> None:
 
 
 def test_the_cluster_scenario_runs_fronts_over_clusters_of_its_own(tmp_path) -> None:
-    """Asked for by name (it starts two clusters): every figure on emqd's side, the single
-    Redis + Lua's beside the cycle and latency, and every process it started gone."""
+    """Asked for by name (it starts two clusters): every figure on emqd's side (emqd-worker
+    given each front's address included), the single Redis + Lua's beside the cycle and
+    latency, and every process it started gone."""
     if redis_server_path() is None:
         if os.environ.get("EMQD_REQUIRE_REDIS") == "1":
             pytest.fail("EMQD_REQUIRE_REDIS=1 but redis-server is not installed")
         pytest.skip("redis-server not installed: the cluster scenario needs it")
-    done, result = run_bench(tmp_path, "--scenarios", "cluster", timeout=120)
+    done, result = run_bench(tmp_path, "--scenarios", "cluster", "--worker-jobs", "3000",
+                             timeout=150)
     rows = {row["figure"]: row for row in result["rows"] if row["scenario"] == "cluster"}
     assert rows and all(row["emqd"] is not None and row["emqd"] >= 0 for row in rows.values())
     # (CPU per job can read 0 in a tiny run: /proc counts 10 ms ticks)
     assert all(row["emqd"] > 0 for name, row in rows.items() if "CPU" not in name)
     assert rows["cluster: takeover s per 100,000 jobs"]["redis"] is None
     assert rows["cluster: cycles/s, 3 primaries, no replica"]["redis"] > 0
+    assert rows["cluster: emqd-worker given another / the owner"]["emqd"] > 0
     assert all(_gone(server["pid"]) for server in result["servers"])
 
 

@@ -1,6 +1,6 @@
 """The lease keeper (emqd/lease_keeper.py) against a real emqd: a round extends exactly the
 jobs the worker's connections hold, not past the worker's timeout; the process
-ends with its pipe."""
+ends with its pipe, and goes where the worker's connections went."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 import redis
 
 from emqd.lease_keeper import Keeper, _Client, keep_once
+from tests.support import free_port
 
 
 def test_a_round_extends_only_what_the_worker_holds_within_its_timeout(emqd_port: int) -> None:
@@ -44,3 +45,25 @@ def test_the_keeper_ends_when_its_pipe_closes(emqd_port: int) -> None:
     assert keeper.proc.poll() is None
     keeper.close()
     assert keeper.proc.returncode == 0
+
+
+def test_the_keeper_goes_where_the_worker_s_connections_went(emqd_port: int) -> None:
+    """Started for a front that is gone since, told where the worker's connections are
+    now: its next round extends the worker's leases there."""
+    ours, admin = redis.Redis(port=emqd_port), redis.Redis(port=emqd_port)
+    ours.client_setname("emqd-worker?host=a")
+    admin.execute_command("EMQ.ADD", "moved", "p")
+    job = ours.execute_command("EMQ.CLAIM", "moved", 1500)[0]
+    deadline = admin.zscore("emq:{moved}:active", job)
+    keeper = Keeper.start({"host": "127.0.0.1", "port": free_port()}, b"moved", 1500, None)
+    try:
+        keeper.tell([ours.client_id()], {"host": "127.0.0.1", "port": emqd_port})
+        # No beat follows: the worker's loop is stuck, so the keeper takes over.
+        until = time.monotonic() + 5
+        while admin.zscore("emq:{moved}:active", job) == deadline:
+            assert time.monotonic() < until, "the keeper did not extend the lease"
+            time.sleep(0.05)
+    finally:
+        keeper.close()
+        for client in (ours, admin):
+            client.close()

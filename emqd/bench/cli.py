@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("big_value_mib", "bigvalue: MiB of the one value"),
         ("takeover_jobs", "cluster: jobs in the queue a front takes over"),
         ("scale_queues", "cluster-scale: queues of one job each"),
-        ("worker_jobs", "worker: jobs each worker drains"),
+        ("worker_jobs", "worker, cluster: jobs each worker drains"),
     ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None,
                             help=f"{help_text} (default {getattr(small, name):,})")
@@ -294,7 +294,8 @@ class Bench:
             started = time.monotonic()
             figures = await bench_cluster.run(
                 workdir, self.sizes, front_cpus, node_cpus, self.live, self.args.cluster,
-                list(self.args.cluster_ports) if self.args.cluster_ports else None)
+                list(self.args.cluster_ports) if self.args.cluster_ports else None,
+                self.client_cpus)
             print(f"  {'cluster':8} {name:6} {time.monotonic() - started:6.1f}s  "
                   + "  ".join(f"{k}={v:,.1f}" for k, v in figures.items()), file=sys.stderr)
             self.results.add("cluster", name, figures)

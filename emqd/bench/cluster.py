@@ -17,6 +17,10 @@ owner", the other "the other front".
   other front (a forwarding hop);
 - pipelined ADD through the owner and through the other front, and their ratio
   (forwarding is pipelined: issue 35 wants at least 0.5);
+- emqd-worker (50 slots, the no-op async handler: the `worker` scenario's,
+  emqd/bench/workers.py) draining `worker_jobs` preloaded jobs, given the owner's
+  address and given the other front's, and their ratio (the client goes to the
+  owner whichever front it is given: issue 35 wants at least 0.9);
 - the time a takeover takes per 100,000 jobs: the owner stops cleanly (its
   lease is let go at once), and the other front answers the queue's next
   request once it loaded the queue.
@@ -37,17 +41,19 @@ different machines.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from emqd.bench import scenarios
+from emqd.bench import scenarios, workers
 from emqd.bench.client import Client
 from emqd.bench.scenarios import QUEUE, Sizes
 from emqd.bench.servers import Server, redis_server_path, start_emqd
 from emqd.bench.targets import EmqdTarget
+from emqd.keys import queue_keys
 
 # Node ports and their buses (+ 10000) below Linux's ephemeral range (32768 up): no
 # client connection can hold one of them between the check and the node's bind.
@@ -239,6 +245,34 @@ async def _add_rate(front: Server, sizes: Sizes) -> float:
     return sizes.jobs / (time.perf_counter() - started)
 
 
+async def _worker_rates(owner: Server, other: Server, sizes: Sizes,
+                        cpus: set[int] | None) -> dict[str, float]:
+    """emqd-worker draining `worker_jobs` jobs given the owner's address, then given the
+    other front's (each run's jobs added first, untimed, through the owner), and the
+    ratio of the two rates."""
+    rates = {}
+    for name, front in (("owner", owner), ("other", other)):
+        await scenarios.fill(EmqdTarget(owner), sizes.worker_jobs)
+        completed = functools.partial(_completed_since, owner.port, await _completed(owner.port))
+        run = workers.emqd_run_at(f"worker.{name}", f"redis://127.0.0.1:{front.port}", "async",
+                                  WORKER_SLOTS)
+        rates[name] = (await workers.drain(run, completed, sizes.worker_jobs, cpus, owner)).rate
+    return {"worker.owner": rates["owner"], "worker.other": rates["other"],
+            "worker.other/owner": rates["other"] / rates["owner"]}
+
+
+WORKER_SLOTS = 50  # the cluster scenario's emqd-worker: the worker scenario's main figure
+
+
+async def _completed(port: int) -> int:
+    """The benchmark queue's jobs completed so far, read through the front at `port`."""
+    return await workers.count(port, b"HGET", queue_keys(QUEUE).metrics_completed, b"count")
+
+
+async def _completed_since(port: int, before: int) -> int:
+    return await _completed(port) - before
+
+
 async def _takeover_s(first: Server, second: Server, jobs: int) -> float:
     """Fill `jobs` through `first`, stop it, time `second`'s first answer (per 100,000)."""
     await scenarios.fill(EmqdTarget(first), jobs)
@@ -260,9 +294,10 @@ async def _takeover_s(first: Server, second: Server, jobs: int) -> float:
 
 async def run(workdir: Path, sizes: Sizes, front_cpus: set[int] | None,
               node_cpus: set[int] | None, live: list[Server], given: str | None = None,
-              ports: list[int] | None = None) -> dict[str, float]:
+              ports: list[int] | None = None,
+              worker_cpus: set[int] | None = None) -> dict[str, float]:
     """Every emqd figure of the `cluster` scenario (see the module's docstring); the
-    servers it starts are in `live` while they run."""
+    servers it starts are in `live` while they run; the workers run on `worker_cpus`."""
     figures: dict[str, float] = {}
     rounds = [(None, None, "given")] if given else [(0, "0", "acks0"), (1, "1", "acks1")]
     for replicas, acks, label in rounds:
@@ -286,6 +321,7 @@ async def run(workdir: Path, sizes: Sizes, front_cpus: set[int] | None,
                          for name, front in (("owner", owner), ("other", other))}
                 figures.update({"add.owner": rates["owner"], "add.other": rates["other"],
                                 "add.other/owner": rates["other"] / rates["owner"]})
+                figures.update(await _worker_rates(owner, other, sizes, worker_cpus))
                 figures["takeover.s"] = await _takeover_s(owner, other, sizes.takeover_jobs)
         finally:
             for front in fronts:

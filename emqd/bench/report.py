@@ -77,6 +77,10 @@ FIGURES = [
     Figure("cluster", "add.other", "cluster: pipelined ADDs/s, another front"),
     Figure("cluster", "add.other/owner", "cluster: pipelined ADD, other / owner", (">=", 0.5),
            "emqd"),
+    Figure("cluster", "worker.owner", "cluster: emqd-worker jobs/s, given the owner"),
+    Figure("cluster", "worker.other", "cluster: emqd-worker jobs/s, given another front"),
+    Figure("cluster", "worker.other/owner", "cluster: emqd-worker given another / the owner",
+           (">=", 0.9), "emqd"),
     # Issue 35's figures for 10,000 queues (emqd/bench/cluster.py `scale`): emqd only.
     Figure("cluster-scale", "create.s", "cluster: s to create the scale queues",
            ("<=", 20.0), "emqd"),

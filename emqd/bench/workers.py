@@ -55,22 +55,29 @@ class Run:
 
 def emqd_runs(port: int, concurrencies: tuple[int, ...]) -> list[Run]:
     two_at = PROCESSES_AT if PROCESSES_AT in concurrencies else concurrencies[0]
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(EMQD_ROOT),
-                                                       os.environ.get("PYTHONPATH")]))}
     runs = []
     for kind in ("async", "sync"):
         for concurrency in concurrencies:
             for processes in (1, 2) if concurrency == two_at else (1,):
-                argv = [sys.executable, "-m", "emqd.worker",
-                        f"emqd.bench.handlers:noop_{kind}", "--queue", scenarios.QUEUE.decode(),
-                        "--url", f"redis://127.0.0.1:{port}", "--concurrency", str(concurrency),
-                        "--progress-interval", "0", "--loglevel", "warning"]
                 key = f"emqd.{kind}.{concurrency}"
                 if processes > 1:
-                    argv += ["--processes", str(processes)]
                     key += f".p{processes}"
-                runs.append(Run(key, argv, env, all_cpus=processes > 1))
+                runs.append(emqd_run_at(key, f"redis://127.0.0.1:{port}", kind, concurrency,
+                                        processes))
     return runs
+
+
+def emqd_run_at(key: str, url: str, kind: str, concurrency: int, processes: int = 1) -> Run:
+    """emqd-worker with the no-op handler of `kind` ("async" or "sync") over the
+    benchmark's queue, given `url` (also the cluster scenario's, emqd/bench/cluster.py)."""
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(EMQD_ROOT),
+                                                       os.environ.get("PYTHONPATH")]))}
+    argv = [sys.executable, "-m", "emqd.worker", f"emqd.bench.handlers:noop_{kind}",
+            "--queue", scenarios.QUEUE.decode(), "--url", url, "--concurrency",
+            str(concurrency), "--progress-interval", "0", "--loglevel", "warning"]
+    if processes > 1:
+        argv += ["--processes", str(processes)]
+    return Run(key, argv, env, all_cpus=processes > 1)
 
 
 def bullmq_dir(given: str | None) -> Path | None:
@@ -116,7 +123,7 @@ def dramatiq_runs(port: int, concurrencies: tuple[int, ...]) -> list[Run]:
             for c in (at,)]
 
 
-async def _count(port: int, *argv: bytes | str | int) -> int:
+async def count(port: int, *argv: bytes | str | int) -> int:
     """An integer reply (or a nil, as 0)."""
     reply = await _call(port, *argv)
     return int(reply) if isinstance(reply, (int, bytes)) else 0
@@ -173,7 +180,7 @@ async def emqd_run(target: Target, run: Run, total: int,
     counter = queue_keys(scenarios.QUEUE).metrics_completed
 
     async def completed() -> int:
-        return await _count(target.port, b"HGET", counter, b"count")
+        return await count(target.port, b"HGET", counter, b"count")
 
     return await drain(run, completed, total, client_cpus, target.server)
 
@@ -191,7 +198,7 @@ async def bullmq_run(server: Server, run: Run, directory: Path, total: int,
         raise scenarios.BenchError(f"bullmq fill failed: {err.decode(errors='replace')}")
 
     async def completed() -> int:
-        return await _count(server.port, b"ZCARD", b"bull:bench:completed")
+        return await count(server.port, b"ZCARD", b"bull:bench:completed")
 
     return await drain(run, completed, total, client_cpus, server)
 
@@ -209,6 +216,6 @@ async def dramatiq_run(server: Server, run: Run, total: int,
         raise scenarios.BenchError(f"dramatiq fill failed: {err.decode(errors='replace')}")
 
     async def completed() -> int:
-        return total - await _count(server.port, b"HLEN", b"dramatiq:default.msgs")
+        return total - await count(server.port, b"HLEN", b"dramatiq:default.msgs")
 
     return await drain(run, completed, total, client_cpus, server)

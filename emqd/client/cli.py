@@ -1,6 +1,7 @@
 """The `emqd-worker` command: run a handler function as a Worker, with a progress line.
 
-    emqd-worker module:function --queue NAME [--url redis://HOST:PORT] [--concurrency N]
+    emqd-worker module:function --queue NAME [--url redis://HOST:PORT[,HOST:PORT...]]
+                [--concurrency N]
 
 The current directory is put on the import path first, so `emqd-worker
 tasks:send_mail` finds ./tasks.py as `python -m` would. Every
@@ -28,8 +29,9 @@ from typing import Any
 import uvloop
 
 from emqd.client import supervisor
+from emqd.client.addresses import DEFAULT_URL, URL_ENV, redacted
 from emqd.client.errors import PermanentError
-from emqd.client.queue import DEFAULT_URL, URL_ENV, Queue, redacted
+from emqd.client.queue import Queue
 from emqd.client.worker import Counts, Worker
 
 
@@ -39,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("handler", help="module:function (async or plain) taking a Job")
     parser.add_argument("--queue", required=True, help="queue name")
     parser.add_argument("--url", default=None,
-                        help=f"server URL (default ${URL_ENV}, else {DEFAULT_URL})")
+                        help=f"server URL (default ${URL_ENV}, else {DEFAULT_URL}); in "
+                        "cluster mode any front's, or several: redis://a:6390,b:6391")
     parser.add_argument("--concurrency", type=int, default=10,
                         help="jobs run at once, per process (default 10)")
     parser.add_argument("--processes", type=int, default=1,

@@ -153,9 +153,6 @@ class Replies(asyncio.Protocol):
                 future.set_exception(self.lost)
 
 
-def _replies() -> Replies:
-    """The Worker's: error replies as redis-py and the client name them (StaleJob, ...)."""
-    return Replies(ResponseError, reply_error)
 
 
 class Connection:
@@ -167,17 +164,24 @@ class Connection:
         self.client_id = 0  # CLIENT ID, once logged in
 
     @classmethod
-    async def open(cls, endpoint: Endpoint, name: str) -> Connection:
+    async def open(cls, endpoint: Endpoint, name: str,
+                   translate: Callable[[Any], Exception] = reply_error) -> Connection:
         """Connect and log in; raises redis-py's ConnectionError (or TimeoutError) when
-        the server cannot be reached, AuthenticationError when it refuses the password."""
+        the server cannot be reached, AuthenticationError when it refuses the password.
+        Error replies become `translate(error)`: by default what redis-py and the client
+        name them (StaleJob, ...)."""
         loop = asyncio.get_running_loop()
+
+        def protocol_factory() -> Replies:
+            return Replies(ResponseError, translate)
+
         try:
             if endpoint.path is not None:
-                connecting = loop.create_unix_connection(_replies, endpoint.path,
+                connecting = loop.create_unix_connection(protocol_factory, endpoint.path,
                                                          ssl=endpoint.tls)
             else:
                 connecting = loop.create_connection(
-                    _replies, endpoint.host, endpoint.port, ssl=endpoint.tls,
+                    protocol_factory, endpoint.host, endpoint.port, ssl=endpoint.tls,
                     server_hostname=endpoint.host if endpoint.tls else None)
             _, protocol = await asyncio.wait_for(connecting, endpoint.connect_timeout_s)
         except (OSError, TimeoutError) as error:
@@ -213,3 +217,11 @@ class Connection:
 
     def close(self) -> None:
         self._protocol._fail(RedisConnectionError("connection closed by the worker"))
+
+    def retire(self) -> None:
+        """Close once the replies in flight are in (its line moved to another front)."""
+        waiting = self._protocol.waiting
+        if waiting:
+            waiting[-1][0].add_done_callback(lambda _: self.close())
+        else:
+            self.close()

@@ -30,6 +30,12 @@ STATE_CODE = server_errors.STATE_ACTIVE.message.split()[0].decode()
 #: backs off and reconnects instead of giving up (but see `is_permanent`).
 TRANSPORT_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
+#: A cluster's "not now" (docs/CLUSTER.md): the write was not acknowledged (a failover,
+#: a queue that moved), the slot has no primary yet, or the front asked does not own the
+#: queue: the queue's retried batches are sent again, and the owner is looked up again
+#: (routes.py).
+NOT_NOW = (TryAgainError, ClusterDownError)
+
 #: Error replies that mean "not now": the worker backs off and tries again.
 #: MISCONF: the server cannot write its log (a full disk); BUSY, LOADING and
 #: the cluster's codes pass by themselves. (redis-py strips the code of the

@@ -15,12 +15,25 @@ queue with the same surface). They return futures, not coroutines: a settle is a
 future and a callback, no task. A connection that is lost fails every verb in
 flight on it with redis-py's ConnectionError (the Worker rides it out) and is
 opened again by the next verb.
+
+Both connections go where the queue's routes say (emqd/client/routes.py): to the
+queue's owner front, else through any front that answers. A line whose
+connection was lost tells the routes (that front is passed over for a while) and
+opens the next one where they say, after the queue has probed it; a line whose
+front is no longer the place (the owner moved, as a look found) moves there at
+its next verb, its old connection closed once the replies in flight on it are in.
+No verb is sent twice by moving: what was in flight on a lost connection fails
+as before, and the Worker's own rules decide. The looks themselves go through the
+queue's clients (`Queue.look`), a look due checked at each claim; "not now"
+replies on these connections (TRYAGAIN, CLUSTERDOWN) make the next look due.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+import time
+from typing import Any, Protocol
 
 from emqd.client.commands import (
     Command,
@@ -31,29 +44,58 @@ from emqd.client.commands import (
     Reporter,
 )
 from emqd.client.connection import Connection, Endpoint, encode
+from emqd.client.errors import NOT_NOW, TRANSPORT_ERRORS, is_permanent, reply_error
+from emqd.client.routes import Routes
+
+log = logging.getLogger("emqd.worker")
+
+
+class Connects(Protocol):
+    """Where a line's connections come from (the Link; a test's fake)."""
+
+    routes: Routes
+
+    async def connect(self, name: str) -> tuple[str, Connection]: ...
 
 
 class Line:
-    """One connection, opened when first needed and again after it was lost."""
+    """One connection, opened where the routes say when first needed, again after it
+    was lost, and elsewhere once the routes moved (the module's docstring)."""
 
-    def __init__(self, endpoint: Endpoint, name: str) -> None:
-        self.endpoint, self.name = endpoint, name
+    def __init__(self, link: Connects, name: str) -> None:
+        self.link, self.name = link, name
+        self.routes = link.routes
         self.connection: Connection | None = None
+        self.url = ""  # where the connection goes
+        self.changes = -1  # the routes' `changes` when the connection was last judged
         self._opening: asyncio.Lock | None = None
 
     @property
     def ready(self) -> Connection | None:
-        """The open connection, or None when one must be opened first."""
+        """The open connection, or None when one must be opened (or judged) first."""
         connection = self.connection
-        return connection if connection is not None and not connection.broken else None
+        if connection is None or connection.broken or self.changes != self.routes.changes:
+            return None
+        return connection
 
     async def open(self) -> Connection:
         if self._opening is None:
             self._opening = asyncio.Lock()
         async with self._opening:
-            connection = self.ready
+            connection = self.connection
+            if connection is not None and connection.broken:  # lost: not closed by us
+                self.routes.failed(self.url, time.monotonic())
+                connection = self.connection = None
+            if connection is not None and self.changes != self.routes.changes:
+                step = self.routes.step(time.monotonic())
+                if step.url != self.url or step.probe:
+                    log.debug("moving a connection from %s to %s", self.url, step.url)
+                    connection.retire()
+                    connection = self.connection = None
             if connection is None:
-                connection = self.connection = await Connection.open(self.endpoint, self.name)
+                self.url, connection = await self.link.connect(self.name)
+                self.connection = connection
+            self.changes = self.routes.changes
             return connection
 
     def close(self) -> None:
@@ -139,19 +181,63 @@ class Batcher:
 
 class Link:
     """The queue's worker verbs over the Worker's two connections (see the module's
-    docstring), named `name` (CLIENT SETNAME: the dashboard's Workers page)."""
+    docstring), named `name` (CLIENT SETNAME: the dashboard's Workers page). `endpoint`
+    is the first URL's (the lease keeper's: its EXTENDs reach the owner from any
+    front)."""
 
     def __init__(self, queue: Any, name: str) -> None:
+        self.queue = queue
         self.commands: QueueCommands = queue.commands
-        self.endpoint = endpoint = Endpoint.of(queue.client.connection_pool)
-        self.claims = Line(endpoint, name)
-        self.line = Line(endpoint, name)
+        self.routes: Routes = queue.routes
+        self.endpoints: dict[str, Endpoint] = {}
+        self.endpoint = self.endpoint_for(queue.routes.seeds[0])
+        self.claims = Line(self, name)
+        self.line = Line(self, name)
         self.batcher = Batcher(self.line)
         self.reporter: Reporter | None = None  # what the claimed jobs report through
+        self._looking: asyncio.Future[None] | None = None
 
+    def endpoint_for(self, url: str) -> Endpoint:
+        """How the queue's redis-py client of `url` connects and logs in."""
+        endpoint = self.endpoints.get(url)
+        if endpoint is None:
+            endpoint = self.endpoints[url] = Endpoint.of(
+                self.queue.client_for(url).connection_pool)
+        return endpoint
+
+    async def connect(self, name: str) -> tuple[str, Connection]:
+        """A connection where the routes say (the queue probes a front first); a front
+        that refuses it is passed over and the next one tried, until one answers or
+        the routes have nowhere new to go (then its error is raised)."""
+        tried: set[str] = set()
+        while True:
+            step = await self.queue.route()
+            try:
+                return step.url, await Connection.open(self.endpoint_for(step.url), name,
+                                                       self._translate)
+            except TRANSPORT_ERRORS as error:
+                if is_permanent(error) or step.url in tried:
+                    raise
+                tried.add(step.url)
+                self.routes.failed(step.url, time.monotonic())
+
+    def _translate(self, error: Any) -> Exception:
+        """An error reply as the client names it; a "not now" makes a look due."""
+        found = reply_error(error)
+        if isinstance(found, NOT_NOW):
+            self.routes.refused(time.monotonic())
+        return found
+
+    def _look(self) -> None:
+        """Ask the fronts where the queue is, when a look is due (beside the claim)."""
+        if time.monotonic() >= self.routes.look_at and (
+                self._looking is None or self._looking.done()):
+            self._looking = asyncio.ensure_future(self.queue.look())
+            self._looking.add_done_callback(_looked)
 
     async def claim(self, lease_ms: int, count: int = 1,
                     block_ms: int | None = None) -> list[Job]:
+        self._look()
         operation = self.commands.claim(lease_ms, count, block_ms, self.reporter)
         batch = next(operation)
         connection = await self.claims.open()
@@ -161,6 +247,10 @@ class Link:
         except StopIteration as done:
             jobs: list[Job] = done.value
             return jobs
+
+    def where(self) -> Endpoint:
+        """Where the claims go now (the lease keeper follows them there)."""
+        return self.endpoint_for(self.claims.url or self.routes.seeds[0])
 
     def client_ids(self) -> list[int]:
         """The CLIENT IDs of the connections open now (the lease keeper's `holder`s)."""
@@ -198,3 +288,9 @@ class Link:
         worker is done)."""
         self.claims.close()
         self.line.close()
+
+
+def _looked(looking: asyncio.Future[None]) -> None:
+    """A look went wrong in a way the queue did not expect: the next one tries again."""
+    if not looking.cancelled() and looking.exception() is not None:
+        log.debug("a look at the fronts failed: %r", looking.exception())

@@ -287,7 +287,7 @@ class Worker:
             backoff.reset()
             self.outage.answered()
             if self._keeper is not None:
-                self._keeper.tell(self.link.client_ids())
+                self._keeper.tell(self.link.client_ids(), self.link.where().settings())
             for job in jobs:
                 self._start(job)
 

@@ -1,5 +1,6 @@
 """EMQ.OWNER queue
 EMQ.FRONT <CHALLENGE | address [PROOF proof]>
+EMQ.FRONTS
 
 Which front serves a queue (cluster mode, docs/CLUSTER.md). EMQ.OWNER answers
 the address (`HOST:PORT`) of the front that owns the queue, without taking
@@ -7,6 +8,14 @@ anything: the owner answers its own address, any other front the owner's (or,
 when nobody owns it, the address of the live front it belongs to), so a client
 can connect there and skip the forwarding hop; a single process answers its
 own address.
+
+EMQ.FRONTS answers the addresses of the live fronts, this front's own first (as
+EMQ.OWNER names it), so that a client given one front's address learns the
+others, and which of them it reached: when its front dies, it goes on through
+another (emqd/client/routes.py). A single process answers one address: the one
+this connection reached (its own side of the connection, `HOST:PORT`, or a Unix
+socket's path), not `--bind`, which may be `0.0.0.0` and reached by no client.
+One address tells a client that there is nowhere else to go.
 
 `EMQ.FRONT ADDRESS` is what a front sends first on a connection it forwards
 its clients' requests on, naming the front it means to reach: only a front of
@@ -36,6 +45,14 @@ from emqd.session import Session
 
 def owner(session: Session, argv: list[bytes]) -> Any:
     return front_address(session.core.config)
+
+
+def fronts(session: Session, argv: list[bytes]) -> Any:
+    front = getattr(session.core.router, "front", None)  # cluster mode's (emqd/cluster/front.py)
+    if front is None:
+        return [session.laddr.encode() or front_address(session.core.config)]
+    here: bytes = front.address
+    return [here, *sorted(address for address in front.fronts.live if address != here)]
 
 
 def front(session: Session, argv: list[bytes]) -> Any:
@@ -76,4 +93,6 @@ COMMANDS = [
             summary="The address of the front that owns the queue"),
     command("emq.front", -2, "admin fast no_auth", front, group="emq",
             summary="Marks a connection a front forwards its clients' requests on"),
+    command("emq.fronts", 1, "readonly fast", fronts, group="emq",
+            summary="The live fronts' addresses, this one's first"),
 ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from emqd.client import Queue
 from emqd.client.cli import Progress, build_parser, load_handler, progress_line
 from emqd.client.worker import Counts
 from tests.support import ROOT
@@ -54,6 +55,11 @@ def test_parser_defaults_and_required_queue() -> None:
     assert (args.concurrency, args.lease_ms, args.timeout_ms, args.url) == (10, 30000, None, None)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["m:f"])
+
+
+def test_url_may_name_several_fronts() -> None:
+    args = build_parser().parse_args(["m:f", "--queue", "q", "--url", "redis://:pw@a:1,b:2"])
+    assert Queue(args.queue, args.url).routes.seeds == ["redis://:pw@a:1", "redis://:pw@b:2"]
 
 
 def test_python_dash_m_emqd_worker_is_the_same_command() -> None:

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emqd.client.commands import Child, Command, Job, NewJob, QueueCommands
+from emqd.client.routes import Routes
 from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
 from emqd.errors import ReplyError
@@ -36,10 +37,11 @@ NOT_SENT_BY_THE_CLIENT = {
     "emq.flow": {b"TRACE"},
     "emq.claim": {b"WITHTRACE"},
 }
-# housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md); issue 38's
-# verbs, which the client's side of that issue will call
-NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.cancel",
-                    "emq.worker", "emq.beat", "emq.metrics"}
+# housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md: the
+# client asks EMQ.FRONTS and EMQ.OWNER to learn where a queue is, emqd/client/routes.py);
+# issue 38's verbs, which the client's side of that issue will call
+NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.fronts",
+                    "emq.cancel", "emq.worker", "emq.beat", "emq.metrics"}
 
 
 @dataclass(frozen=True)
@@ -296,3 +298,12 @@ def test_every_method_and_every_token_of_the_verbs_it_sends_is_exercised() -> No
     for name in emq:
         missing = tokens(ARGUMENTS.get(name, [])) - sent[name]
         assert missing == NOT_SENT_BY_THE_CLIENT.get(name, set()), name
+
+
+def test_the_routes_look_is_what_the_table_describes() -> None:
+    """Queue and Worker learn where a queue is with EMQ.FRONTS and EMQ.OWNER
+    (emqd/client/routes.py), not a queue method: each as its table entry describes it."""
+    for command in Routes(["redis://127.0.0.1:6390"], b"mail").look:
+        argv = [bytes(ENCODER.encode(word)) for word in command]
+        name = argv[0].decode().lower()
+        assert name in NO_CLIENT_METHOD and matches(argv[1:], ARGUMENTS.get(name, [])), argv

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from typing import Any
 
 import pytest
@@ -18,9 +19,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from emqd.client import Job, Queue, StaleJob
 from emqd.client.commands import QueueCommands
-from emqd.client.connection import Endpoint, encode
+from emqd.client.connection import Connection, Endpoint, encode
 from emqd.client.errors import JobStateError, reply_error
 from emqd.client.link import Batcher, Line, Link
+from emqd.client.routes import Routes
 from tests.support import start_emqd
 
 
@@ -28,9 +30,13 @@ class Recording:
     """A connection that records each `send` (one write) and answers OK to everything."""
 
     broken = False
+    retired = False
 
     def __init__(self) -> None:
         self.writes: list[list[bytes]] = []
+
+    def retire(self) -> None:
+        self.retired = True
 
     def send(self, requests: list[bytes]) -> asyncio.Future[list[Any]]:
         self.writes.append(requests)
@@ -39,9 +45,66 @@ class Recording:
         return answered
 
 
+class Placed:
+    """Where the recording line is: one place, which never moves (no socket)."""
+
+    def __init__(self) -> None:
+        self.routes = Routes(["redis://127.0.0.1:6390"], b"q")
+
+    async def connect(self, name: str) -> tuple[str, Connection]:
+        raise AssertionError("the recording line is open already")
+
+
+class Moving:
+    """Where lines connect in the moving tests: wherever the routes say now, on a
+    recording connection (no socket)."""
+
+    def __init__(self, routes: Routes) -> None:
+        self.routes = routes
+
+    async def connect(self, name: str) -> tuple[str, Connection]:
+        return self.routes.step(time.monotonic()).url, Recording()  # type: ignore[return-value]
+
+
+def fronts(routes: Routes, owner: str) -> None:
+    """Both fronts answered a look naming `owner` (so neither needs a probe)."""
+    for url, first in ((A, "a:1"), (B, "b:2")):
+        other = "b:2" if first == "a:1" else "a:1"
+        routes.looked(url, [[first.encode(), other.encode()], owner.encode()], time.monotonic())
+
+
+A, B = "redis://a:1", "redis://b:2"
+
+
+async def test_a_line_moves_to_the_new_owner_and_lets_its_old_connection_finish() -> None:
+    routes = Routes([A, B], b"q")
+    fronts(routes, "a:1")
+    line = Line(Moving(routes), "w")
+    first = await line.open()
+    assert (line.url, line.ready) == (A, first)
+    fronts(routes, "b:2")  # a look found the queue moved
+    assert line.ready is None  # judged again before the next verb
+    second = await line.open()
+    assert (line.url, line.ready) == (B, second)
+    assert first.retired and not second.retired  # type: ignore[attr-defined]
+    fronts(routes, "b:2")
+    assert await line.open() is second  # nothing moved: the same connection
+
+
+async def test_a_lost_connection_passes_its_front_over() -> None:
+    routes = Routes([A, B], b"q")
+    fronts(routes, "a:1")
+    line = Line(Moving(routes), "w")
+    first = await line.open()
+    first.broken = True  # type: ignore[misc]
+    await line.open()
+    assert line.url == B and A in routes.down and not first.retired  # type: ignore[attr-defined]
+
+
 async def test_verbs_asked_in_one_loop_turn_go_out_in_one_write() -> None:
-    line = Line(Endpoint(), "test")
+    line = Line(Placed(), "test")
     line.connection = Recording()  # type: ignore[assignment]
+    line.changes = line.routes.changes
     batcher = Batcher(line)
     commands = QueueCommands("q")
     jobs = [Job(str(n), b"", "1") for n in range(5)]
