@@ -163,6 +163,6 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.exit(migrate(config.dir, args.migrate_to_cluster,
                          config.cluster_timeout_ms / 1000, node_auth(config)))
-    from emqd.server import run
+    from emqd.serve.lifecycle import run
 
     sys.exit(run(config))

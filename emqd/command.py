@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from emqd import clock
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 Handler = Callable[[Session, list[bytes]], Any]
 
@@ -57,7 +57,7 @@ def command(
 
 def holder_of(session: Session) -> bytes:
     """What CLAIM and EXTEND stamp as a lease's `holder` (their `with_holder`): a named
-    connection's id (a worker names itself, emqd/worker_name.py), nothing for an unnamed
+    connection's id (a worker names itself, emqd/client/worker_name.py), nothing for an unnamed
     one, which pays nothing. Here, so that the planners never see a session."""
     return b"%d" % session.id if session.name else b""
 

@@ -51,7 +51,7 @@ class Config:
     loglevel: str = "info"  # debug | info | warning
     # Redis's `client-output-buffer-limit pubsub 32mb 8mb 60`: a subscriber
     # with this many bytes unsent is closed; over the soft limit for longer
-    # than the seconds, too (0 = no limit). emqd/output_limit.py.
+    # than the seconds, too (0 = no limit). emqd/wire/output_limit.py.
     pubsub_hard_limit: int = 32 * 1024 * 1024
     pubsub_soft_limit: int = 8 * 1024 * 1024
     pubsub_soft_seconds: int = 60

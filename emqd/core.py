@@ -7,13 +7,13 @@ one job:
 
 - `config`, the settings of the moment (CONFIG SET replaces it: `reconfigure`);
 - `keyspace`, the store, and `commit`, the one way a plan gets into it and into
-  the sink (emqd/commit.py), with `dues`, what housekeeping learns from it;
+  the sink (emqd/commit/path.py), with `dues`, what housekeeping learns from it;
 - `run_id`, the epoch every lease this process grants carries;
-- `stats`, what the server counts about itself (emqd/stats.py);
+- `stats`, what the server counts about itself (emqd/serve/server_stats.py);
 - `history`, what the metrics history sees of each queue's minute in progress
-  (emqd/history.py), until housekeeping closes it;
+  (emqd/commit/history.py), until housekeeping closes it;
 - `clients`, the sessions of the connected clients, and `pubsub`, who listens
-  to what (emqd/pubsub.py);
+  to what (emqd/sessions/pubsub.py);
 - `info`, the sections INFO gathers from the parts that have fields of their
   own (housekeeping, the listeners, the sink).
 
@@ -31,19 +31,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from emqd import clock
-from emqd.commit import Commit
+from emqd.commit.dues import Dues
+from emqd.commit.history import History
+from emqd.commit.path import Commit
+from emqd.commit.sink import NullSink, Sink
 from emqd.config import LOG_LEVELS, Config
-from emqd.dues import Dues
-from emqd.history import History
-from emqd.memory import rss_bytes
-from emqd.output_limit import OutputLimit
-from emqd.pubsub import Deliver, PubSub, nowhere
-from emqd.sink import NullSink, Sink
-from emqd.stats import Stats
+from emqd.serve.process_memory import rss_bytes
+from emqd.serve.server_stats import Stats
+from emqd.sessions.pubsub import Deliver, PubSub, nowhere
 from emqd.store.keyspace import Keyspace
+from emqd.wire.output_limit import OutputLimit
 
 if TYPE_CHECKING:
-    from emqd.session import Session
+    from emqd.sessions.session import Session
 
 Reconfigured = Callable[[Config, Config], None]  # (old, new)
 

@@ -3,7 +3,7 @@
 `execute(session, argv)` looks the name up (and the subcommand of a container
 such as CLIENT or CONFIG), checks arity generically, checks auth, queues
 inside MULTI, runs the handler, and commits a returned `Plan`
-through the commit path (emqd/commit.py: applied, then kept as one record). Handlers never see a
+through the commit path (emqd/commit/path.py: applied, then kept as one record). Handlers never see a
 command with the wrong number of arguments, and never write to the store or
 the socket themselves.
 
@@ -38,12 +38,12 @@ from emqd.commands import (
 )
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
+from emqd.commit.plan import Block, Plan
 from emqd.core import Core
 from emqd.errors import ReplyError
-from emqd.plan import Block, Plan
 from emqd.reply import Raw
-from emqd.session import Session
-from emqd.stats import Tally
+from emqd.serve.server_stats import Tally
+from emqd.sessions.session import Session
 from emqd.verbs import (
     add,
     beat,

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from emqd.plan import Plan
-from emqd.sink import Sink
+from emqd.commit.plan import Plan
+from emqd.commit.sink import Sink
 from emqd.wire.resp import reply_end
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,7 +274,7 @@ def plain_value(value: object) -> tuple[str, dict]:
 
 
 class RecordingLog(Sink):
-    """A sink (emqd/sink.py) that keeps what is committed, in memory, durable at once.
+    """A sink (emqd/commit/sink.py) that keeps what is committed, in memory, durable at once.
 
     `records` holds each record's ops (one plan, or all of an EXEC); `ops` all of
     them in order; `appended` counts the records.

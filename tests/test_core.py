@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.core import Core
-from emqd.plan import Plan
 from emqd.store import hash as hashes
 
 

@@ -27,7 +27,7 @@ def kind_of(module: str) -> str:
 
 def test_the_core_is_all_of_one_kind() -> None:
     modules = [module_name(source) for source in compiled_sources()]
-    assert len(modules) > 20 and "emqd.plan" in modules and "emqd.verbs.claim" in modules
+    assert len(modules) > 20 and "emqd.commit.plan" in modules and "emqd.verbs.claim" in modules
     kinds = {module: kind_of(module) for module in modules}
     assert set(kinds.values()) == {core_build()}, kinds
 
@@ -53,7 +53,7 @@ def test_a_compiled_core_is_no_older_than_its_sources() -> None:
 def test_the_expected_core_was_built() -> None:
     expected = "mypyc" if os.environ.get("EMQD_EXPECT_COMPILED") == "1" else core_build()
     assert core_build() == expected
-    assert (importlib.import_module("emqd.plan").__file__ or "").startswith(str(ROOT / "emqd"))
+    assert (importlib.import_module("emqd.commit.plan").__file__ or "").startswith(str(ROOT / "emqd"))
 
 
 def test_info_names_the_core(r: redis.Redis) -> None:

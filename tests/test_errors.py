@@ -9,7 +9,7 @@ from emqd.config import Config
 from emqd.core import Core
 from emqd.dispatch import execute
 from emqd.errors import Refusal, ReplyError
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 def test_a_refusal_cannot_be_raised_as_is() -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERED = ("emqd.persist", "emqd.wire", "emqd.server")
-PERSIST_MUST_NOT_IMPORT = ("emqd.wire", "emqd.session", "emqd.dispatch", "emqd.core",
-                           "emqd.commit")
+LAYERED = ("emqd.persist", "emqd.wire", "emqd.serve.lifecycle")
+PERSIST_MUST_NOT_IMPORT = ("emqd.wire", "emqd.sessions.session", "emqd.dispatch", "emqd.core",
+                           "emqd.commit.path")
 
 
 def modules(root: Path, package: str) -> dict[str, Path]:

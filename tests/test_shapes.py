@@ -1,6 +1,6 @@
 """Every Shape the verbs use: its generated ops, record and applier say what generic code says.
 
-A Shape writes its plan three ways from one declaration (emqd/plan.py): the
+A Shape writes its plan three ways from one declaration (emqd/commit/plan.py): the
 ops, the log record formatted in one step, and the store's writes as direct
 calls. Each must agree with the generic path (records.append_command for the
 record, Keyspace.apply for the writes) on any values, over a store that holds
@@ -13,8 +13,8 @@ import random
 
 import pytest
 
+from emqd.commit.plan import Shape, Slot
 from emqd.persist.records import append_command
-from emqd.plan import Shape, Slot
 from emqd.store.keyspace import Keyspace
 from emqd.verbs import add, claim, complete
 from tests.support import plain_value

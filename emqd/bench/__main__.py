@@ -1,5 +1,5 @@
 """`python -m emqd.bench` is the same as the `emqd-bench` command."""
 
-from emqd.bench.cli import main
+from emqd.bench.command import main
 
 main()

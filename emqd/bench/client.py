@@ -16,7 +16,7 @@ from typing import Any
 import hiredis
 
 from emqd.client.connection import Connection, Replies
-from emqd.request import encode
+from emqd.client.request import encode
 
 __all__ = ["Client", "ReplyError", "encode"]
 

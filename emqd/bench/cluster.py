@@ -53,7 +53,7 @@ from emqd.bench.client import Client
 from emqd.bench.scenarios import QUEUE, Sizes
 from emqd.bench.servers import Server, redis_server_path, start_emqd
 from emqd.bench.targets import EmqdTarget
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
 
 # Node ports and their buses (+ 10000) below Linux's ephemeral range (32768 up): no
 # client connection can hold one of them between the check and the node's bind.

@@ -20,9 +20,9 @@ from pathlib import Path
 LAYERS = (
     ("store", ("emqd/store/", "sortedcontainers/")),
     ("persist (append-only file)", ("emqd/persist/",)),
-    ("commit path", ("emqd/commit.py",)),
-    ("housekeeping (timers, observe)", ("emqd/housekeeping.py", "emqd/dues.py")),
-    ("verbs (parse, decide, plan)", ("emqd/verbs/", "emqd/numbers.py", "emqd/keys.py",
+    ("commit path", ("emqd/commit/path.py",)),
+    ("housekeeping (timers, observe)", ("emqd/serve/housekeeping.py", "emqd/commit/dues.py")),
+    ("verbs (parse, decide, plan)", ("emqd/verbs/", "emqd/compat/numbers.py", "emqd/layout.py",
                                      "emqd/clock.py")),
     ("plain commands", ("emqd/commands/",)),
     ("reply encoding", ("encode (emqd/wire/resp.py",)),

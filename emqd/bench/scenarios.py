@@ -17,7 +17,7 @@ from typing import Final
 
 from emqd.bench.client import Client, ReplyError, encode
 from emqd.bench.targets import Target
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
 
 QUEUE = b"bench"
 PAYLOAD = b"p" * 100  # the payload size, for every scenario

@@ -3,7 +3,7 @@
 A `Target` turns one EMQ step into the encoded request for its server, so the
 scenarios are written once and run unchanged against both. Replies have the
 same shape on both (the Lua scripts in `emqd/bench/lua/` answer what the verbs
-answer), so scenarios parse them once too. Key names come from `emqd.keys`,
+answer), so scenarios parse them once too. Key names come from `emqd.layout`,
 the same module the verbs use, and the defaults the scripts need
 (keep_completed, max_attempts, ...) from `emqd.config.Config`, the same
 defaults the emqd under test starts with.
@@ -16,7 +16,7 @@ from pathlib import Path
 from emqd.bench.client import Client, ReplyError, encode
 from emqd.bench.servers import Server
 from emqd.config import Config
-from emqd.keys import QUEUES, queue_keys
+from emqd.layout import QUEUES, queue_keys
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"  # package data: works from any install
 SCRIPTS = ("add", "claim", "complete", "fail", "promote", "stalled")

@@ -34,7 +34,7 @@ from emqd.bench.client import Client, ReplyError, encode
 from emqd.bench.drain import Drain, DrainError, watch
 from emqd.bench.servers import EMQD_ROOT, Server
 from emqd.bench.targets import Target
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
 
 BULLMQ_ENV = "EMQD_BENCH_BULLMQ"
 NODE_DIR = Path(__file__).resolve().parent / "node"  # package data: bullmq_worker.cjs
@@ -72,7 +72,7 @@ def emqd_run_at(key: str, url: str, kind: str, concurrency: int, processes: int 
     benchmark's queue, given `url` (also the cluster scenario's, emqd/bench/cluster.py)."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(EMQD_ROOT),
                                                        os.environ.get("PYTHONPATH")]))}
-    argv = [sys.executable, "-m", "emqd.worker", f"emqd.bench.handlers:noop_{kind}",
+    argv = [sys.executable, "-m", "emqd.client", f"emqd.bench.handlers:noop_{kind}",
             "--queue", scenarios.QUEUE.decode(), "--url", url, "--concurrency",
             str(concurrency), "--progress-interval", "0", "--loglevel", "warning"]
     if processes > 1:

@@ -29,7 +29,8 @@ import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from emqd import __version__, request
+from emqd import __version__
+from emqd.client import request
 from emqd.client.errors import reply_error
 
 CONNECT_TIMEOUT_S = 10.0
@@ -71,7 +72,7 @@ class Endpoint:
                    tls_arguments=tls_arguments)
 
     def settings(self) -> dict[str, Any]:
-        """What the lease keeper (emqd/lease_keeper.py) needs to reach the same server."""
+        """What the lease keeper (emqd/client/lease_keeper.py) needs to reach the same server."""
         return {"host": self.host, "port": self.port, "path": self.path,
                 "username": self.username, "password": self.password, "db": self.db,
                 "tls": self.tls_arguments}

@@ -152,4 +152,4 @@ def watch_parent(on_gone: Callable[[], None]) -> None:
 def child_argv(argv: list[str]) -> list[str]:
     """The command line of a child: this one, as one process (argparse keeps the last
     `--processes`)."""
-    return [sys.executable, "-m", "emqd.worker", *argv, "--processes", "1"]
+    return [sys.executable, "-m", "emqd.client", *argv, "--processes", "1"]

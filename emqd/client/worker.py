@@ -14,7 +14,7 @@ Shape (each piece small, the decisions in outcome.py):
   their own, everything else pipelined on one more, a loop turn's worth per
   write; a settle is a future and a callback, not a task;
 - one heartbeat EXTENDs every held lease every third of the lease, all of them
-  in one write, and tells the lease keeper (emqd/lease_keeper.py), a process of
+  in one write, and tells the lease keeper (emqd/client/lease_keeper.py), a process of
   its own, that the loop runs: while a handler holds the GIL in C the keeper
   extends the leases instead;
 - on SIGINT/SIGTERM the claimer stops, running jobs get `grace_ms` to finish,
@@ -33,7 +33,7 @@ into the handler, and the settling verb is sent again; whatever lease was lost
 meanwhile answers EMQSTALE and its result is dropped, charging nothing. The
 outage is logged once when it begins and once when it ends (reconnect.Outage).
 
-The worker names its connections (CLIENT SETNAME, emqd/worker_name.py), so the
+The worker names its connections (CLIENT SETNAME, emqd/client/worker_name.py), so the
 dashboard's Workers page shows it with the jobs it holds.
 """
 
@@ -56,15 +56,14 @@ from typing import Any, TypeVar
 
 from redis.exceptions import AuthenticationError, ResponseError
 
-from emqd import worker_name
 from emqd.client import handler as handlers
-from emqd.client import outcome
+from emqd.client import outcome, worker_name
 from emqd.client.commands import Job
 from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_permanent
 from emqd.client.handler import Handler, ThroughWorker
+from emqd.client.lease_keeper import Keeper
 from emqd.client.link import Link
 from emqd.client.reconnect import Backoff, Outage
-from emqd.lease_keeper import Keeper
 
 log = logging.getLogger("emqd.worker")
 
@@ -244,7 +243,7 @@ class Worker:
 
     def _link(self) -> Any:
         """The connections the worker sends through: a Link to a real queue's server,
-        named after this worker (emqd/worker_name.py); a fake queue is used as it is."""
+        named after this worker (emqd/client/worker_name.py); a fake queue is used as it is."""
         if getattr(self.queue, "client", None) is None:
             return self.queue
         name = worker_name.build(socket.gethostname(), os.getpid(), [self.queue.name],
@@ -409,7 +408,7 @@ class Worker:
     # --- heartbeats ----------------------------------------------------------------------
     async def _heartbeats(self) -> None:
         """Every third of the lease, EXTEND every lease held (one pipelined write); every
-        sixth, tell the lease keeper the loop runs (emqd/lease_keeper.py: it extends them
+        sixth, tell the lease keeper the loop runs (emqd/client/lease_keeper.py: it extends them
         itself while the loop cannot, a handler holding the GIL)."""
         for tick in itertools.count(1):
             if self._keeper is not None:

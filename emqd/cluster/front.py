@@ -56,11 +56,11 @@ from emqd.cluster.nodes import FAILED, Topology, parse_address
 from emqd.cluster.ownership import Lease, Leases, address_of, new_term, slot_of
 from emqd.cluster.router import ClusterRouter
 from emqd.cluster.sink import ClusterSink
-from emqd.commit import Commit
+from emqd.commit.path import Commit
 from emqd.config import Config
 from emqd.core import Core
-from emqd.housekeeping import Housekeeping
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
+from emqd.serve.housekeeping import Housekeeping
 from emqd.store.keyspace import Keyspace
 from emqd.wire.resp import encode_request
 

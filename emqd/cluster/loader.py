@@ -21,7 +21,7 @@ from typing import Any
 from emqd.cluster.names import REGISTRY, is_bookkeeping, owner_key, written_key
 from emqd.cluster.nodes import Address, NodeError, Pipe, Topology
 from emqd.cluster.ownership import slot_of
-from emqd.plan import Op
+from emqd.commit.plan import Op
 from emqd.wire.resp import encode_request
 
 KEYS_MAX = 10_000_000  # GETKEYSINSLOT's count: every key of the slot

@@ -31,7 +31,7 @@ from emqd.cluster.names import REGISTRY, owner_key, queue_of, written_key
 from emqd.cluster.nodes import FAILED, Topology, parse_address
 from emqd.cluster.ownership import new_term, owner_value, slot_of
 from emqd.cluster.sink import Batch, QueueLog, restore_ops
-from emqd.keys import QUEUES, queue_keys
+from emqd.layout import QUEUES, queue_keys
 from emqd.persist.aof import FILENAME
 from emqd.persist.dirlock import lock_dir
 from emqd.persist.load import load

@@ -1,6 +1,6 @@
 """Which queue a key belongs to, and the cluster's own keys of a queue.
 
-A queue's keys share the hash tag `{QUEUE}` (emqd/keys.py), so they live in one
+A queue's keys share the hash tag `{QUEUE}` (emqd/layout.py), so they live in one
 hash slot of the cluster: the unit a front owns and writes atomically. Two keys
 beside the queue's data serve cluster mode only, and are never loaded into a
 front's store: `owner` (the lease: its term and the owner's address) and
@@ -14,7 +14,7 @@ from typing import Final
 
 from emqd.config import Config
 from emqd.errors import Refusal
-from emqd.keys import QUEUES
+from emqd.layout import QUEUES
 
 PREFIX: Final = b"emq:{"
 REGISTRY: Final = QUEUES  # the registry of queues: in its own slot, written apart (sink.py)

@@ -20,7 +20,7 @@ hash tag (a plain command on `emq:{QUEUE}:...`); a request without keys
 - it spans queues or slots (`CROSSSLOT`), or mixes a queue's keys with others:
   refused.
 
-The three middle cases answer `Later` (emqd/plan.py): the client's requests
+The three middle cases answer `Later` (emqd/commit/plan.py): the client's requests
 stop until the reply comes (`AGAIN`: run it here now).
 
 A request is sent on at most once. What was refused before it ran (the owner
@@ -54,11 +54,11 @@ from emqd.cluster.nodes import FAILED, Topology, address_text
 from emqd.cluster.ownership import Leases, address_of
 from emqd.cluster.sink import CROSSSLOT, ClusterSink
 from emqd.command import Command
+from emqd.commit.plan import AGAIN, Later
 from emqd.config import Config
 from emqd.dispatch import lookup
-from emqd.plan import AGAIN, Later
 from emqd.reply import Raw
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.verbs import claim, wait
 
 log = logging.getLogger("emqd")

@@ -1,6 +1,6 @@
 """The cluster sink: each loop iteration's plans of a queue, as one fenced script call.
 
-The commit path (emqd/commit.py) hands this sink every committed plan as one
+The commit path (emqd/commit/path.py) hands this sink every committed plan as one
 record (an offset: records are counted from 1). The records of a queue gather
 in a batch; at the end of the loop iteration (`flush`) each queue's batch goes
 to the primary of the queue's slot as one call of `scripts.APPLY`, which
@@ -63,11 +63,11 @@ from emqd.cluster.names import (
 )
 from emqd.cluster.nodes import Address, NodeError, Topology
 from emqd.cluster.ownership import slot_of
+from emqd.commit.plan import Op, Plan, Shape
+from emqd.commit.sink import Sink
 from emqd.errors import ReplyError
 from emqd.persist.records import append_command
 from emqd.persist.rewrite import ITEMS_PER_COMMAND, append_value, items_of
-from emqd.plan import Op, Plan, Shape
-from emqd.sink import Sink
 
 log = logging.getLogger("emqd")
 
@@ -269,7 +269,7 @@ class ClusterSink(Sink):
         """The newest record of `queue` (0: none since this front took it). A queue's
         records are kept in order and fail together from the first lost one on, so a
         reply that waits for this one, and is replaced if it is lost, tells of nothing
-        the cluster lost (emqd/commit.py, the rule)."""
+        the cluster lost (emqd/commit/path.py, the rule)."""
         queue_log = self.logs.get(queue)
         return 0 if queue_log is None else queue_log.last
 

@@ -14,9 +14,9 @@ from typing import Any, Final
 from emqd import clock, errors
 from emqd.command import command
 from emqd.commands import helps
-from emqd.numbers import parse_int
+from emqd.compat.numbers import parse_int
 from emqd.reply import Verbatim
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 def ping(session: Session, argv: list[bytes]) -> Any:
@@ -56,7 +56,7 @@ def select(session: Session, argv: list[bytes]) -> Any:
 
 def check_password(session: Session, username: bytes | None, password: bytes) -> None:
     """Authenticate `session` as Redis's default user, or raise Redis's refusal (counted
-    and logged: emqd/auth_failures.py)."""
+    and logged: emqd/serve/auth_failures.py)."""
     required = session.core.config.requirepass
     if not required:
         if username is None:

@@ -40,7 +40,7 @@ from emqd import errors
 from emqd.cluster.names import front_address
 from emqd.command import command
 from emqd.errors import Refusal
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 def owner(session: Session, argv: list[bytes]) -> Any:

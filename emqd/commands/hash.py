@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from emqd import errors, longdouble, scan
+from emqd import errors
 from emqd.command import command
-from emqd.numbers import parse_int
-from emqd.plan import Plan, removal
+from emqd.commit.plan import Plan, removal
+from emqd.compat import longdouble, scan
+from emqd.compat.numbers import parse_int
 from emqd.reply import PAIRS, STREAM_MIN, Stream, array
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, incremented
 
@@ -122,7 +123,7 @@ def hincrby(session: Session, argv: list[bytes]) -> Any:
 def hincrbyfloat(session: Session, argv: list[bytes]) -> Any:
     """HINCRBYFLOAT key field increment -> the new value's text, logged as its HSET.
 
-    Redis adds in long double and writes `%.17Lf` trimmed (emqd/longdouble.py):
+    Redis adds in long double and writes `%.17Lf` trimmed (emqd/compat/longdouble.py):
     `0.1` stays `0.1`. Errors, in Redis's order: an increment that is no float,
     or is infinite; WRONGTYPE; a stored value that is no float; a sum that is.
     """

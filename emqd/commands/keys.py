@@ -4,7 +4,7 @@ FLUSHALL, OBJECT (TTL and the EXPIRE family: expiry.py).
 Writes return plans of the plain ops the keyspace applies: DEL (UNLINK is
 logged as DEL) and FLUSHALL (emqd has one database, so FLUSHDB is FLUSHALL).
 
-SCAN pages the keyspace as HSCAN pages a big hash (emqd/scan.py): its cursor is
+SCAN pages the keyspace as HSCAN pages a big hash (emqd/compat/scan.py): its cursor is
 a position in the keyspace's ScanIndex, built by a scan's first calls, so a
 call costs O(COUNT) however many keys there are, and a key present from the
 first call to the last is returned exactly once, whatever is written in
@@ -21,11 +21,11 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.commands import helps
-from emqd.glob import compile_pattern
-from emqd.plan import Plan, removal
+from emqd.commit.plan import Plan, removal
+from emqd.compat.glob import compile_pattern
+from emqd.compat.scan import cursor_arg, page, parse_options
 from emqd.reply import array
-from emqd.scan import cursor_arg, page, parse_options
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.store import hash as hashes
 from emqd.store.zset import ZSet
 

@@ -16,11 +16,11 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.commands import helps
+from emqd.compat.numbers import parse_int
 from emqd.core import Core
-from emqd.memory import human, rss_bytes, total_system_memory
-from emqd.numbers import parse_int
 from emqd.reply import Verbatim
-from emqd.session import Session
+from emqd.serve.process_memory import human, rss_bytes, total_system_memory
+from emqd.sessions.session import Session
 from emqd.store import sizes
 from emqd.store.keyspace import key_bytes
 

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from emqd.compat.numbers import INT64_MAX, UINT64_MAX, parse_int
 from emqd.config import LOG_LEVELS, Config
 from emqd.errors import c_string
-from emqd.numbers import INT64_MAX, UINT64_MAX, parse_int
 from emqd.rules.backoff import parse_backoff
 
 UINT32_MAX = 2**32 - 1
@@ -156,7 +156,7 @@ def _strtoll(raw: bytes) -> int | None:
 def output_limits(raw: bytes) -> Changes:
     """`<class> <hard> <soft> <seconds>` ..., split on single spaces as Redis splits it.
 
-    emqd limits the `normal` and `pubsub` classes (emqd/output_limit.py); it has
+    emqd limits the `normal` and `pubsub` classes (emqd/wire/output_limit.py); it has
     no replicas, so the `replica` class keeps the values CONFIG GET shows (the
     line it shows can be set back) and any other value for it is refused.
     """

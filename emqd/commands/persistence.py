@@ -12,7 +12,7 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.persist.aof import AppendOnlyFile
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:

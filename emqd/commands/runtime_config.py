@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from emqd import errors, fd_limit
+from emqd import errors
 from emqd.command import command
 from emqd.commands import helps
 from emqd.commands.parameters import BY_NAME, PARAMETERS, BadValue, Changes, Parameter
-from emqd.glob import compile_pattern
-from emqd.session import Session
+from emqd.compat.glob import compile_pattern
+from emqd.serve import fd_limit
+from emqd.sessions.session import Session
 
 
 def config_get(session: Session, argv: list[bytes]) -> Any:
@@ -65,7 +66,7 @@ def config_set(session: Session, argv: list[bytes]) -> Any:
         except BadValue as bad:
             raise errors.config_set_failed(parameter.name.encode(), bad.reason) from None
     maxclients = changes.get("maxclients")
-    if maxclients is not None:  # as Redis: the descriptors must hold them (emqd/fd_limit.py)
+    if maxclients is not None:  # as Redis: the descriptors must hold them (emqd/serve/fd_limit.py)
         most = fd_limit.make_room(maxclients, session.core.config)
         if most is not None:
             raise errors.config_set_failed(

@@ -25,10 +25,10 @@ from emqd.command import Command, command
 from emqd.commands import memory
 from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
+from emqd.compat.glob import compile_pattern
 from emqd.core import Core
-from emqd.glob import compile_pattern
 from emqd.reply import Raw, Set, Verbatim
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 # --- COMMAND -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ A score travels as `numbers.score_arg` makes it: an int when exact, else a
 float that the append-only file writes as its `repr`, which round-trips.
 Everything is checked, in Redis's order, before a plan is returned.
 
-Scores are read three ways (see `emqd/numbers.py`): ZADD / ZINCRBY scores as
+Scores are read three ways (see `emqd/compat/numbers.py`): ZADD / ZINCRBY scores as
 getDoubleFromObject, range bounds as zslParseRange, ranks and LIMIT as
 string2ll. Replies: a score is a `float` (a bulk string under RESP2, a `,`
 double under RESP3); WITHSCORES and the pops with a count give nested
@@ -29,9 +29,11 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from emqd import errors, scan
+from emqd import errors
 from emqd.command import command
-from emqd.numbers import (
+from emqd.commit.plan import Plan, removal
+from emqd.compat import scan
+from emqd.compat.numbers import (
     format_double,
     format_listpack_score,
     parse_float,
@@ -39,9 +41,8 @@ from emqd.numbers import (
     parse_score_bound,
     score_arg,
 )
-from emqd.plan import Plan, removal
 from emqd.reply import SCORED, STREAM_MIN, Stream, array
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
 
 

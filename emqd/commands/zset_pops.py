@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from emqd import clock, errors, longdouble
+from emqd import clock, errors
 from emqd.command import command
 from emqd.commands.zset import popped
-from emqd.numbers import INT64_MAX, parse_int
-from emqd.plan import Block, Plan
+from emqd.commit.plan import Block, Plan
+from emqd.compat import longdouble
+from emqd.compat.numbers import INT64_MAX, parse_int
 from emqd.reply import NULL_ARRAY
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.store.zset import ZSet
 
 

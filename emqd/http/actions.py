@@ -21,14 +21,15 @@ from typing import Any
 import hiredis
 from aiohttp import web
 
-from emqd import dispatch, worker_name
+from emqd import dispatch
+from emqd.client import worker_name
+from emqd.commit.plan import AGAIN, Later
+from emqd.compat.numbers import parse_int
 from emqd.errors import ReplyError
 from emqd.http import reading
 from emqd.http.context import Dashboard, found, job_url, queue_url, segment
-from emqd.numbers import parse_int
-from emqd.plan import AGAIN, Later
 from emqd.reply import Raw
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
 
@@ -158,7 +159,7 @@ async def order_worker(request: web.Request) -> web.Response:
     """POST /workers/quiet, /stop, /run: EMQ.WORKER for each queue the worker's name lists.
 
     The worker is named by the form (its connections' name, the worker form of
-    emqd/worker_name.py); a name not in that form names no queue, and is a 400.
+    emqd/client/worker_name.py); a name not in that form names no queue, and is a 400.
     """
     dashboard = Dashboard.of(request)
     order = segment(request, 1)

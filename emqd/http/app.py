@@ -1,8 +1,8 @@
 """The HTTP side: the aiohttp application, started on the server's own event loop.
 
-`start(sock)` is all `emqd/server.py` calls: it builds the app, listens on
+`start(sock)` is all `emqd/serve/lifecycle.py` calls: it builds the app, listens on
 the socket bound to `--bind`:`--http-port` (before the log loaded,
-emqd/listen.py), registers the metrics' event listener with the commit path,
+emqd/serve/sockets.py), registers the metrics' event listener with the commit path,
 and starts the minute timer that samples the rates; `stop()`
 undoes it. Pages and /metrics read the store synchronously inside their
 handler (one atomic read, like a verb), and actions run EMQ verbs

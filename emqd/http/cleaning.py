@@ -14,10 +14,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from emqd import clock
+from emqd.compat.numbers import parse_int
 from emqd.http import reading
 from emqd.http.actions import run_verbs
 from emqd.http.context import Dashboard, found, queue_url
-from emqd.numbers import parse_int
 
 CLEAN_MAX = 1000  # completed jobs one click removes, at most
 UNITS = {"minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}

@@ -11,7 +11,7 @@ factory handed to `loop.create_server` in aiohttp's place:
 
 - at most `--http-maxclients` connections at once; the next is answered
   `503 Service Unavailable` and closed (their descriptors are kept apart
-  from the queue's clients: emqd/fd_limit.py);
+  from the queue's clients: emqd/serve/fd_limit.py);
 - a connection whose first request head (up to its blank line) has not
   arrived within `--http-head-timeout-ms` (10 s) is answered
   `408 Request Timeout` and closed. Later requests on a kept-alive connection

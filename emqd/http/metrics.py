@@ -10,9 +10,9 @@ Two kinds of figures, kept apart on purpose:
 - **Observed as it happens** (`Timings`): the histograms of a job's wait
   (from when it could be claimed to its claim) and duration (claim to
   complete), fed by the events each committed plan carries
-  (`emqd/events.py`). These live in memory and start empty at each start, as
+  (`emqd/commit/events.py`). These live in memory and start empty at each start, as
   a process's histograms do. The log's fsyncs and the loop's lag are timed by
-  the core itself (emqd/stats.py, emqd/histogram.py: the fsyncs from the
+  the core itself (emqd/serve/server_stats.py, emqd/serve/histogram.py: the fsyncs from the
   everysec thread too) and read at scrape time.
 
 Queue names are bytes and Prometheus labels are UTF-8 text: a name that is not
@@ -36,12 +36,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from emqd import __version__
+from emqd.commit.events import CLAIMED, COMPLETED, Event
 from emqd.core import Core
-from emqd.events import CLAIMED, COMPLETED, Event
-from emqd.histogram import Histogram as Durations
 from emqd.http import reading
-from emqd.memory import rss_bytes
 from emqd.persist.aof import AppendOnlyFile
+from emqd.serve.histogram import Histogram as Durations
+from emqd.serve.process_memory import rss_bytes
 
 # Jobs last from milliseconds to hours; the default buckets stop at 10 s.
 JOB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
@@ -175,7 +175,7 @@ class StoreCollector:
 
 
 def _histogram(name: str, documentation: str, durations: Durations) -> HistogramMetricFamily:
-    """One of the core's histograms (emqd/histogram.py) as Prometheus reads it."""
+    """One of the core's histograms (emqd/serve/histogram.py) as Prometheus reads it."""
     buckets = [(floatToGoString(bound), count)
                for bound, count in zip(durations.bounds_s, durations.cumulative, strict=False)]
     buckets.append(("+Inf", durations.cumulative[-1]))

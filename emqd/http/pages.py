@@ -12,15 +12,15 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock
+from emqd.compat.numbers import parse_int
 from emqd.http import present, reading, trends
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.cleaning import CLEAN_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
 from emqd.http.rates import MINUTE_MS, MINUTES
-from emqd.keys import split_job_key
-from emqd.memory import rss_bytes
-from emqd.numbers import parse_int
+from emqd.layout import split_job_key
 from emqd.persist.aof import AppendOnlyFile
+from emqd.serve.process_memory import rss_bytes
 
 PAGE = 50  # jobs per page
 PAGE_MAX = 10**9

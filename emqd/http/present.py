@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from emqd.numbers import parse_int
+from emqd.compat.numbers import parse_int
 
 PAYLOAD_SHOWN = 64 << 10  # bytes of a payload a job page shows; the rest is cut, and says so
 JSON_MAX = 1 << 20  # payloads up to this size are tried as JSON (pretty-printed)

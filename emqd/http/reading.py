@@ -37,9 +37,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from emqd.compat.numbers import parse_int
 from emqd.errors import ReplyError
-from emqd.keys import QUEUES, QueueKeys, queue_keys
-from emqd.numbers import parse_int
+from emqd.layout import QUEUES, QueueKeys, queue_keys
 from emqd.rules import job_log, rates
 from emqd.rules.lanes import FLAT, LANES_PENDING
 from emqd.rules.minutes import Minute

@@ -82,7 +82,7 @@ def is_loopback_host(host: str | None) -> bool:
 def guard(password: str | None, refused: Callable[[str], None] = lambda origin: None
           ) -> Middleware:
     """The middleware that applies the rules above to every request. `refused` is told
-    of each wrong password sent (emqd/auth_failures.py); a request that sent none (a
+    of each wrong password sent (emqd/serve/auth_failures.py); a request that sent none (a
     browser's first) is only asked for one."""
 
     @web.middleware

@@ -1,7 +1,7 @@
 """The Workers page: every connected worker, and the jobs it holds now.
 
 A worker is known by the name it gives its connections (CLIENT SETNAME, in the
-form of emqd/worker_name.py: host, pid, queues, concurrency, start), which the
+form of emqd/client/worker_name.py: host, pid, queues, concurrency, start), which the
 emqd Worker sets and any client can; a worker's pooled connections share it and
 are one row. Which jobs it holds comes from the rows themselves: CLAIM and
 EXTEND from a named connection write its CLIENT ID as `holder`, and a lease
@@ -27,14 +27,15 @@ from typing import Any
 
 from aiohttp import web
 
-from emqd import clock, worker_name
+from emqd import clock
+from emqd.client import worker_name
+from emqd.compat.numbers import parse_int
 from emqd.core import Core
 from emqd.http import reading
 from emqd.http.context import Dashboard
-from emqd.numbers import parse_int
 from emqd.rules.args import is_queue_name
 from emqd.rules.job import CLAIMED_MS, HOLDER, LEASE_EPOCH
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
 
 ACTIVE_SHOWN = 10_000  # active rows one page reads, at most

@@ -2,7 +2,7 @@
 
 `open_log(config, keyspace)` loads DIR/emqd.aof into the keyspace (cutting a
 torn last record once the load succeeded, its bytes kept beside it:
-persist/check.py), then returns the `AppendOnlyFile`, the commit path's sink (emqd/sink.py, emqd/commit.py): every plan is handed to
+persist/check.py), then returns the `AppendOnlyFile`, the commit path's sink (emqd/commit/sink.py, emqd/commit/path.py): every plan is handed to
 it as one record.
 
 The log knows no connection. It buffers records (`append`), writes them with
@@ -35,14 +35,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from emqd import clock
+from emqd.commit.plan import Op, Plan
+from emqd.commit.sink import Sink
 from emqd.config import Config
 from emqd.persist.check import cut
 from emqd.persist.dirlock import lock_dir
 from emqd.persist.load import load
 from emqd.persist.records import batch_record, record, runs
 from emqd.persist.rewrite import Rewrite
-from emqd.plan import Op, Plan
-from emqd.sink import Sink
 from emqd.store.keyspace import Keyspace
 
 FsyncTimer = Callable[[float], None]  # told each fsync's seconds, from any thread
@@ -94,7 +94,7 @@ class AppendOnlyFile(Sink):
     Offsets count the bytes of records since start: `appended` (handed to the
     log), `written` (in the file: write(2) returned) and `synced` (fsynced). A
     reply may leave once the log holds its plan: `durable` has reached the
-    `appended` of the moment the reply was made (emqd/commit.py).
+    `appended` of the moment the reply was made (emqd/commit/path.py).
     """
 
     def __init__(self, path: str, policy: str, rewrite_min_size: int, keyspace: Keyspace,
@@ -217,7 +217,7 @@ class AppendOnlyFile(Sink):
 
         What was not written stays buffered and is written first next time, so
         the file never misses or repeats a byte; the plans it holds are applied
-        in memory, and their replies wait (emqd/commit.py) until it is in.
+        in memory, and their replies wait (emqd/commit/path.py) until it is in.
         """
         buffer = self.buffer
         if buffer:

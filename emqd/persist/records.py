@@ -2,7 +2,7 @@
 
 A record is one plan: a single command, or `MULTI`, its commands, `EXEC` when
 the plan has more than one op, so Redis and emqd replay it atomically. A plan
-built from a `Shape` (emqd/plan.py) is formatted by its template in one step;
+built from a `Shape` (emqd/commit/plan.py) is formatted by its template in one step;
 any other op by `append_command`. Values
 are written so that they read back exactly: ints as decimals, floats as
 `repr` (the shortest text that round-trips, which Redis's strtod parses, and
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from emqd.plan import BIG_VALUE, Plan
+from emqd.commit.plan import BIG_VALUE, Plan
 
 BIG_ARG: Final = BIG_VALUE  # bytes from which an argument is logged as itself (see above)
 Record = bytes | list[bytes]  # one record, or the parts of one that holds a big argument

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
+from emqd.commit.plan import Op
 from emqd.persist.records import append_command, runs
-from emqd.plan import Op
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet

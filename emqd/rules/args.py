@@ -1,7 +1,7 @@
 """Reading verb arguments: names, ids, integers and options, with the protocol's errors.
 
 Every integer argument of every verb is read as Redis's string2ll reads it
-(`emqd.numbers.parse_int`), so `01`, `+1` and ` 1` are refused the same way
+(`emqd.compat.numbers.parse_int`), so `01`, `+1` and ` 1` are refused the same way
 everywhere. Options are keyword/value pairs in any order; an unknown or
 repeated keyword, or a keyword without its value, is `ERR syntax error`.
 """
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors
+from emqd.compat.numbers import parse_int
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import parse_int
+from emqd.layout import QueueKeys, queue_keys
 
 NAME_MAX: Final = 256
 

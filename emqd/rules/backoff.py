@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from emqd.numbers import parse_int
+from emqd.compat.numbers import parse_int
 
 HOUR_MS: Final = 3_600_000
 

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from emqd import events
+from emqd.commit import events
+from emqd.commit.events import Event
+from emqd.commit.plan import SCHEDULED, Due, Op
 from emqd.config import Config
-from emqd.events import Event
-from emqd.keys import QueueKeys
-from emqd.plan import SCHEDULED, Due, Op
+from emqd.layout import QueueKeys
 from emqd.rules import enqueue, job, lanes, unique
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash

@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from emqd import events
+from emqd.commit import events
+from emqd.commit.events import Event
+from emqd.commit.plan import SCHEDULED, Due, Op
+from emqd.compat.numbers import ms_text
 from emqd.config import Config
-from emqd.events import Event
-from emqd.keys import QUEUES, QueueKeys
-from emqd.numbers import ms_text
-from emqd.plan import SCHEDULED, Due, Op
+from emqd.layout import QUEUES, QueueKeys
 from emqd.rules import job, lanes, tokens
 from emqd.rules.job import ATTEMPTS, PRIORITY_BAND
 from emqd.store import hash as hashes

@@ -57,11 +57,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from emqd import errors, events
+from emqd import errors
+from emqd.commit import events
+from emqd.commit.events import Event
+from emqd.commit.plan import AGING, Due, Op
 from emqd.config import Config
-from emqd.events import Event
-from emqd.keys import QueueKeys, queue_keys, split_job_key
-from emqd.plan import AGING, Due, Op
+from emqd.layout import QueueKeys, queue_keys, split_job_key
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes
 from emqd.rules import settings as queue_settings

@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from emqd import errors
+from emqd.commit.plan import Op
+from emqd.compat.numbers import parse_int
 from emqd.config import Config
 from emqd.errors import ReplyError
-from emqd.keys import QueueKeys
-from emqd.numbers import parse_int
-from emqd.plan import Op
+from emqd.layout import QueueKeys
 from emqd.rules import job_log, lanes, retention
 from emqd.rules.backoff import Backoff, parse_backoff
 from emqd.store import hash as hashes

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Final
 
 from emqd import errors
-from emqd.keys import QueueKeys
+from emqd.layout import QueueKeys
 from emqd.store.keyspace import View
 from emqd.store.zset import ZSet
 

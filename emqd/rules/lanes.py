@@ -51,11 +51,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from emqd import errors
+from emqd.commit.plan import RATED, Due, Op
+from emqd.compat.numbers import INT64_MAX, parse_int
 from emqd.config import Config
 from emqd.errors import ReplyError
-from emqd.keys import QueueKeys
-from emqd.numbers import INT64_MAX, parse_int
-from emqd.plan import RATED, Due, Op
+from emqd.layout import QueueKeys
 from emqd.rules import rates
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
@@ -423,7 +423,7 @@ class Served:
     `cut_off`: the turn stopped because it had skipped as many members as it
     may (the rest is for the next call). A plain class, not a dataclass: one is
     made per lane CLAIM that takes the general path, and mypyc keeps a
-    dataclass's generated __init__ interpreted (emqd/plan.py's Plan).
+    dataclass's generated __init__ interpreted (emqd/commit/plan.py's Plan).
     """
 
     __slots__ = ("taken", "jobs", "corrupt", "ledger", "cut_off")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd import errors
-from emqd.numbers import parse_int
-from emqd.plan import Op
+from emqd.commit.plan import Op
+from emqd.compat.numbers import parse_int
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash
 from emqd.store.keyspace import View

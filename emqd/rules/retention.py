@@ -29,9 +29,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
+from emqd.commit.plan import Op, Plan
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import job_log
 from emqd.rules import settings as queue_settings
 from emqd.store import hash as hashes

@@ -24,7 +24,7 @@ from typing import Final
 from croniter import CroniterError, croniter
 
 from emqd import errors
-from emqd.numbers import MAX_TIME_MS, parse_int
+from emqd.compat.numbers import MAX_TIME_MS, parse_int
 from emqd.rules.args import is_queue_name
 from emqd.rules.backoff import parse_backoff
 from emqd.rules.enqueue import NewJob

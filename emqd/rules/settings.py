@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from emqd import errors
+from emqd.compat.numbers import parse_int
 from emqd.config import Config
-from emqd.keys import QueueKeys
-from emqd.numbers import parse_int
+from emqd.layout import QueueKeys
 from emqd.rules.backoff import Backoff, parse_backoff
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash

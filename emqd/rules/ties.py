@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from emqd.commit.events import Event
+from emqd.commit.plan import AGING, Due, Op
 from emqd.config import Config
-from emqd.events import Event
-from emqd.keys import QueueKeys
-from emqd.plan import AGING, Due, Op
+from emqd.layout import QueueKeys
 from emqd.rules import flows, job, lanes, retention, unique
 from emqd.rules.settings import Settings
 from emqd.store import hash as hashes

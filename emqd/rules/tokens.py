@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from emqd.commit.plan import Op
 from emqd.config import Config
-from emqd.keys import QueueKeys
-from emqd.plan import Op
+from emqd.layout import QueueKeys
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash, incremented
 from emqd.store.keyspace import View

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from emqd.keys import QueueKeys
-from emqd.plan import Op
+from emqd.commit.plan import Op
+from emqd.layout import QueueKeys
 from emqd.rules import job
 from emqd.store import hash as hashes
 from emqd.store.hash import Hash

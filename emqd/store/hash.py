@@ -46,8 +46,8 @@ from typing import Final
 from mypy_extensions import i64
 
 from emqd import errors
+from emqd.compat.numbers import INT64_MAX, INT64_MIN, parse_int
 from emqd.concat import LONG, joined, length_prefix
-from emqd.numbers import INT64_MAX, INT64_MIN, parse_int
 from emqd.store import sizes
 from emqd.store.scan_index import ScanIndex
 

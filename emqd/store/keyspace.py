@@ -20,7 +20,7 @@ from typing import Any, Final
 from mypy_extensions import mypyc_attr
 
 from emqd import errors
-from emqd.numbers import MAX_TIME_MS, parse_int
+from emqd.compat.numbers import MAX_TIME_MS, parse_int
 from emqd.store import hash as hashes
 from emqd.store import listpack as lp
 from emqd.store import sizes
@@ -89,7 +89,7 @@ class Keyspace(View):
         # What FLUSHALL and the DEL of a big value let go of, as lists of references
         # freed a slice at a time by `free`: values (big ones among them are listed
         # in turn) and keys, fields, members; and the server's hook that schedules
-        # those calls (emqd/server.py). Without one everything goes at once.
+        # those calls (emqd/serve/lifecycle.py). Without one everything goes at once.
         self.dropped: list[list[Value]] = []
         self.parts: list[list[Any]] = []
         self.on_garbage: Callable[[], None] | None = None

@@ -44,12 +44,13 @@ from __future__ import annotations
 import sys
 from typing import Any, Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import BIG_VALUE, Plan, Shape, Slot
+from emqd.compat.numbers import MAX_TIME_MS, ms_text, parse_int
 from emqd.config import Config
-from emqd.keys import QUEUES, QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS, ms_text, parse_int
-from emqd.plan import BIG_VALUE, Plan, Shape, Slot
+from emqd.layout import QUEUES, QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import debounce, enqueue, job, lanes, unique
 from emqd.rules.backoff import parse_backoff
@@ -81,7 +82,7 @@ PLAIN: Final = Shape(
 
 class AddArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("keys", "payload", "id", "delay", "at", "priority", "max_attempts", "backoff",
                  "group", "config", "unique", "ttl", "replace", "extend", "trace")
 

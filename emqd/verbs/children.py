@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys, split_job_key
+from emqd.layout import QueueKeys, queue_keys, split_job_key
 from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
 from emqd.rules import job

@@ -49,13 +49,14 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import LEASED, Block, Due, Op, Plan, Shape, Slot
+from emqd.compat.numbers import MAX_TIME_MS, decimal, ms_text, parse_int
 from emqd.config import Config
 from emqd.errors import ReplyError
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS, decimal, ms_text, parse_int
-from emqd.plan import LEASED, Block, Due, Op, Plan, Shape, Slot
+from emqd.layout import QueueKeys, queue_keys
 from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, rates, ties, tokens
@@ -105,7 +106,7 @@ LANE_SHAPES: Final = {(stays, held): _lane_shape(stays, held)
 
 class ClaimArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("keys", "lease_ms", "count", "block", "config", "holder", "with_trace")
 
     def __init__(

@@ -23,12 +23,13 @@ from __future__ import annotations
 import sys
 from typing import Any, Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import BIG_VALUE, Op, Plan, Shape, Slot
+from emqd.compat.numbers import ms_text, parse_int
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import ms_text, parse_int
-from emqd.plan import BIG_VALUE, Op, Plan, Shape, Slot
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, retention, ties
 from emqd.rules import settings as queue_settings
@@ -82,7 +83,7 @@ LANE_SHAPES: Final = {
 
 class CompleteArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("keys", "id", "token", "result", "config")
 
     def __init__(

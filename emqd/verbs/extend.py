@@ -21,10 +21,10 @@ from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import LEASED, Plan
+from emqd.compat.numbers import MAX_TIME_MS
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS
-from emqd.plan import LEASED, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job
 from emqd.store.keyspace import View
@@ -34,7 +34,7 @@ NAME: Final = "emq.extend"
 
 class ExtendArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("keys", "id", "token", "lease_ms", "holder")
 
     def __init__(self, keys: QueueKeys, id: bytes, token: bytes, lease_ms: int) -> None:

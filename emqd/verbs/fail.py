@@ -36,12 +36,13 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import SCHEDULED, Op, Plan, Shape, Slot
+from emqd.compat.numbers import MAX_TIME_MS
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS
-from emqd.plan import SCHEDULED, Op, Plan, Shape, Slot
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, ties
 from emqd.rules import settings as queue_settings
@@ -67,7 +68,7 @@ RETRY: Final = Shape(
 
 class FailArgs:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("keys", "id", "token", "error", "max_attempts", "backoff", "config")
 
     def __init__(
@@ -84,7 +85,7 @@ class FailArgs:
 
 class Dead:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("failures",)
 
     def __init__(self, failures: int) -> None:
@@ -93,7 +94,7 @@ class Dead:
 
 class Retry:
     # A plain class, not a dataclass: one is made per call, and mypyc would
-    # give a dataclass its interpreted __init__ (emqd/plan.py's Plan says more).
+    # give a dataclass its interpreted __init__ (emqd/commit/plan.py's Plan says more).
     __slots__ = ("failures", "due")
 
     def __init__(self, failures: int, due: int) -> None:

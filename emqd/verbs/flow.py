@@ -41,9 +41,9 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import Op, Plan
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys, split_job_key
-from emqd.plan import Op, Plan
+from emqd.layout import QueueKeys, queue_keys, split_job_key
 from emqd.rules import args as parse_args
 from emqd.rules import enqueue, flows
 from emqd.store.keyspace import View

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
 from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
 from emqd.store import hash as hashes

@@ -22,7 +22,7 @@ from typing import Any, Final
 from emqd import errors
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job_log
 from emqd.store.keyspace import View

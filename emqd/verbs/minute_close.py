@@ -1,7 +1,7 @@
 """(no command) Housekeeping's close of a queue's minute: its record into the queue's history.
 
 At each minute's end, for each queue that had something happen in it
-(emqd/history.py), housekeeping runs this planner with the minute, its wait and
+(emqd/commit/history.py), housekeeping runs this planner with the minute, its wait and
 run times' percentile codes (from the events it saw), and the queue's counters
 as they stood when the minute began (`base`); the planner reads the counters
 now, and the minute's counts are the differences: the jobs completed
@@ -26,9 +26,9 @@ which housekeeping keeps as the next minute's base.
 
 from __future__ import annotations
 
-from emqd.keys import QueueKeys
-from emqd.numbers import parse_int
-from emqd.plan import Op, Plan
+from emqd.commit.plan import Op, Plan
+from emqd.compat.numbers import parse_int
+from emqd.layout import QueueKeys
 from emqd.rules import minutes
 from emqd.rules.minutes import Minute
 from emqd.store import hash as hashes

@@ -14,11 +14,11 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
-from emqd import events
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.keys import queue_keys
-from emqd.plan import Plan
+from emqd.layout import queue_keys
 from emqd.rules import args as parse_args
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View

@@ -28,12 +28,13 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.events import Event
+from emqd.commit.plan import Op, Plan
 from emqd.config import Config
-from emqd.events import Event
-from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes
 from emqd.store import hash as hashes

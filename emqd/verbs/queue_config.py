@@ -27,9 +27,9 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import CONFIGURED, Plan
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import CONFIGURED, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import lanes, settings
 from emqd.store.keyspace import View

@@ -12,7 +12,7 @@ from typing import Final
 
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.keys import QUEUES
+from emqd.layout import QUEUES
 from emqd.store.keyspace import View
 
 

@@ -24,10 +24,10 @@ from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import Op, Plan
+from emqd.compat.numbers import MAX_TIME_MS
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS
-from emqd.plan import Op, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import rates
 from emqd.store import hash as hashes

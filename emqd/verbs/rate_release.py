@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from emqd.commit.plan import RATED, Op, Plan
 from emqd.config import Config
-from emqd.plan import RATED, Op, Plan
 from emqd.rules import args as parse_args
 from emqd.rules import lanes
 from emqd.store.keyspace import View

@@ -32,9 +32,9 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import REPEATING, Op, Plan
 from emqd.config import Config
-from emqd.keys import QUEUES, QueueKeys, queue_keys
-from emqd.plan import REPEATING, Op, Plan
+from emqd.layout import QUEUES, QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import schedules
 from emqd.store.keyspace import View

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from emqd.command import verb_command
+from emqd.commit.plan import Op, Plan
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Op, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import schedules
 from emqd.store.keyspace import View

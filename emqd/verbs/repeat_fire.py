@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from emqd.commit.plan import REPEATING, Op, Plan
 from emqd.config import Config
-from emqd.plan import REPEATING, Op, Plan
 from emqd.rules import args as parse_args
 from emqd.rules import enqueue, schedules
 from emqd.store.keyspace import View

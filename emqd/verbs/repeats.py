@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from emqd.command import verb_command
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import schedules
 from emqd.store import hash as hashes

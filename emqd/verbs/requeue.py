@@ -29,13 +29,14 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.events import Event
+from emqd.commit.plan import SCHEDULED, Due, Op, Plan
+from emqd.compat.numbers import MAX_TIME_MS
 from emqd.config import Config
-from emqd.events import Event
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import MAX_TIME_MS
-from emqd.plan import SCHEDULED, Due, Op, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes
 from emqd.store.keyspace import View

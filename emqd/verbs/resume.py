@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from emqd import events
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.store.keyspace import View
 from emqd.verbs.pause import PAUSED, PauseArgs, paused_value
 from emqd.verbs.pause import parse as parse_pause

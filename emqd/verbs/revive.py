@@ -26,11 +26,12 @@ import sys
 from dataclasses import dataclass
 from typing import Final
 
-from emqd import errors, events
+from emqd import errors
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import flows, job, lanes, ties
 from emqd.store import hash as hashes

@@ -53,12 +53,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
-from emqd import events
 from emqd.command import verb_command
+from emqd.commit import events
+from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.errors import ReplyError
-from emqd.keys import QueueKeys, queue_keys
-from emqd.plan import Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules import job, lanes, ties
 from emqd.rules import settings as queue_settings

@@ -34,9 +34,9 @@ from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.compat.numbers import parse_int
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import parse_int
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.rules.lanes import LANES_PENDING
 from emqd.rules.retention import TRIMMED

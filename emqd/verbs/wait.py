@@ -31,10 +31,10 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import Block
+from emqd.compat.numbers import MAX_TIME_MS
 from emqd.config import Config
-from emqd.keys import queue_keys
-from emqd.numbers import MAX_TIME_MS
-from emqd.plan import Block
+from emqd.layout import queue_keys
 from emqd.reply import NULL_ARRAY
 from emqd.rules import args as parse_args
 from emqd.rules import job

@@ -1,7 +1,7 @@
 """EMQ.WORKER queue <QUIET | STOP | RUN> name
 
 What an operator asks of the worker named NAME (its connections' name, CLIENT
-SETNAME: emqd/worker_name.py) on QUEUE, told to it by its next EMQ.BEAT on the
+SETNAME: emqd/client/worker_name.py) on QUEUE, told to it by its next EMQ.BEAT on the
 queue (protocol section 22.6): QUIET, claim nothing more from the queue and
 finish what it holds; STOP, that and exit once done; RUN, go on as before (the
 instruction is deleted). Faktory's quiet and terminate, Sidekiq's Quiet and
@@ -29,10 +29,10 @@ from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
+from emqd.commit.plan import Op, Plan
+from emqd.compat.numbers import parse_int
 from emqd.config import Config
-from emqd.keys import QueueKeys, queue_keys
-from emqd.numbers import parse_int
-from emqd.plan import Op, Plan
+from emqd.layout import QueueKeys, queue_keys
 from emqd.rules import args as parse_args
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View

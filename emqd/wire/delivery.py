@@ -1,7 +1,7 @@
 """Pub/Sub messages onto subscribers' connections; a subscriber that lags is closed.
 
-The registry (emqd/pubsub.py) hands each frame to `Delivery`, which writes it
-through the commit path (emqd/commit.py `send`: under a strict sink, such as
+The registry (emqd/sessions/pubsub.py) hands each frame to `Delivery`, which writes it
+through the commit path (emqd/commit/path.py `send`: under a strict sink, such as
 `--appendfsync always`, a message waits like a reply for the records before it;
 a queue event also waits for the record of the plan it reports, its `needed`
 offset, under every policy) and then applies Redis's
@@ -14,8 +14,8 @@ for it.
 from __future__ import annotations
 
 from emqd.config import Config
-from emqd.output_limit import OutputLimit, check
-from emqd.session import Session
+from emqd.sessions.session import Session
+from emqd.wire.output_limit import OutputLimit, check
 from emqd.wire.protocol import Connection, close_lagging
 
 

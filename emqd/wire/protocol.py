@@ -27,15 +27,15 @@ from collections.abc import Iterator
 from typing import Any, Final, cast
 
 from emqd import clock, errors
-from emqd.blocking import Waiters
-from emqd.commit import Outlet
+from emqd.commit.path import Outlet
+from emqd.commit.plan import AGAIN, Block, Later
 from emqd.core import Core
 from emqd.dispatch import execute
 from emqd.errors import ProtocolError
-from emqd.output_limit import check
-from emqd.plan import AGAIN, Block, Later
 from emqd.reply import Stream
-from emqd.session import Session
+from emqd.sessions.blocking import Waiters
+from emqd.sessions.session import Session
+from emqd.wire.output_limit import check
 from emqd.wire.resp import RequestParser, encode, stream_chunks
 
 log: Final = logging.getLogger("emqd")
@@ -67,7 +67,7 @@ class Hub:
     session runs commands against, the commit path its output leaves through
     (`commit`), the parked clients (`waiters`), the registry of live connections
     (which Pub/Sub delivery and shutdown walk), and whether shutdown began. The
-    server (emqd/server.py) builds one and hands it to every connection; the wire
+    server (emqd/serve/lifecycle.py) builds one and hands it to every connection; the wire
     never imports the server.
     """
 
@@ -120,7 +120,7 @@ class Connection(asyncio.Protocol, Outlet):
         self.wake_timer: asyncio.TimerHandle | None = None  # Block.wake_at_ms
         self.paused = False  # the socket's write buffer is full
         self.closed = False
-        self.holding = 0  # outputs the commit path holds for the sink (emqd/commit.py)
+        self.holding = 0  # outputs the commit path holds for the sink (emqd/commit/path.py)
         self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
         self.streaming: Iterator[bytes] | None = None  # the chunks left of a big reply
         self.close_when_released = False  # QUIT's reply is held: close once it left
@@ -320,7 +320,7 @@ class Connection(asyncio.Protocol, Outlet):
 
     def send(self, data: bytes, after: int = 0, eager: bool = True, own: int = 0,
              instead: bytes | None = None) -> None:
-        """Through the commit path (emqd/commit.py `send`): the data waits for this
+        """Through the commit path (emqd/commit/path.py `send`): the data waits for this
         client's last write (`Session.log_mark`) and for `after`; `own` and `instead`
         as there (what a fallible sink's lost record turns it into)."""
         needed = self.session.log_mark
@@ -334,7 +334,7 @@ class Connection(asyncio.Protocol, Outlet):
     def _reply(self, data: bytes) -> None:
         """A reply that tells of `session.tells` (its own write, or in cluster mode its
         queue's writes so far): it waits for that record, and a retryable error goes
-        in its place if the sink lost it (emqd/commit.py, the rule)."""
+        in its place if the sink lost it (emqd/commit/path.py, the rule)."""
         tells = self.session.tells
         self.send(data, tells, own=tells, instead=_UNACKNOWLEDGED)
 

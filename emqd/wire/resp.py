@@ -45,9 +45,9 @@ from typing import Any, Final, cast
 import hiredis
 
 from emqd import errors
+from emqd.compat.numbers import COMPILED, format_double, parse_int
 from emqd.concat import joined
 from emqd.errors import ProtocolError, ReplyError
-from emqd.numbers import COMPILED, format_double, parse_int
 from emqd.reply import BULKS, NULL_ARRAY, PAIRS, Raw, Set, Stream, Verbatim
 
 MAX_INLINE: Final = 64 * 1024  # PROTO_INLINE_MAX_SIZE: an inline line, a header line

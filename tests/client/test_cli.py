@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from emqd.client import Queue
-from emqd.client.cli import Progress, build_parser, load_handler, progress_line
 from emqd.client.worker import Counts
+from emqd.client.worker_command import Progress, build_parser, load_handler, progress_line
 from tests.support import ROOT
 
 
@@ -63,7 +63,7 @@ def test_url_may_name_several_fronts() -> None:
 
 
 def test_python_dash_m_emqd_worker_is_the_same_command() -> None:
-    done = subprocess.run([sys.executable, "-m", "emqd.worker", "--help"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "emqd.client", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert "usage: emqd-worker" in done.stdout and "--concurrency" in done.stdout

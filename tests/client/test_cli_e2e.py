@@ -2,7 +2,7 @@
 ends it with one line that names the cause; so does a handler that cannot be loaded;
 and the progress lines' rate is each line's own.
 
-Workers are `python -m emqd.worker` subprocesses with a timeout, so a worker that
+Workers are `python -m emqd.client` subprocesses with a timeout, so a worker that
 retries forever fails the test instead of hanging it.
 """
 
@@ -31,7 +31,7 @@ def run_worker(*args: str, cwd: Path | str = ROOT, timeout: float = 20,
     full_env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     full_env.pop("EMQD_URL", None)
-    return subprocess.run([sys.executable, "-m", "emqd.worker", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "emqd.client", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -115,7 +115,7 @@ def test_each_progress_line_counts_since_the_one_before_the_last_one_too(
         mail.add_many([b"x"] * 20)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "emqd.worker", "tests.client.e2e_handlers:quick", "--queue",
+        [sys.executable, "-m", "emqd.client", "tests.client.e2e_handlers:quick", "--queue",
          "mail", "--url", url, "--progress-interval", "0.2"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True)

@@ -85,7 +85,7 @@ def test_the_readme_command_line_runs_the_worker_snippet_saved_as_tasks_py(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                                      os.environ.get("PYTHONPATH")]))}
     env.pop("EMQD_URL", None)
-    worker = subprocess.Popen([sys.executable, "-m", "emqd.worker", *argv[1:],
+    worker = subprocess.Popen([sys.executable, "-m", "emqd.client", *argv[1:],
                                "--progress-interval", "0.2"],
                               cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True, start_new_session=True)

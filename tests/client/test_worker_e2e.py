@@ -1,7 +1,7 @@
 """The worker against a real emqd: chaos with a killed worker, graceful shutdown, heartbeat,
 and a server restart.
 
-Worker processes are `python -m emqd.worker` subprocesses started here and
+Worker processes are `python -m emqd.client` subprocesses started here and
 stopped by PID; every wait has a deadline (`wait_for`), so a failure is a
 failed assertion, never a hung suite.
 """
@@ -54,7 +54,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str,
 
 
 class WorkerProcess:
-    """`python -m emqd.worker` in its own session, logging to a temp file."""
+    """`python -m emqd.client` in its own session, logging to a temp file."""
 
     def __init__(self, handler: str, queue: str, port: int, *flags: str,
                  env: dict[str, str] | None = None) -> None:
@@ -63,7 +63,7 @@ class WorkerProcess:
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                                 os.environ.get("PYTHONPATH")]))}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "emqd.worker", handler, "--queue", queue,
+            [sys.executable, "-m", "emqd.client", handler, "--queue", queue,
              "--url", f"redis://127.0.0.1:{port}", *flags],
             cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
@@ -382,7 +382,7 @@ def hold_the_gil_in_c(seconds: float) -> None:
 async def test_a_handler_holding_the_gil_in_c_keeps_its_lease(
         sweeping_server: ServerProcess, caplog: pytest.LogCaptureFixture) -> None:
     """Held three leases long in C: the worker's own heartbeats cannot run, its lease
-    keeper (emqd/lease_keeper.py, a process of its own) extends the lease, and the job
+    keeper (emqd/client/lease_keeper.py, a process of its own) extends the lease, and the job
     completes in its first run. Its neighbour, not held, completes too."""
     url = f"redis://127.0.0.1:{sweeping_server.port}"
     async with Queue("gil", url) as queue:

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from emqd import dispatch
+from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.core import Core
 from emqd.errors import HASH_NOT_INTEGER, NOT_INTEGER, OVERFLOW, WRONGTYPE, ReplyError
-from emqd.plan import Plan
-from emqd.session import Session
+from emqd.sessions.session import Session
 from tests.support import plain_value
 
 

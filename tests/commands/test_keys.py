@@ -7,7 +7,7 @@ import random
 import pytest
 import redis
 
-from emqd.glob import compile_pattern
+from emqd.compat.glob import compile_pattern
 from tests.wire.compare import same_replies
 
 SETUP = [("HSET", "h1", "f", "v"), ("HSET", "h2", "f", "v"), ("ZADD", "z1", "1", "m"),
@@ -122,10 +122,10 @@ def test_scan_returns_every_key_present_throughout_despite_writes(r: redis.Redis
 
 def test_writes_log_plain_ops() -> None:
     from emqd.commands.keys import del_, flush
+    from emqd.commit.plan import Plan
     from emqd.config import Config
     from emqd.core import Core
-    from emqd.plan import Plan
-    from emqd.session import Session
+    from emqd.sessions.session import Session
 
     state = Core(Config())
     state.commit.apply(Plan([(b"HSET", b"a", b"f", b"v"), (b"HSET", b"b", b"f", b"v")]))

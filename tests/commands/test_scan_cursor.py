@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emqd import scan
+from emqd.compat import scan
 from emqd.store import scan_index
 from tests.http.inprocess import Local
 

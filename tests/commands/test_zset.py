@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from emqd import dispatch
+from emqd.commit.plan import Plan
+from emqd.compat.numbers import score_arg
 from emqd.config import Config
 from emqd.core import Core
 from emqd.errors import NOT_FLOAT, SCORE_NAN, SYNTAX, WRONGTYPE, ZADD_INCR_PAIRS, ReplyError
-from emqd.numbers import score_arg
-from emqd.plan import Plan
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet
 from tests.differential.generate import Generator, render, setup
@@ -166,7 +166,7 @@ def test_a_big_stored_result_sets_its_negative_zeros_once_it_is_a_skiplist(
 
 
 def test_a_blocking_pop_parks_on_its_keys_and_pops_like_zpopmin(session: Session) -> None:
-    from emqd.plan import Block
+    from emqd.commit.plan import Block
     from emqd.reply import NULL_ARRAY
     block = plan_of(session, b"BZPOPMIN", b"nokey", b"other", b"nokey", b"1.5")
     assert block == Block((b"nokey", b"other"), 1500, NULL_ARRAY)

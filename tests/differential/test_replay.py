@@ -14,7 +14,7 @@ import pytest
 from emqd import dispatch
 from emqd.config import Config
 from emqd.core import Core
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.wire.resp import encode
 from tests.differential.generate import ALL_KEYS, Generator, render, setup
 from tests.differential.harness import parse

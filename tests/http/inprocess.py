@@ -7,7 +7,7 @@ from typing import Any
 from emqd import dispatch
 from emqd.config import Config
 from emqd.core import Core
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 class Local:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from emqd.commit.plan import AGAIN, Later
 from emqd.config import Config
 from emqd.core import Core
 from emqd.errors import ReplyError
 from emqd.http.actions import _answer
-from emqd.plan import AGAIN, Later
 from emqd.reply import Raw
-from emqd.session import Session
+from emqd.sessions.session import Session
 
 
 class Elsewhere:

@@ -11,10 +11,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from emqd import __version__
-from emqd.events import CLAIMED, COMPLETED, DEAD
+from emqd.commit.events import CLAIMED, COMPLETED, DEAD
+from emqd.commit.plan import Plan
 from emqd.http.metrics import Metrics
 from emqd.persist.aof import AppendOnlyFile
-from emqd.plan import Plan
 from tests.http.inprocess import Local
 
 NOW = 10**13

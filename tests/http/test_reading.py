@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from emqd.http import reading
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
 from tests.http.inprocess import Local
 
 NOW = 10**13  # far after every created_ms of these tests

@@ -6,9 +6,9 @@ import random
 
 import redis
 
+from emqd.commit.plan import Op, Plan
 from emqd.persist.load import load
 from emqd.persist.records import joined, record
-from emqd.plan import Op, Plan
 from emqd.store.keyspace import Keyspace
 from tests.support import plain_value
 

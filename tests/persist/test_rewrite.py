@@ -9,12 +9,12 @@ from pathlib import Path
 import hiredis
 import pytest
 
+from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.core import Core
 from emqd.persist import rewrite as rewrite_module
 from emqd.persist.aof import TEMP_SUFFIX, AppendOnlyFile, open_log
-from emqd.plan import Plan
-from emqd.server import Server
+from emqd.serve.lifecycle import Server
 from emqd.store.keyspace import Keyspace
 from tests.persist.helpers import RandomPlans, dump, dump_file
 

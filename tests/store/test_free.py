@@ -1,15 +1,15 @@
 """FLUSHALL and the DEL of a big value let go of their values at once and free them in
 slices (Keyspace.discard / free): the command costs a fraction of the million
-deallocations it causes, and the loop frees a slice a turn (emqd/server.py)."""
+deallocations it causes, and the loop frees a slice a turn (emqd/serve/lifecycle.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
-from emqd.server import FREE_PER_TURN, Server
+from emqd.serve.lifecycle import FREE_PER_TURN, Server
 from emqd.store.keyspace import FREE_WHOLE, Keyspace
 
 

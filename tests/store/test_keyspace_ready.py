@@ -1,5 +1,5 @@
 """The keyspace notes the watched keys each write touches: parked clients are woken by
-them (emqd/blocking.py), so a DEL of several keys or a FLUSHALL must name every one."""
+them (emqd/sessions/blocking.py), so a DEL of several keys or a FLUSHALL must name every one."""
 
 from __future__ import annotations
 

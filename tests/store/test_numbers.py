@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emqd.numbers import (
+from emqd.compat.numbers import (
     format_double,
     format_listpack_score,
     parse_cursor,
@@ -255,7 +255,7 @@ def test_decimal_and_ms_text_write_what_formatting_writes(numbers: list[int]) ->
     """From the table, from the memo of the last two times (asked in any order, some
     twice in a row, as a CLAIM asks its time and its deadline), or formatted afresh:
     the same text as `b"%d" % n` every time."""
-    from emqd.numbers import decimal, ms_text
+    from emqd.compat.numbers import decimal, ms_text
 
     for n in numbers + numbers[::-1] + numbers:
         assert decimal(n) == b"%d" % n

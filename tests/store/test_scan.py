@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from emqd.compat.scan import parse_options
 from emqd.errors import NOT_INTEGER, SYNTAX, Refusal, ReplyError
-from emqd.scan import parse_options
 from emqd.store.scan_index import TARGET, ScanIndex, position, snapshot_chunks
 
 

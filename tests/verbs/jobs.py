@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from emqd.commit.plan import Block, Plan
 from emqd.errors import ReplyError
-from emqd.plan import Block, Plan
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
 from emqd.store.zset import ZSet

@@ -13,10 +13,10 @@ from __future__ import annotations
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.errors import ReplyError
 from emqd.persist.records import text
-from emqd.plan import Plan
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace, View
 from emqd.store.zset import ZSet

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.verbs import add
 from tests.verbs.planner import NOW, commit, drive, effects, hash_of, keyspace
 

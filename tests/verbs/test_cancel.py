@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.rules import retention
 from emqd.verbs import (
     add,

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Block, Plan
+from emqd.commit.plan import Block, Plan
 from emqd.reply import NULL_ARRAY
 from emqd.verbs import add, claim
 from tests.support import RawClient, encode_request

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.keys import queue_keys
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
+from emqd.layout import queue_keys
 from emqd.rules import job
 from emqd.verbs import complete
 from tests.verbs.jobs import (

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
 from emqd.verbs import extend
 from tests.verbs.jobs import P, members, row, run, snapshot, wire_error, wire_snapshot
 from tests.verbs.planner import NOW, OTHER_RUN_ID, RUN_ID, drive, effects, keyspace

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.verbs import fail, requeue
 from tests.verbs.jobs import (
     P,

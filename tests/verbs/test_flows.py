@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.events import ADDED, DEAD, PROMOTED, REMOVED, REVIVED
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.events import ADDED, DEAD, PROMOTED, REMOVED, REVIVED
-from emqd.plan import Plan
 from emqd.reply import NULL_ARRAY
 from emqd.rules import retention
 from emqd.verbs import (

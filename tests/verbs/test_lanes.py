@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from emqd import core_build, errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.reply import NULL_ARRAY
 from emqd.verbs import (
     add,

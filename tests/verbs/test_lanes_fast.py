@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.errors import ReplyError
-from emqd.keys import queue_keys
-from emqd.plan import Plan
+from emqd.layout import queue_keys
 from emqd.rules import settings as queue_settings
 from emqd.store.keyspace import Keyspace
 from emqd.verbs import add, claim, complete, lane_rate

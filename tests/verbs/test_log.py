@@ -9,9 +9,9 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.keys import queue_keys
-from emqd.plan import Plan
+from emqd.layout import queue_keys
 from emqd.rules import retention
 from emqd.verbs import complete, log, logs, remove
 from emqd.verbs.complete import SHAPES

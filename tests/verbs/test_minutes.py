@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from emqd.config import Config
 from emqd.core import Core
 from emqd.dispatch import execute
-from emqd.keys import queue_keys
+from emqd.layout import queue_keys
 from emqd.rules import minutes
 from emqd.rules.minutes import Minute
-from emqd.session import Session
+from emqd.sessions.session import Session
 from emqd.verbs import minute_close
 from tests.verbs.jobs import P
 from tests.verbs.planner import NOW, hash_of, keyspace, set_field

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
 from emqd.verbs import pause, resume
 from tests.verbs.planner import commit, drive, effects, hash_of, keyspace
 

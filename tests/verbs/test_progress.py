@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from emqd import errors, events
-from emqd.plan import Plan
+from emqd import errors
+from emqd.commit import events
+from emqd.commit.plan import Plan
 from emqd.verbs import progress
 from tests.verbs.jobs import P, run, snapshot, wire_error, wire_snapshot
 from tests.verbs.planner import NOW, drive, effects, held, keyspace

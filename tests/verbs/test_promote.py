@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
 from emqd.verbs import add, fail, promote
 from tests.verbs.jobs import (
     P,

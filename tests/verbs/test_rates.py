@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import RATED, Block, Plan
 from emqd.config import Config
-from emqd.plan import RATED, Block, Plan
 from emqd.verbs import claim, lane_rate, rate, rate_release
 from emqd.verbs import queue_config as config
 from tests.verbs.jobs import P, add_jobs, check_invariant, check_lanes, members, run, snapshot

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
 from emqd.verbs import remove
 from tests.verbs.jobs import P, run, snapshot, wire_error
 from tests.verbs.planner import drive, effects, keyspace

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import REPEATING, SCHEDULED, Plan
 from emqd.config import Config
-from emqd.plan import REPEATING, SCHEDULED, Plan
 from emqd.verbs import repeat, repeat_del, repeat_fire, repeats
 from tests.verbs.jobs import P, check_invariant, members, row, run, snapshot
 from tests.verbs.planner import NOW, drive, hash_of, keyspace, set_field, sliced

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import SCHEDULED, Plan
+from emqd.commit.plan import SCHEDULED, Plan
 from emqd.reply import NULL_ARRAY
 from emqd.verbs import claim, complete, promote, requeue
 from tests.verbs.jobs import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from emqd import errors
+from emqd.commit.plan import AGING, Plan
 from emqd.config import Config
-from emqd.keys import queue_keys
-from emqd.plan import AGING, Plan
+from emqd.layout import queue_keys
 from emqd.rules import retention
 from emqd.verbs import complete
 from tests.verbs.jobs import P, add_jobs, claim_one, members, row, run

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
 from emqd.verbs import revive
 from tests.verbs.jobs import P, check_invariant, members, row, run, snapshot, wire_error
 from tests.verbs.planner import NOW, drive, effects, keyspace

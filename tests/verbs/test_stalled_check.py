@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from emqd import errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.verbs import stalled_check
 from tests.support import start_emqd
 from tests.verbs.jobs import (

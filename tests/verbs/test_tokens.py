@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from emqd import errors
+from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.plan import Plan
 from emqd.verbs import add, claim, complete, flow, promote, remove, requeue, stalled_check
 from tests.verbs.jobs import P, check_invariant, claim_one, members, row, run
 from tests.verbs.planner import NOW, drive, hash_of, keyspace

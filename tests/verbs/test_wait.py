@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Block
+from emqd.commit.plan import Block
 from emqd.reply import NULL_ARRAY
 from emqd.verbs import wait
 from tests.support import RawClient, encode_request, start_emqd

@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from emqd import errors
-from emqd.plan import Plan
+from emqd.commit.plan import Plan
 from emqd.verbs import beat, worker_order
 from tests.verbs.jobs import P, run, snapshot, wire_error
 from tests.verbs.planner import NOW, drive, effects, hash_of, keyspace

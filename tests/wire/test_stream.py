@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from emqd.compat.numbers import format_double
 from emqd.config import Config
-from emqd.numbers import format_double
 from emqd.reply import PAIRS, SCORED, STREAM_MIN, Stream
-from emqd.server import Server
+from emqd.serve.lifecycle import Server
 from emqd.wire.protocol import STREAM_TURN, Connection
 from emqd.wire.resp import STREAM_ITEMS, encode, stream_chunks
 from tests.support import encode_request

@@ -1,0 +1,1 @@
+"""What emqd does exactly as Redis does: numbers, long double, glob patterns, SCAN cursors."""
