@@ -28,7 +28,14 @@ from typing import Any, Protocol, TypeVar
 from redis.exceptions import ResponseError
 
 from emqd.client import tracing
-from emqd.client.errors import TRANSPORT_ERRORS, ConnectionLost, JobDead, WaitTimeout, translate
+from emqd.client.errors import (
+    TRANSPORT_ERRORS,
+    ConnectionLost,
+    JobCancelled,
+    JobDead,
+    WaitTimeout,
+    translate,
+)
 
 T = TypeVar("T")
 Command = tuple[bytes | str | int, ...]
@@ -363,8 +370,8 @@ class Lane:
 
 @dataclass(frozen=True)
 class Finished:
-    """EMQ.WAIT's answer: the job is `completed` (with its `result`, bytes or None) or
-    `dead` (with its last `error`)."""
+    """EMQ.WAIT's answer: the job is `completed` (with its `result`, bytes or None),
+    `dead` (with its last `error`) or `cancelled` (`error`: the cancel's reason)."""
 
     id: str
     state: str
@@ -378,6 +385,10 @@ class Finished:
     @property
     def dead(self) -> bool:
         return self.state == "dead"
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state == "cancelled"
 
     @classmethod
     def from_wait(cls, job_id: str, reply: Any) -> Finished:
@@ -586,16 +597,19 @@ class QueueCommands:
     def add_and_wait(self, payload: Any, *, timeout_ms: int, **options: Any) -> Operation[Any]:
         """Request/response over the queue: EMQ.ADD, then EMQ.WAIT for that job; the
         RESULT its handler returned (bytes, or None). Raises `JobDead` when the job is
-        dead-lettered, `WaitTimeout` when it is not finished within `timeout_ms` (0 waits
-        for ever): the job stays queued either way. A lost connection is ridden out (the
-        ADD sent again under the same id, the WAIT with the time left); past the queue's
-        `reconnect_s`, `ConnectionLost` carries the job's id."""
+        dead-lettered, `JobCancelled` when it was cancelled, `WaitTimeout` when it is not
+        finished within `timeout_ms` (0 waits for ever): the job stays queued then. A lost
+        connection is ridden out (the ADD sent again under the same id, the WAIT with the
+        time left); past the queue's `reconnect_s`, `ConnectionLost` carries the job's id."""
         job_id = yield from self.add(payload, **options)
         finished = yield from self.wait(job_id, timeout_ms)
         if finished is None:
             raise WaitTimeout(job_id, timeout_ms)
         if finished.dead:
             raise JobDead(job_id, finished.error)
+        if finished.cancelled:
+            reason = "" if finished.error is None else f": {finished.error}"
+            raise JobCancelled(f"job {job_id} was cancelled{reason}")
         return finished.result
 
     # --- reading and steering --------------------------------------------------------
