@@ -1,8 +1,8 @@
 """The Python client and worker for emqd: the queues on redis-py, the Worker on
 pipelining connections of its own (emqd/client/link.py).
 
-    from emqd.client import (Queue, SyncQueue, Worker, Retry, Discard, NewJob, Child,
-                             JobDead, WaitTimeout, ConnectionLost, PermanentError)
+    from emqd.client import (Queue, SyncQueue, Worker, Retry, Discard, Snooze, NewJob,
+                             Child, JobDead, WaitTimeout, ConnectionLost, PermanentError)
 
 See docs/CLIENT.md.
 """
@@ -17,6 +17,7 @@ from emqd.client.commands import (
     Job,
     JobInfo,
     Lane,
+    Minute,
     NewJob,
     QueueEvent,
     Schedule,
@@ -25,17 +26,19 @@ from emqd.client.commands import (
 from emqd.client.errors import (
     ConnectionLost,
     Discard,
+    JobCancelled,
     JobDead,
     JobStateError,
     PermanentError,
     Retry,
+    Snooze,
     StaleJob,
     WaitTimeout,
 )
 from emqd.client.queue import Queue, SyncQueue
 from emqd.client.worker import Counts, Worker
 
-__all__ = ["Added", "Child", "ChildInfo", "ConnectionLost", "Counts", "Discard", "FailVerdict", "Finished", "Flow",
-           "Job", "JobDead", "JobInfo", "JobStateError", "Lane", "NewJob", "PermanentError",
-           "Queue", "QueueEvent", "Retry", "Schedule", "StaleJob", "Stats", "SyncQueue",
-           "WaitTimeout", "Worker"]
+__all__ = ["Added", "Child", "ChildInfo", "ConnectionLost", "Counts", "Discard", "FailVerdict",
+           "Finished", "Flow", "Job", "JobCancelled", "JobDead", "JobInfo", "JobStateError",
+           "Lane", "Minute", "NewJob", "PermanentError", "Queue", "QueueEvent", "Retry",
+           "Schedule", "Snooze", "StaleJob", "Stats", "SyncQueue", "WaitTimeout", "Worker"]

@@ -27,7 +27,15 @@ from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import ResponseError
 
-from emqd.client.errors import TRANSPORT_ERRORS, ConnectionLost, JobDead, WaitTimeout, translate
+from emqd.client import tracing
+from emqd.client.errors import (
+    TRANSPORT_ERRORS,
+    ConnectionLost,
+    JobCancelled,
+    JobDead,
+    WaitTimeout,
+    translate,
+)
 
 T = TypeVar("T")
 Command = tuple[bytes | str | int, ...]
@@ -117,16 +125,20 @@ class Reporter(Protocol):
 
     def children(self, job: Job) -> Any: ...
 
+    def is_cancelled(self, job: Job) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Job:
-    """A claimed job as the handler sees it: CLAIM's `[id, token, payload, failures]`."""
+    """A claimed job as the handler sees it: CLAIM's `[id, token, payload, failures]`, and
+    with WITHTRACE its producer's trace context (`trace`, None when it gave none)."""
 
     id: str
     payload: bytes
     token: str
     failures: int = 0
     reporter: Reporter | None = field(default=None, repr=False, compare=False)
+    trace: str | None = field(default=None, repr=False, compare=False)
 
     def json(self) -> Any:
         return json.loads(self.payload)
@@ -149,6 +161,14 @@ class Job:
         its children, with their results, as `queue.children(job.id)` gives them."""
         return self._reporter().children(self)
 
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker learned that EMQ.CANCEL ended this job (its heartbeat, a
+        report or the settling verb answered EMQCANCELLED): a plain handler polls it
+        and returns early (whatever it returns is dropped). An async handler needs
+        not: its task is cancelled. False outside a Worker's handler."""
+        return self.reporter is not None and self.reporter.is_cancelled(self)
+
     def _reporter(self) -> Reporter:
         if self.reporter is None:
             raise RuntimeError("job.progress, job.log and job.children work inside a "
@@ -158,8 +178,13 @@ class Job:
 
     @classmethod
     def from_claim(cls, entry: list[Any], reporter: Reporter | None = None) -> Job:
-        job_id, token, payload, failures = entry
-        return cls(text(job_id), bytes(payload), text(token), int(failures), reporter)
+        """CLAIM's four elements, or five with WITHTRACE (the trace context, or nil)."""
+        if len(entry) == 4:
+            job_id, token, payload, failures = entry
+            return cls(text(job_id), bytes(payload), text(token), int(failures), reporter)
+        job_id, token, payload, failures, trace = entry
+        return cls(text(job_id), bytes(payload), text(token), int(failures), reporter,
+                   None if trace is None else text(trace))
 
 
 _INT_FIELDS = ("attempts", "failures", "stalled", "max_attempts", "priority",
@@ -262,10 +287,13 @@ class NewJob:
 @dataclass(frozen=True)
 class Added:
     """EMQ.ADD ... UNIQUE: the job's id, and whether this call added it (False: the live job
-    that already holds the key, or the existing row an `id` named)."""
+    that already holds the key, or the existing row an `id` named). `verdict` is the
+    server's word: `added`, `exists`, or with `replace` / `extend` (the debounce)
+    `replaced` or `extended` (the waiting job took this add's payload or delay)."""
 
     id: str
     added: bool
+    verdict: str = "added"
 
 
 @dataclass(frozen=True)
@@ -342,8 +370,8 @@ class Lane:
 
 @dataclass(frozen=True)
 class Finished:
-    """EMQ.WAIT's answer: the job is `completed` (with its `result`, bytes or None) or
-    `dead` (with its last `error`)."""
+    """EMQ.WAIT's answer: the job is `completed` (with its `result`, bytes or None),
+    `dead` (with its last `error`) or `cancelled` (`error`: the cancel's reason)."""
 
     id: str
     state: str
@@ -357,6 +385,10 @@ class Finished:
     @property
     def dead(self) -> bool:
         return self.state == "dead"
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state == "cancelled"
 
     @classmethod
     def from_wait(cls, job_id: str, reply: Any) -> Finished:
@@ -381,6 +413,36 @@ class QueueEvent:
     def parse(cls, data: bytes | str) -> QueueEvent:
         fields = json.loads(data)
         return cls(fields.pop("event"), fields.pop("id", None), fields.pop("ts"), fields)
+
+
+#: EMQ.METRICS's figures of a minute (ms, None in a minute without a claim or completion).
+_TIMES = ("wait_p50", "wait_p95", "wait_p99", "run_p50", "run_p95", "run_p99")
+
+
+@dataclass(frozen=True)
+class Minute:
+    """One minute of EMQ.METRICS: its start (server ms), the jobs completed, the failures
+    (every FAIL) and the jobs that died in it, and the wait (claimable to claimed) and
+    run (claimed to completed) percentiles, in ms, None without a claim (a completion)."""
+
+    minute: int
+    completed: int
+    failures: int
+    dead: int
+    wait_p50: int | None
+    wait_p95: int | None
+    wait_p99: int | None
+    run_p50: int | None
+    run_p95: int | None
+    run_p99: int | None
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> Minute:
+        values = as_map(reply)
+        times = {name: None if values.get(name) is None else int(values[name])
+                 for name in _TIMES}
+        return cls(minute=int(values["minute"]), completed=int(values["completed"]),
+                   failures=int(values["failures"]), dead=int(values["dead"]), **times)
 
 
 @dataclass(frozen=True)
@@ -452,16 +514,26 @@ class QueueCommands:
                     delay_ms: int | None = None, at_ms: int | None = None, priority: int = 0,
                     max_attempts: int | None = None, backoff: str | int | None = None,
                     group: str | None = None, unique: str | bytes | None = None,
-                    unique_ttl_ms: int | None = None) -> Command:
+                    unique_ttl_ms: int | None = None, replace: bool = False,
+                    extend: bool = False, trace: str | None = None) -> Command:
+        """EMQ.ADD's argv. `replace` / `extend` (the debounce, PROTOCOL.md 22.3) change the
+        job still waiting under `unique`; `trace` is the producer's trace context
+        (tracing.py puts it there)."""
         argv: list[bytes | str | int] = ["EMQ.ADD", self.key, payload_bytes(payload)]
         argv += job_options(id=id, delay_ms=delay_ms, at_ms=at_ms, priority=priority,
                             max_attempts=max_attempts, backoff=backoff, group=group)
-        if unique_ttl_ms is not None and unique is None:
-            raise ValueError("unique_ttl_ms needs unique")
+        if trace is not None:
+            argv += ["TRACE", trace]
+        if unique is None and (unique_ttl_ms is not None or replace or extend):
+            raise ValueError("unique_ttl_ms, replace and extend need unique")
         if unique is not None:
             argv += ["UNIQUE", raw_bytes(unique)]
             if unique_ttl_ms is not None:
                 argv += ["TTL", unique_ttl_ms]
+            if replace:
+                argv += ["REPLACE"]
+            if extend:
+                argv += ["EXTEND"]
         return tuple(argv)
 
     def _adding(self, job_ids: list[str],
@@ -473,30 +545,36 @@ class QueueCommands:
         except TRANSPORT_ERRORS as error:
             raise ConnectionLost(job_ids[0], False, error, job_ids) from error
 
-    def add(self, payload: Any, **options: Any) -> Operation[str]:
+    def add(self, payload: Any, *, trace: str | None = None, **options: Any) -> Operation[str]:
         """EMQ.ADD; returns the job's id (an existing id is returned unchanged). With
         `unique`, the id of the live job holding the key when there is one (`add_unique`
-        says which)."""
+        says which); `replace` and `extend` debounce (PROTOCOL.md 22.3). Inside a
+        `send {queue}` span, whose context the job carries, when tracing (tracing.py); a
+        `trace` given is sent as it is instead (a context of the caller's own making)."""
         job_id, options = _named(options)
-        reply = expect((yield from self._adding([job_id], [self.add_command(payload,
-                                                                           **options)]))[0])
-        return text(reply[0] if isinstance(reply, list) else reply)
+        with tracing.sending(self.name, [job_id], trace) as traced:
+            command = self.add_command(payload, trace=traced.context, **options)
+            reply = expect((yield from self._adding([job_id], [command]))[0])
+            return text(reply[0] if isinstance(reply, list) else reply)
 
     def add_unique(self, payload: Any, key: str | bytes, *, ttl_ms: int | None = None,
-                   **options: Any) -> Operation[Added]:
-        """EMQ.ADD ... UNIQUE key [TTL ttl-ms]: the job holding `key`, new or not. (An ADD
-        sent again after a lost reply answers `added` False for the job the first try
-        added.)"""
+                   trace: str | None = None, **options: Any) -> Operation[Added]:
+        """EMQ.ADD ... UNIQUE key [TTL ttl-ms] [REPLACE] [EXTEND]: the job holding `key`, new
+        or not (`verdict`: what happened to it). (An ADD sent again after a lost reply
+        answers `added` False for the job the first try added.)"""
         job_id, options = _named(options)
-        command = self.add_command(payload, unique=key, unique_ttl_ms=ttl_ms, **options)
-        holder, verdict = expect((yield from self._adding([job_id], [command]))[0])
-        return Added(text(holder), text(verdict) == "added")
+        with tracing.sending(self.name, [job_id], trace) as traced:
+            command = self.add_command(payload, unique=key, unique_ttl_ms=ttl_ms,
+                                       trace=traced.context, **options)
+            holder, verdict = expect((yield from self._adding([job_id], [command]))[0])
+            return Added(text(holder), text(verdict) == "added", text(verdict))
 
     def add_json(self, value: Any, **options: Any) -> Operation[str]:
         """`add` with the value always as JSON (a str too becomes a JSON string)."""
         return (yield from self.add(json_bytes(value), **options))
 
-    def add_many(self, jobs: Iterable[Any], **options: Any) -> Operation[list[str]]:
+    def add_many(self, jobs: Iterable[Any], *, trace: str | None = None,
+                 **options: Any) -> Operation[list[str]]:
         """Many EMQ.ADDs in one pipeline. Each item is a payload or a `NewJob` with options
         of its own, which win over the shared `options` (an `id` among the shared ones
         is refused: it would name every job). Raises the first error reply, after every
@@ -504,30 +582,34 @@ class QueueCommands:
         if options.get("id") is not None:
             raise ValueError("add_many takes an id per job (NewJob(payload, id=...)), "
                              "not one for all")
-        ids, commands = [], []
-        for job in jobs:
-            payload, own = (job.payload, job.options) if isinstance(job, NewJob) else (job, {})
-            job_id, named = _named({**options, **own})
-            ids.append(job_id)
-            commands.append(self.add_command(payload, **named))
-        if not commands:
+        chosen = [(job.payload, job.options) if isinstance(job, NewJob) else (job, {})
+                   for job in jobs]
+        if not chosen:
             return []
-        replies = yield from self._adding(ids, commands)
-        return [text(expect(reply)) for reply in replies]
+        named = [_named({**options, **own}) for _, own in chosen]
+        ids = [job_id for job_id, _ in named]
+        with tracing.sending(self.name, ids, trace) as traced:
+            commands = [self.add_command(payload, **{"trace": traced.context, **job})
+                        for (payload, _), (_, job) in zip(chosen, named, strict=True)]
+            replies = yield from self._adding(ids, commands)
+            return [text(expect(reply)) for reply in replies]
 
     def add_and_wait(self, payload: Any, *, timeout_ms: int, **options: Any) -> Operation[Any]:
         """Request/response over the queue: EMQ.ADD, then EMQ.WAIT for that job; the
         RESULT its handler returned (bytes, or None). Raises `JobDead` when the job is
-        dead-lettered, `WaitTimeout` when it is not finished within `timeout_ms` (0 waits
-        for ever): the job stays queued either way. A lost connection is ridden out (the
-        ADD sent again under the same id, the WAIT with the time left); past the queue's
-        `reconnect_s`, `ConnectionLost` carries the job's id."""
+        dead-lettered, `JobCancelled` when it was cancelled, `WaitTimeout` when it is not
+        finished within `timeout_ms` (0 waits for ever): the job stays queued then. A lost
+        connection is ridden out (the ADD sent again under the same id, the WAIT with the
+        time left); past the queue's `reconnect_s`, `ConnectionLost` carries the job's id."""
         job_id = yield from self.add(payload, **options)
         finished = yield from self.wait(job_id, timeout_ms)
         if finished is None:
             raise WaitTimeout(job_id, timeout_ms)
         if finished.dead:
             raise JobDead(job_id, finished.error)
+        if finished.cancelled:
+            reason = "" if finished.error is None else f": {finished.error}"
+            raise JobCancelled(f"job {job_id} was cancelled{reason}")
         return finished.result
 
     # --- reading and steering --------------------------------------------------------
@@ -575,6 +657,39 @@ class QueueCommands:
     def remove(self, job_id: str) -> Operation[bool]:
         """EMQ.REMOVE: True when the job existed. An active job raises JobStateError."""
         return bool((yield from _single(("EMQ.REMOVE", self.key, raw_bytes(job_id)))))
+
+    def cancel(self, job_id: str, reason: str | None = None) -> Operation[str | None]:
+        """EMQ.CANCEL: ends a job that has not finished, for good (PROTOCOL.md 22.2); the
+        state it was cancelled from (`pending`, `scheduled`, `waiting`, `active`), None
+        for no such job. A running job's worker learns it at its next call and stops
+        the handler. A finished job raises JobStateError."""
+        argv: Command = ("EMQ.CANCEL", self.key, raw_bytes(job_id))
+        reply = yield from _single(argv if reason is None else argv + ("REASON", reason))
+        return None if reply is None else text(reply)
+
+    def metrics(self, from_ms: int | None = None,
+                to_ms: int | None = None) -> Operation[list[Minute]]:
+        """EMQ.METRICS: the queue's closed minutes that begin between `from_ms` (default 0)
+        and `to_ms` (default now), oldest first, within the last 72 hours."""
+        argv: Command = ("EMQ.METRICS", self.key)
+        if from_ms is not None:
+            argv += ("FROM", from_ms)
+        if to_ms is not None:
+            argv += ("TO", to_ms)
+        return [Minute.from_reply(entry) for entry in (yield from _single(argv))]
+
+    def order_worker(self, name: str, order: str) -> Operation[None]:
+        """EMQ.WORKER: ask the worker named `name` (its connections' name, as the
+        dashboard's Workers page shows it) to `quiet` (claim nothing more from this
+        queue), `stop` (finish what it holds and exit) or `run` (go on)."""
+        if order not in ("quiet", "stop", "run"):
+            raise ValueError("order must be quiet, stop or run")
+        yield from _single(("EMQ.WORKER", self.key, order.upper(), raw_bytes(name)))
+
+    def beat(self, name: str) -> Operation[str]:
+        """EMQ.BEAT: what the worker named `name` is asked (`run`, `quiet`, `stop`); the
+        Worker sends it every few seconds."""
+        return text((yield from _single(("EMQ.BEAT", self.key, raw_bytes(name)))))
 
     def pause(self) -> Operation[None]:
         yield from _single(("EMQ.PAUSE", self.key))
@@ -644,27 +759,30 @@ class QueueCommands:
         yield from _single(("EMQ.LANE.RATE", self.key, raw_bytes(group), "OFF"))
 
     # --- flows -------------------------------------------------------------------------
-    def flow(self, payload: Any, children: Iterable[Child], *,
-             on_child_fail: str | None = None, **options: Any) -> Operation[Flow]:
+    def flow(self, payload: Any, children: Iterable[Child], *, on_child_fail: str | None = None,
+             trace: str | None = None, **options: Any) -> Operation[Flow]:
         """EMQ.FLOW: a parent in this queue that runs once its children are done. The
         parent is named as `add` names a job, so a FLOW sent again after a lost reply
-        answers the flow the first try made."""
+        answers the flow the first try made. Every job of the flow carries the trace
+        context of one `send {queue}` span (or `trace`, as `add`)."""
         parent_id, options = _named(options)
-        argv: list[Any] = ["EMQ.FLOW", self.key, payload_bytes(payload),
-                           *job_options(**options)]
-        if on_child_fail is not None:
-            argv += ["ONCHILDFAIL", on_child_fail]
-        for child in children:
-            argv += ["CHILD", raw_bytes(child.queue), payload_bytes(child.payload),
-                     *job_options(**child.options)]
-            if child.on_child_fail is not None:
-                argv += ["ONCHILDFAIL", child.on_child_fail]
-            if child.under:
-                argv += ["UNDER", child.under]
-        if argv.count("CHILD") == 0:
-            raise ValueError("a flow needs at least one child")
-        parent, ids = expect((yield from self._adding([parent_id], [tuple(argv)]))[0])
-        return Flow(text(parent), [text(job_id) for job_id in ids])
+        with tracing.sending(self.name, [parent_id], trace) as traced:
+            traces = [] if traced.context is None else ["TRACE", traced.context]
+            argv: list[Any] = ["EMQ.FLOW", self.key, payload_bytes(payload),
+                               *job_options(**options), *traces]
+            if on_child_fail is not None:
+                argv += ["ONCHILDFAIL", on_child_fail]
+            for child in children:
+                argv += ["CHILD", raw_bytes(child.queue), payload_bytes(child.payload),
+                         *job_options(**child.options), *traces]
+                if child.on_child_fail is not None:
+                    argv += ["ONCHILDFAIL", child.on_child_fail]
+                if child.under:
+                    argv += ["UNDER", child.under]
+            if argv.count("CHILD") == 0:
+                raise ValueError("a flow needs at least one child")
+            parent, ids = expect((yield from self._adding([parent_id], [tuple(argv)]))[0])
+            return Flow(text(parent), [text(job_id) for job_id in ids])
 
     def children(self, job_id: str) -> Operation[list[ChildInfo] | None]:
         """EMQ.CHILDREN: a parent's children with their states and results (None: no
@@ -717,13 +835,16 @@ class QueueCommands:
 
     # --- consuming -------------------------------------------------------------------
     def claim(self, lease_ms: int, count: int = 1, block_ms: int | None = None,
-              reporter: Reporter | None = None) -> Operation[list[Job]]:
+              reporter: Reporter | None = None, with_trace: bool = False) -> Operation[list[Job]]:
         """EMQ.CLAIM with COUNT: up to `count` jobs; `block_ms` parks until one is
         claimable (0 = forever). Always a list, empty when nothing came. (A Worker's
-        jobs report through its `reporter`.)"""
+        jobs report through its `reporter`.) `with_trace` asks for each job's trace
+        context too (`Job.trace`)."""
         argv: Command = ("EMQ.CLAIM", self.key, lease_ms, "COUNT", count)
         if block_ms is not None:
             argv += ("BLOCK", block_ms)
+        if with_trace:
+            argv += ("WITHTRACE",)
         reply = yield from _single(argv)
         return [Job.from_claim(entry, reporter) for entry in reply or ()]
 
@@ -745,8 +866,11 @@ class QueueCommands:
         verdict, failures = yield from _single(tuple(argv))
         return FailVerdict(text(verdict), int(failures))
 
-    def requeue(self, job: Job) -> Operation[None]:
-        yield from _single(("EMQ.REQUEUE", self.key, raw_bytes(job.id), raw_bytes(job.token)))
+    def requeue(self, job: Job, delay_ms: int | None = None) -> Operation[None]:
+        """EMQ.REQUEUE: the job back without a failure; with `delay_ms` a snooze (it runs
+        again after that long, spending no failure: PROTOCOL.md 22.1)."""
+        argv: Command = ("EMQ.REQUEUE", self.key, raw_bytes(job.id), raw_bytes(job.token))
+        yield from _single(argv if delay_ms is None else argv + ("DELAY", delay_ms))
 
     def progress(self, job: Job, value: Any) -> Operation[None]:
         """EMQ.PROGRESS: bytes and str as they are, anything else (a number, a dict) as

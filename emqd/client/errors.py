@@ -25,6 +25,7 @@ from emqd import errors as server_errors
 
 STALE_CODE = server_errors.STALE_GONE.message.split()[0].decode()
 STATE_CODE = server_errors.STATE_ACTIVE.message.split()[0].decode()
+CANCELLED_CODE = server_errors.CANCELLED.message.split()[0].decode()
 
 #: Errors that mean "the server could not be reached", after which the worker
 #: backs off and reconnects instead of giving up (but see `is_permanent`).
@@ -49,9 +50,12 @@ def is_permanent(error: BaseException) -> bool:
     """True for a refusal that no retry can fix: a wrong or missing password
     (WRONGPASS, NOAUTH: redis-py raises them as ConnectionErrors), and any other
     error reply to the worker's own commands (an option the server does not know,
-    a queue name it refuses, WRONGTYPE), except the "not now" replies above."""
+    a queue name it refuses, WRONGTYPE), except the "not now" replies above and a
+    cancelled job's (one job's end, not the worker's)."""
     if isinstance(error, AuthenticationError):
         return True
+    if isinstance(error, JobCancelled):
+        return False
     if isinstance(error, ResponseError):
         return not (isinstance(error, _TRANSIENT_REPLIES)
                     or str(error).split(" ", 1)[0] in _TRANSIENT_CODES)
@@ -75,6 +79,11 @@ _HINTS: dict[type[BaseException], str] = {
 
 class StaleJob(ResponseError):
     """EMQSTALE: the token no longer holds the job (gone, claimed again, or not active)."""
+
+
+class JobCancelled(ResponseError):
+    """EMQCANCELLED: EMQ.CANCEL ended the job its holder still runs (the message ends with
+    the canceller's reason). The Worker stops the run and sends nothing more about it."""
 
 
 class JobStateError(ResponseError):
@@ -107,6 +116,8 @@ def translate(error: ResponseError) -> ResponseError:
         return StaleJob(str(error))
     if code == STATE_CODE:
         return JobStateError(str(error))
+    if code == CANCELLED_CODE:
+        return JobCancelled(str(error))
     return error
 
 
@@ -158,6 +169,23 @@ class Retry(Exception):
             raise ValueError("delay_ms must be a non-negative integer or None")
         super().__init__(reason or (f"retry in {delay_ms} ms" if delay_ms is not None else "retry"))
         self.delay_ms = delay_ms
+
+
+class Snooze(Exception):
+    """Raised by a handler: not now; run this job again in `seconds` (River's JobSnooze,
+    Oban's {:snooze, s}).
+
+    The worker sends REQUEUE with DELAY (PROTOCOL.md 22.1): no failure is spent and the
+    job is not dead-lettered however often it snoozes; its token (`attempts`) still
+    rises at the next claim.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (
+                0 <= seconds < 2**53 / 1000):
+            raise ValueError("seconds must be a non-negative number")
+        super().__init__(f"snoozed for {seconds} s")
+        self.delay_ms = max(1, round(seconds * 1000)) if seconds else 0
 
 
 class Discard(Exception):

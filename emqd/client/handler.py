@@ -43,7 +43,8 @@ def is_async(handler: Handler) -> bool:
 class Threads:
     """Runs `handler(run.job)` for submitted runs on up to as many threads as runs are
     in them (abandoned ones included), and hands the results to `deliver` on the loop,
-    a batch at a time."""
+    a batch at a time. A run whose `context` is not None (a traced run's: tracing.py)
+    runs in that contextvars context."""
 
     def __init__(self, handler: Handler, loop: asyncio.AbstractEventLoop,
                  deliver: Callable[[list[Done]], None]) -> None:
@@ -75,7 +76,9 @@ class Threads:
             if run is None:
                 return
             try:
-                done: Done = (run, handler(run.job), None)
+                context = run.context
+                value = handler(run.job) if context is None else context.run(handler, run.job)
+                done: Done = (run, value, None)
             except BaseException as error:  # noqa: BLE001 - handed to the loop, never lost
                 done = (run, None, error)
             outbox.append(done)
@@ -102,14 +105,20 @@ class ThroughWorker:
     connection. Called on that loop (an async handler) it returns the coroutine, to be
     awaited; called from any other thread (a plain handler's) it runs the verb on the
     loop and blocks until the server answered, so a plain function reports with a
-    plain call. Either way a refusal (StaleJob: the lease is gone) reaches the handler."""
+    plain call. Either way a refusal (StaleJob: the lease is gone; JobCancelled)
+    reaches the handler. `cancelled` holds the (id, token) of the runs the worker
+    learned were cancelled, while their handlers still run (`job.cancelled`)."""
 
-    __slots__ = ("link", "loop", "report")
+    __slots__ = ("link", "loop", "report", "cancelled")
 
     def __init__(self, link: Any, loop: asyncio.AbstractEventLoop,
                  report: Callable[[Job, Callable[[], Awaitable[Any]]], Awaitable[Any]]
                  ) -> None:
         self.link, self.loop, self.report = link, loop, report
+        self.cancelled: set[tuple[str, str]] = set()
+
+    def is_cancelled(self, job: Job) -> bool:
+        return (job.id, job.token) in self.cancelled
 
     def progress(self, job: Job, value: Any) -> Any:
         return self._run(job, lambda: self.link.progress(job, value))

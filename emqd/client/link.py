@@ -235,10 +235,10 @@ class Link:
             self._looking = asyncio.ensure_future(self.queue.look())
             self._looking.add_done_callback(_looked)
 
-    async def claim(self, lease_ms: int, count: int = 1,
-                    block_ms: int | None = None) -> list[Job]:
+    async def claim(self, lease_ms: int, count: int = 1, block_ms: int | None = None,
+                    with_trace: bool = False) -> list[Job]:
         self._look()
-        operation = self.commands.claim(lease_ms, count, block_ms, self.reporter)
+        operation = self.commands.claim(lease_ms, count, block_ms, self.reporter, with_trace)
         batch = next(operation)
         connection = await self.claims.open()
         try:
@@ -268,8 +268,11 @@ class Link:
         return self.batcher.submit(self.commands.fail(job, error, max_attempts=max_attempts,
                                                       backoff_ms=backoff_ms))
 
-    def requeue(self, job: Job) -> asyncio.Future[None]:
-        return self.batcher.submit(self.commands.requeue(job))
+    def requeue(self, job: Job, delay_ms: int | None = None) -> asyncio.Future[None]:
+        return self.batcher.submit(self.commands.requeue(job, delay_ms))
+
+    def beat(self, name: str) -> asyncio.Future[str]:
+        return self.batcher.submit(self.commands.beat(name))
 
     def extend(self, job: Job, lease_ms: int) -> asyncio.Future[int]:
         return self.batcher.submit(self.commands.extend(job, lease_ms))

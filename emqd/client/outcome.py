@@ -4,9 +4,10 @@ A run ends in one of four ways, whichever comes first:
 - the handler returned            -> COMPLETE with its return value as RESULT;
 - the handler raised              -> FAIL with ERROR "Type: message"
   (`Retry(delay_ms)` adds BACKOFF delay_ms, `Discard` adds MAXATTEMPTS 1);
+  (`Snooze(seconds)` sends REQUEUE with DELAY instead: no failure spent);
 - the timeout passed              -> FAIL with ERROR "timeout";
 - the worker is shutting down     -> REQUEUE (the job goes back to the front, no budget spent);
-and a fifth, `LOST`, when the lease was lost: nothing is sent at all.
+and a fifth, `LOST`, when the lease was lost or the job cancelled: nothing is sent at all.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emqd.client.commands import FailVerdict, Job
-from emqd.client.errors import Discard, Retry
+from emqd.client.errors import Discard, Retry, Snooze
 
 TIMEOUT_ERROR = "timeout"
 
@@ -50,12 +51,19 @@ class Fail:
 
 @dataclass(frozen=True)
 class Requeue:
+    """REQUEUE: back without a failure; with `delay_ms` (a Snooze) after that long."""
+
+    delay_ms: int | None = None
+
     def send(self, queue: Any, job: Job) -> Awaitable[None]:
-        return queue.requeue(job)  # type: ignore[no-any-return]
+        if self.delay_ms is None:
+            return queue.requeue(job)  # type: ignore[no-any-return]
+        return queue.requeue(job, delay_ms=self.delay_ms)  # type: ignore[no-any-return]
 
 
 Settlement = Complete | Fail | Requeue
-#: The lease was lost (EMQSTALE): another holder may own the job; send nothing.
+#: The lease was lost (EMQSTALE: another holder may own the job), or the job was
+#: cancelled (EMQCANCELLED: it is finished): send nothing.
 LOST = None
 REQUEUE = Requeue()
 
@@ -71,7 +79,9 @@ def error_text(error: BaseException) -> str:
     return f"{name}: {message}" if message else name
 
 
-def for_exception(error: BaseException) -> Fail:
+def for_exception(error: BaseException) -> Fail | Requeue:
+    if isinstance(error, Snooze):
+        return Requeue(error.delay_ms)
     if isinstance(error, Retry):
         return Fail(error_text(error), backoff_ms=error.delay_ms, cause=error)
     if isinstance(error, Discard):

@@ -111,7 +111,8 @@ _METHODS = ("add", "add_json", "add_many", "add_unique", "add_and_wait", "wait",
             "stats", "revive", "remove", "pause", "resume", "dead", "get_config", "set_config",
             "queues", "lanes", "set_lane_limit", "set_rate", "clear_rate", "set_lane_rate",
             "clear_lane_rate", "flow", "children", "repeat", "delete_repeat", "repeats",
-            "promote", "ping", "claim", "complete", "fail", "requeue", "extend", "progress", "log")
+            "promote", "ping", "claim", "complete", "fail", "requeue", "extend", "progress", "log",
+            "cancel", "metrics", "order_worker", "beat")
 
 
 def _with_methods(
@@ -129,9 +130,10 @@ class Queue:
     """An emqd queue for asyncio code: `await Queue("mail").add(b"hi")`.
 
     Methods: add, add_json, add_many, add_and_wait, wait, logs, get, stats, revive,
-    remove, pause, resume, dead, get_config, set_config, queues, lanes, set_lane_limit,
-    promote, ping, and for consumers claim, complete, fail, requeue, extend, progress, log
-    (the Worker uses those); `events()` iterates over the queue's events. `name` may be
+    remove, cancel, pause, resume, dead, get_config, set_config, queues, lanes,
+    set_lane_limit, promote, metrics, order_worker, ping, and for consumers claim,
+    complete, fail, requeue, extend, progress, log, beat (the Worker uses those);
+    `events()` iterates over the queue's events. `name` may be
     bytes. A blocking claim (or wait) holds one pooled connection while it waits; the
     others go on over the rest of the pool.
     """

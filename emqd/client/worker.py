@@ -19,6 +19,15 @@ Shape (each piece small, the decisions in outcome.py):
   extends the leases instead;
 - on SIGINT/SIGTERM the claimer stops, running jobs get `grace_ms` to finish,
   and the rest are REQUEUEd;
+- every `beat_ms` it sends EMQ.BEAT with its name and does what an operator asked
+  (EMQ.WORKER, the dashboard's Workers page): `quiet` stops claiming until `run`
+  again, `stop` stops as SIGTERM does (protocol section 22.6);
+- a job that EMQ.CANCEL ended answers EMQCANCELLED to the next verb about it (a
+  heartbeat's EXTEND, a report, the settling verb): the run ends there, sending
+  nothing more; an async handler's task is cancelled, a plain handler sees
+  `job.cancelled` (a thread cannot be stopped);
+- with tracing on (tracing.py) it claims WITHTRACE and runs each handler in a
+  `process {queue}` span parented by its producer's;
 - once a COMPLETE or a FAIL the run sent is accepted, the `on_completed` /
   `on_failed` hook hears of it (a hook that raises is logged, never more).
 
@@ -57,9 +66,16 @@ from typing import Any, TypeVar
 from redis.exceptions import AuthenticationError, ResponseError
 
 from emqd.client import handler as handlers
-from emqd.client import outcome, worker_name
+from emqd.client import outcome, tracing, worker_name
 from emqd.client.commands import Job
-from emqd.client.errors import TRANSPORT_ERRORS, PermanentError, StaleJob, is_permanent
+from emqd.client.errors import (
+    NOT_NOW,
+    TRANSPORT_ERRORS,
+    JobCancelled,
+    PermanentError,
+    StaleJob,
+    is_permanent,
+)
 from emqd.client.handler import Handler, ThroughWorker
 from emqd.client.lease_keeper import Keeper
 from emqd.client.link import Link
@@ -76,6 +92,8 @@ SHUTDOWN_SETTLE_S = 2.0
 #: One claim asks for at most this share of the concurrency, so that while one batch
 #: runs and settles the next is already claimed (docs/PERFORMANCE.md, "The worker").
 CLAIM_SHARE = 0.25
+#: How often the worker asks the server what an operator wants of it (EMQ.BEAT).
+BEAT_MS = 2000
 T = TypeVar("T")
 
 
@@ -89,7 +107,9 @@ class Counts:
     dead: int = 0
     timed_out: int = 0
     requeued: int = 0
+    snoozed: int = 0
     lost: int = 0
+    cancelled: int = 0
     reconnects: int = 0
 
 
@@ -97,14 +117,16 @@ class JobRun:
     """One claimed job, from claim to settlement. `ended` once `Worker._end` picked its
     settlement (or outcome.LOST); later events are ignored."""
 
-    __slots__ = ("job", "ended", "task", "timer", "backoff")
+    __slots__ = ("job", "ended", "task", "timer", "backoff", "span", "context")
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, span: tracing.Processing | None = None) -> None:
         self.job = job
         self.ended = False
         self.task: asyncio.Future[Any] | None = None  # an async handler's
         self.timer: asyncio.TimerHandle | None = None
         self.backoff: Backoff | None = None  # a settling verb's, over a lost connection
+        self.span = span  # its `process {queue}` span when tracing
+        self.context = None if span is None else span.context  # the handler runs in it
 
 
 class Worker:
@@ -122,7 +144,8 @@ class Worker:
     handler may run; `grace_ms` is how long running jobs may finish after
     SIGINT/SIGTERM; `block_ms` is how long one CLAIM parks on the server (a stop
     waits for the parked claim, so shutdown takes at least that long when it is
-    longer than the grace).
+    longer than the grace); `beat_ms` is how often it asks the server whether an
+    operator wants it quiet or stopped (EMQ.BEAT).
 
     `queue` is a `Queue`: the worker opens two connections of its own to the
     queue's server (link.py), whatever the concurrency. (The tests give it a fake
@@ -132,15 +155,15 @@ class Worker:
     def __init__(self, queue: Any, handler: Handler, *, concurrency: int = 10,
                  lease_ms: int = 30000, timeout_ms: int | None = None, grace_ms: int = 10000,
                  block_ms: int = 1000, on_completed: Hook | None = None,
-                 on_failed: Hook | None = None) -> None:
+                 on_failed: Hook | None = None, beat_ms: int = BEAT_MS) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         if lease_ms < 3:
             raise ValueError("lease_ms must be >= 3")
         if timeout_ms is not None and timeout_ms <= 0:
             raise ValueError("timeout_ms must be positive or None")
-        if grace_ms < 0 or block_ms < 1:
-            raise ValueError("grace_ms must be >= 0 and block_ms >= 1")
+        if grace_ms < 0 or block_ms < 1 or beat_ms < 1:
+            raise ValueError("grace_ms must be >= 0, block_ms and beat_ms >= 1")
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -150,6 +173,9 @@ class Worker:
         self.block_ms = block_ms
         self.on_completed = on_completed
         self.on_failed = on_failed
+        self.beat_ms = beat_ms
+        self.name: str | None = None  # its connections' name (worker_name), once run() made it
+        self.order = "run"  # what an operator asked of it last: run, quiet or stop
         self.counts = Counts()
         self.running: dict[str, JobRun] = {}
         self.link: Any = None  # made by run(): the queue's Link, or the fake queue itself
@@ -158,6 +184,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._hurry = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        self._may_claim = asyncio.Event()  # clear while quiet
         self._resync_needed = False
         self._grace_ends = 0.0  # set by stop(); 0 (no grace) when the claimer itself failed
         self._fatal: PermanentError | None = None  # why the worker gave up, raised by run()
@@ -176,8 +203,10 @@ class Worker:
         Raises `PermanentError` (after draining) when the server refused the worker
         for good: a wrong or missing password, or an error reply to CLAIM such as an
         option it does not know. A lost connection is retried, never raised."""
-        self._stopping, self._hurry, self._slot_freed = (
-            asyncio.Event(), asyncio.Event(), asyncio.Event())
+        self._stopping, self._hurry, self._slot_freed, self._may_claim = (
+            asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event())
+        self._may_claim.set()
+        self.order = "run"
         self._loop = loop = asyncio.get_running_loop()
         self.link = self._link()
         self._reporter = ThroughWorker(self.link, loop, self._report)
@@ -189,6 +218,7 @@ class Worker:
             self._threads = handlers.Threads(self.handler, loop, self._handed_back)
         signals = self._install_signals(loop)
         heartbeat = asyncio.ensure_future(self._heartbeats())
+        beats = None if self.name is None else asyncio.ensure_future(self._beats(self.name))
         try:
             try:
                 await self._claim_loop()
@@ -196,6 +226,8 @@ class Worker:
                 await self._drain()
         finally:
             heartbeat.cancel()
+            if beats is not None:
+                beats.cancel()
             for sig in signals:
                 loop.remove_signal_handler(sig)
             if self._threads is not None:
@@ -246,9 +278,9 @@ class Worker:
         named after this worker (emqd/client/worker_name.py); a fake queue is used as it is."""
         if getattr(self.queue, "client", None) is None:
             return self.queue
-        name = worker_name.build(socket.gethostname(), os.getpid(), [self.queue.name],
-                                 self.concurrency, int(time.time() * 1000))
-        return Link(self.queue, name)
+        self.name = worker_name.build(socket.gethostname(), os.getpid(), [self.queue.name],
+                                      self.concurrency, int(time.time() * 1000))
+        return Link(self.queue, self.name)
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         installed: list[int] = []
@@ -270,11 +302,15 @@ class Worker:
                 self._slot_freed.clear()
                 await self._first_of(self._slot_freed, self._stopping)
                 continue
+            if not self._may_claim.is_set():  # quiet: until an operator says run
+                await self._first_of(self._may_claim, self._stopping)
+                continue
             try:
                 if self._resync_needed:
                     await self._resync()
                 jobs = await self.link.claim(self.lease_ms, count=min(free, batch_most),
-                                             block_ms=self.block_ms)
+                                             block_ms=self.block_ms,
+                                             with_trace=tracing.enabled())
             except (*TRANSPORT_ERRORS, ResponseError) as error:
                 if is_permanent(error):
                     self._give_up("claim", error)
@@ -315,7 +351,7 @@ class Worker:
             self._lose(previous, "claimed again while still running here")
         if job.reporter is not self._reporter:
             job = dataclasses.replace(job, reporter=self._reporter)  # job.progress, ...
-        run = JobRun(job)
+        run = JobRun(job, tracing.processing(self.queue.name, job))
         self.running[job.id] = run
         if self._stopping.is_set():
             self._end(run, outcome.REQUEUE)  # claimed while stopping: straight back
@@ -323,7 +359,8 @@ class Worker:
         if self._threads is not None:
             self._threads.submit(run)
         else:
-            run.task = task = self._loop.create_task(self.handler(job))  # type: ignore[union-attr]
+            run.task = task = self._loop.create_task(  # type: ignore[union-attr]
+                self.handler(job), context=run.context)
             task.add_done_callback(functools.partial(self._handler_done, run))
         if self.timeout_ms is not None:
             run.timer = self._loop.call_later(  # type: ignore[union-attr]
@@ -332,12 +369,15 @@ class Worker:
     # --- one job -------------------------------------------------------------------------
     def _handler_done(self, run: JobRun, task: asyncio.Future[Any]) -> None:
         self._end(run, outcome.for_handler(task))  # also reads a dropped run's exception
+        self._reporter.cancelled.discard((run.job.id, run.job.token))  # type: ignore[union-attr]
 
     def _handed_back(self, batch: list[handlers.Done]) -> None:
         """Plain handlers' results, a batch from the threads (a dropped run's is ignored)."""
+        cancelled = self._reporter.cancelled  # type: ignore[union-attr]
         for run, value, error in batch:
             if not run.ended:
                 self._end(run, outcome.for_return(value, error))
+            cancelled.discard((run.job.id, run.job.token))
 
     def _end(self, run: JobRun, settlement: outcome.Settlement | None) -> bool:
         """The run ends with `settlement` (or outcome.LOST: nothing is sent); True when
@@ -350,7 +390,7 @@ class Worker:
         if run.task is not None and not run.task.done():
             run.task.cancel()
         if settlement is outcome.LOST:
-            self._release(run)
+            self._release(run, "lost")
         else:
             patience_s = SHUTDOWN_SETTLE_S if self._stopping.is_set() else self.lease_ms / 1000
             self._settle(run, settlement, time.monotonic() + patience_s)
@@ -372,12 +412,17 @@ class Worker:
         lease is gone, or this job's own refusal: logged), or not sent for want of the
         server (sent again, backing off, while the lease could still be ours)."""
         error = sent.exception()
+        ended = "unsettled"  # the span's outcome, unless one of the verdicts below
         if error is None:
             self.outage.answered()
-            self._count_settled(settlement, sent.result())
+            ended = self._count_settled(settlement, sent.result())
             self._tell(run.job, settlement)
         elif isinstance(error, StaleJob):
             self._count_lost(run, str(error))
+            ended = "lost"
+        elif isinstance(error, JobCancelled):  # the cancel came first: the result is dropped
+            self._count_cancelled(run, error)
+            ended = "cancelled"
         elif isinstance(error, (*TRANSPORT_ERRORS, ResponseError)):
             verb = type(settlement).__name__.upper()
             if isinstance(error, AuthenticationError):
@@ -397,12 +442,15 @@ class Worker:
         else:
             log.error("job %s: unexpected worker error (%r); the server will recover it",
                       run.job.id, error)
-        self._release(run)
+        cause = settlement.cause if isinstance(settlement, outcome.Fail) else None
+        self._release(run, ended, cause)
 
-    def _release(self, run: JobRun) -> None:
-        """The run is over: its slot is free."""
+    def _release(self, run: JobRun, ended: str, error: BaseException | None = None) -> None:
+        """The run is over: its slot is free; its span (when tracing) ends `ended`."""
         if self.running.get(run.job.id) is run:
             del self.running[run.job.id]
+        if run.span is not None:
+            run.span.end(ended, error)
         self._slot_freed.set()
 
     # --- heartbeats ----------------------------------------------------------------------
@@ -427,6 +475,8 @@ class Worker:
             self.outage.answered()
         elif isinstance(error, StaleJob):
             self._lose(run, str(error))
+        elif isinstance(error, JobCancelled):
+            self._cancel(run, error)
         elif isinstance(error, AuthenticationError):
             self._give_up("extend", error)
         elif isinstance(error, TRANSPORT_ERRORS):
@@ -436,6 +486,38 @@ class Worker:
             log.error("job %s: EXTEND refused: %s", run.job.id, error)
         else:
             log.error("job %s: EXTEND failed: %r", run.job.id, error)
+
+    # --- what an operator asks -----------------------------------------------------------
+    async def _beats(self, name: str) -> None:
+        """Every `beat_ms`, EMQ.BEAT: `quiet` stops the claims until `run` again, `stop`
+        stops the worker as SIGTERM does. A lost connection skips a beat (the claimer
+        and the heartbeat ride the outage out); a server that refuses the verb (older
+        than issue 38) is told nothing more."""
+        while not self._stopping.is_set():
+            await self._first_of(self._stopping, timeout=self.beat_ms / 1000)
+            if self._stopping.is_set():
+                return
+            try:
+                order = await self.link.beat(name)
+            except (*TRANSPORT_ERRORS, *NOT_NOW):
+                continue
+            except ResponseError as error:
+                log.warning("EMQ.BEAT refused (%s): quiet and stop from the dashboard "
+                            "will not reach this worker", error)
+                return
+            self._obey(order)
+
+    def _obey(self, order: str) -> None:
+        if order == self.order:
+            return
+        log.info("asked to %s (was %s)", order, self.order)
+        self.order = order
+        if order == "quiet":
+            self._may_claim.clear()
+        elif order == "stop":
+            self.stop()
+        else:
+            self._may_claim.set()
 
     # --- reports from the handler --------------------------------------------------------
     async def _report(self, job: Job, make: Callable[[], Awaitable[T]]) -> T:
@@ -448,12 +530,17 @@ class Worker:
         run = self.running.get(job.id)
         backoff = Backoff()
         while True:
+            if job.cancelled:
+                raise JobCancelled(f"job {job.id} was cancelled")
             if run is None or run.ended or run.job.token != job.token:
                 raise StaleJob(f"job {job.id}: the run ended while its report waited")
             try:
                 result = await make()
             except StaleJob as error:
                 self._lose(run, str(error))
+                raise
+            except JobCancelled as error:
+                self._cancel(run, error)
                 raise
             except (*TRANSPORT_ERRORS, ResponseError) as error:
                 if isinstance(error, AuthenticationError):
@@ -473,6 +560,18 @@ class Worker:
         """The lease is gone: log once, send nothing more for this run."""
         if self._end(run, outcome.LOST):
             self._count_lost(run, why)
+
+    def _cancel(self, run: JobRun, error: JobCancelled) -> None:
+        """EMQ.CANCEL ended the job: stop its handler (an async one's task is cancelled; a
+        plain one sees `job.cancelled`), send nothing more about it."""
+        if not run.ended:
+            self._reporter.cancelled.add((run.job.id, run.job.token))  # type: ignore[union-attr]
+        if self._end(run, outcome.LOST):
+            self._count_cancelled(run, error)
+
+    def _count_cancelled(self, run: JobRun, error: JobCancelled) -> None:
+        self.counts.cancelled += 1
+        log.info("job %s (token %s): %s; its run is stopped", run.job.id, run.job.token, error)
 
     def _count_lost(self, run: JobRun, why: str) -> None:
         self.counts.lost += 1
@@ -505,14 +604,20 @@ class Worker:
             log.error("job %s: the %s hook raised", job.id, hook.__name__,
                       exc_info=told.exception())
 
-    def _count_settled(self, settlement: outcome.Settlement, reply: Any) -> None:
+    def _count_settled(self, settlement: outcome.Settlement, reply: Any) -> str:
+        """Count an accepted settlement; what it was (the span's `emqd.outcome`)."""
         if isinstance(settlement, outcome.Complete):
             self.counts.completed += 1
-        elif isinstance(settlement, outcome.Fail):
+            return "completed"
+        if isinstance(settlement, outcome.Fail):
             self.counts.failed += 1
             self.counts.dead += bool(reply.dead)
-        else:
-            self.counts.requeued += 1
+            return "failed"
+        if settlement.delay_ms:
+            self.counts.snoozed += 1
+            return "snoozed"
+        self.counts.requeued += 1
+        return "requeued"
 
     def _retrying(self, what: str, error: BaseException, delay_s: float) -> None:
         """Note one retry (the outage's first is a WARNING, the rest DEBUG); after a lost

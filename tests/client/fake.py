@@ -92,8 +92,8 @@ class FakeQueue:
     async def ping(self) -> None:
         self._check_up()
 
-    async def claim(self, lease_ms: int, count: int = 1,
-                    block_ms: int | None = None) -> list[Job]:
+    async def claim(self, lease_ms: int, count: int = 1, block_ms: int | None = None,
+                    with_trace: bool = False) -> list[Job]:
         self._check_up()
         self.calls.append(("claim", count, block_ms))
         deadline = time.monotonic() + (block_ms or 0) / 1000

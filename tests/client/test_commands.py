@@ -378,9 +378,9 @@ def test_add_unique_says_whether_it_added() -> None:
     assert unnamed(command)[1] == ("EMQ.ADD", b"mail", b"x", "PRIORITY", 2, "UNIQUE", b"ada",
                                    "TTL", 500)
     assert added == Added("4", True)
-    assert one(Q.add_unique(b"x", b"ada"), [b"4", b"exists"])[1] == Added("4", False)
+    assert one(Q.add_unique(b"x", b"ada"), [b"4", b"exists"])[1] == Added("4", False, "exists")
     assert one(Q.add(b"x", unique="ada"), [b"4", b"exists"])[1] == "4"
-    with pytest.raises(ValueError, match="needs unique"):
+    with pytest.raises(ValueError, match="need unique"):
         next(Q.add(b"x", unique_ttl_ms=5))
 
 

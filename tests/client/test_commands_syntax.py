@@ -31,17 +31,10 @@ ENCODER = redis.Redis().get_encoder()  # what a Queue's connection sends: no con
 SENDS_NO_VERB = {"ping": "PING", "add_command": "builds add's command, sends nothing"}
 NOT_SENT_BY_THE_CLIENT = {
     "emq.promote": {b"ID"},  # the dashboard's "run it now"
-    # issue 38's server side; the client's side (issue 38, after issue 36) will send them
-    "emq.requeue": {b"DELAY"},
-    "emq.add": {b"REPLACE", b"EXTEND", b"TRACE"},
-    "emq.flow": {b"TRACE"},
-    "emq.claim": {b"WITHTRACE"},
 }
 # housekeeping's; INFO shows the epoch; the cluster's fronts (docs/CLUSTER.md: the
-# client asks EMQ.FRONTS and EMQ.OWNER to learn where a queue is, emqd/client/routes.py);
-# issue 38's verbs, which the client's side of that issue will call
-NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.fronts",
-                    "emq.cancel", "emq.worker", "emq.beat", "emq.metrics"}
+# client asks EMQ.FRONTS and EMQ.OWNER to learn where a queue is, emqd/client/routes.py)
+NO_CLIENT_METHOD = {"emq.epoch", "emq.stalled.check", "emq.owner", "emq.front", "emq.fronts"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +75,7 @@ def check(argv: list[bytes]) -> None:
 
 
 JOB = Job("17", b"payload", "3")
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 RULES = ["0", "500", "fixed:1000", "exp:100", "exp:100:60000", 250]
 
 
@@ -153,13 +147,19 @@ def repeats(draw: st.DrawFn) -> Call:
 
 
 CALLS: dict[str, st.SearchStrategy[Call]] = {
-    "add": st.builds(lambda p, o, u: Call("add", (p,), {**o, **u}), payloads, add_options,
+    "add": st.builds(lambda p, o, u, t: Call("add", (p,), {**o, **u, **t}), payloads,
+                     add_options,
                      st.fixed_dictionaries({}, optional={"unique": ids,
-                                                         "unique_ttl_ms": positive})
-                     .map(lambda u: u if "unique" in u else {})),  # a TTL needs its key
+                                                         "unique_ttl_ms": positive,
+                                                         "replace": st.booleans(),
+                                                         "extend": st.booleans()})
+                     .map(lambda u: u if "unique" in u else {}),  # a TTL needs its key
+                     st.fixed_dictionaries({}, optional={"trace": st.just(TRACE)})),
     "add_unique": st.builds(lambda p, k, t, o: Call("add_unique", (p, k), {**t, **o}),
                             payloads, ids,
-                            st.fixed_dictionaries({}, optional={"ttl_ms": positive}),
+                            st.fixed_dictionaries({}, optional={"ttl_ms": positive,
+                                                                "replace": st.booleans(),
+                                                                "extend": st.booleans()}),
                             add_options),
     "add_json": st.builds(lambda v, o: Call("add_json", (v,), o), json_values, add_options),
     "add_many": st.builds(lambda jobs, o: Call("add_many", (jobs,), o),
@@ -178,6 +178,10 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     "stats": call("stats"),
     "revive": call("revive", ids, reset=st.booleans()),
     "remove": call("remove", ids),
+    "cancel": call("cancel", ids, reason=st.text(max_size=12)),
+    "metrics": call("metrics", from_ms=non_negative, to_ms=non_negative),
+    "order_worker": call("order_worker", ids, st.sampled_from(["quiet", "stop", "run"])),
+    "beat": call("beat", ids),
     "pause": call("pause"),
     "resume": call("resume"),
     "dead": call("dead", non_negative, positive,
@@ -199,11 +203,12 @@ CALLS: dict[str, st.SearchStrategy[Call]] = {
     "delete_repeat": call("delete_repeat", names),
     "repeats": call("repeats"),
     "promote": call("promote", limit=positive),
-    "claim": call("claim", positive, count=positive, block_ms=non_negative),
+    "claim": call("claim", positive, count=positive, block_ms=non_negative,
+                  with_trace=st.booleans()),
     "complete": call("complete", st.just(JOB), result=anything),
     "fail": call("fail", st.just(JOB), error=st.text(max_size=12), max_attempts=positive,
                  backoff_ms=non_negative),
-    "requeue": call("requeue", st.just(JOB)),
+    "requeue": call("requeue", st.just(JOB), delay_ms=non_negative),
     "progress": call("progress", st.just(JOB), anything),
     "log": call("log", st.just(JOB), payloads),
     "extend": call("extend", st.just(JOB), positive),
@@ -214,8 +219,9 @@ EXAMPLES = [
     Call("add", (b"x",), {"id": "a", "delay_ms": 5, "priority": -3, "max_attempts": 2,
                           "backoff": "exp:10:100", "group": "g", "unique": "k",
                           "unique_ttl_ms": 60000}),
-    Call("add", ("x",), {"at_ms": 1700000000000}),
-    Call("add_unique", (b"x", "k"), {"ttl_ms": 5, "priority": 1}),
+    Call("add", ("x",), {"at_ms": 1700000000000, "trace": TRACE}),
+    Call("add", ("x",), {"delay_ms": 300, "unique": "box-7", "replace": True, "extend": True}),
+    Call("add_unique", (b"x", "k"), {"ttl_ms": 5, "priority": 1, "replace": True}),
     Call("add_json", ({"a": 1},), {"group": "g"}),
     Call("add_many", ([b"a", {"b": 2}, NewJob(b"c", delay_ms=1)],), {"max_attempts": 3}),
     Call("add_and_wait", (b"x",), {"timeout_ms": 100, "at_ms": 5}, ([b"7"],)),
@@ -225,6 +231,12 @@ EXAMPLES = [
     Call("stats"),
     Call("revive", ("7",), {"reset": True}),
     Call("remove", ("7",)),
+    Call("cancel", ("7",), {"reason": "the user closed the tab"}),
+    Call("metrics", (), {"from_ms": 0, "to_ms": 1700000000000}),
+    Call("order_worker", ("emqd-worker?host=a&pid=1", "quiet")),
+    Call("order_worker", ("emqd-worker?host=a&pid=1", "stop")),
+    Call("order_worker", ("emqd-worker?host=a&pid=1", "run")),
+    Call("beat", ("emqd-worker?host=a&pid=1",)),
     Call("pause"),
     Call("resume"),
     Call("dead", (0, 10), replies=([[b"1", b"2"]],)),
@@ -243,7 +255,8 @@ EXAMPLES = [
                              Child("docs", b"html", under=2, delay_ms=5, backoff="0",
                                    at_ms=None, group="g", priority=2)]),
          {"id": "p", "on_child_fail": "remove", "priority": 1}),
-    Call("flow", (b"p", [Child("q", b"c", at_ms=1)]), {"on_child_fail": "fail"}),
+    Call("flow", (b"p", [Child("q", b"c", at_ms=1)]), {"on_child_fail": "fail",
+                                                        "trace": TRACE}),
     # A name the client shows as text (not UTF-8: surrogateescape) is sent as its bytes.
     Call("stats", queue=b"caf\xe9".decode("utf-8", "surrogateescape")),
     Call("flow", (b"p", [Child(b"caf\xe9".decode("utf-8", "surrogateescape"), b"c")])),
@@ -255,10 +268,10 @@ EXAMPLES = [
     Call("delete_repeat", ("nightly",)),
     Call("repeats"),
     Call("promote", (), {"limit": 10}),
-    Call("claim", (30000,), {"count": 5, "block_ms": 0}),
+    Call("claim", (30000,), {"count": 5, "block_ms": 0, "with_trace": True}),
     Call("complete", (JOB,), {"result": {"ok": True}}),
     Call("fail", (JOB, "boom"), {"max_attempts": 3, "backoff_ms": 500}),
-    Call("requeue", (JOB,)),
+    Call("requeue", (JOB,), {"delay_ms": 60000}),
     Call("progress", (JOB, 50)),
     Call("log", (JOB, "a line")),
     Call("extend", (JOB, 30000)),

@@ -14,6 +14,8 @@ from emqd.client.handler import Done, Threads
 
 
 class Run:
+    context = None  # not traced
+
     def __init__(self, job_id: str) -> None:
         self.job = Job(job_id, job_id.encode(), "1")
 

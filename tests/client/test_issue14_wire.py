@@ -62,7 +62,7 @@ def test_sync_queue_schedules_rates_and_unique(emqd_port: int) -> None:
         assert schedule.options == {"priority": "3"}
         assert mail.delete_repeat("digest") and mail.repeats() == []
         added = mail.add_unique(b"hi", "ada")
-        assert added.added and mail.add_unique(b"hi", "ada") == Added(added.id, False)
+        assert added.added and mail.add_unique(b"hi", "ada") == Added(added.id, False, "exists")
         mail.add_many([b"a", b"b", b"c"])
         mail.set_rate(2, 60_000)
         assert len(mail.claim(1000, count=10)) == 2
