@@ -60,7 +60,8 @@ class Dashboard:
         self.wake = wake  # re-runs parked claimers after an action (Server.wake_parked)
         self.front = front  # cluster mode: this front (its registry, its owners, its fronts)
         self.relay = relay  # cluster mode: a queue's pages served by its owner (relay.py)
-        self.metrics = Metrics(core, blocked, clock.now_ms)
+        self.metrics = Metrics(core, blocked, clock.now_ms,
+                               None if front is None else front.address.decode("latin-1"))
         self.rates = RateHistory()
         self.templates = _environment()
 
