@@ -51,7 +51,8 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
             raise
         return Dashboard.of(request).render(
             request, "error.html", status=exc.status, title=TITLES[exc.status],
-            reason=exc.reason, headers=exc.headers)
+            # a 503's text says why (the log, the cluster, the queue's front): shown as is
+            reason=exc.text if exc.status == 503 else exc.reason, headers=exc.headers)
 
 
 def build_app(dashboard: Dashboard, password: str | None) -> web.Application:

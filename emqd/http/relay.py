@@ -70,20 +70,20 @@ class Relay:
                 return None  # the 404: nothing taken
         except FAILED as exc:
             raise web.HTTPServiceUnavailable(
-                reason=f"the cluster did not answer ({exc}); reload in a moment") from None
+                text=f"the cluster did not answer ({exc}); reload in a moment") from None
         address = address_of(owner) if owner is not None else front.fronts.place(queue)
         if address != front.address and not relayed:
             return self._dashboard_of(address, queue)
         if owner is not None and address != front.address:
             raise web.HTTPServiceUnavailable(
-                reason=f"queue moved to the front {address.decode('latin-1')}; reload")
+                text=f"queue moved to the front {address.decode('latin-1')}; reload")
         try:
             taken = await asyncio.wait_for(front.adopt(queue, owner), self.timeout_s())
         except (*FAILED, ValueError) as exc:
             raise web.HTTPServiceUnavailable(
-                reason=f"queue not taken here ({exc}); reload in a moment") from None
+                text=f"queue not taken here ({exc}); reload in a moment") from None
         if not taken:
-            raise web.HTTPServiceUnavailable(reason="queue is moving; reload in a moment")
+            raise web.HTTPServiceUnavailable(text="queue is moving; reload in a moment")
         return None
 
     def _dashboard_of(self, address: bytes, queue: bytes) -> bytes:
@@ -91,7 +91,7 @@ class Relay:
         dashboard = fronts.http.get(address, b"") if address in fronts.live else b""
         if not dashboard:
             raise web.HTTPServiceUnavailable(
-                reason=f"queue {queue.decode('utf-8', 'backslashreplace')} is served by the "
+                text=f"queue {queue.decode('utf-8', 'backslashreplace')} is served by the "
                        f"front {address.decode('latin-1')}, whose dashboard is off or not "
                        f"live; ask it, or reload in a moment")
         return dashboard
@@ -149,7 +149,7 @@ class Relay:
                 return web.Response(status=answer.status, body=body, headers=returned)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise web.HTTPServiceUnavailable(
-                reason=f"the front serving this queue ({dashboard.decode('latin-1')}) did "
+                text=f"the front serving this queue ({dashboard.decode('latin-1')}) did "
                        f"not answer ({exc or type(exc).__name__}); reload in a moment"
             ) from None
 
