@@ -72,8 +72,12 @@ class Link:
     the fronts' password."""
 
     def __init__(self, address: bytes, resp: int, front: bool = True, user: bytes = b"",
-                 watch: Watch | None = None) -> None:
+                 watch: Watch | None = None, name: bytes = b"") -> None:
         self.address = address
+        # The client's connection name (CLIENT SETNAME), given to the link at the front it
+        # reaches: a worker's claims there are held under its name, and the dashboards'
+        # Workers pages join it with them (emqd/http/workers.py).
+        self.name = name
         self.resp = resp
         self.front = front
         self.user = user
@@ -111,6 +115,8 @@ class Link:
                                            proof(password, nonce, self.address)])
                 elif self.front:
                     await self._introduce([b"EMQ.FRONT", self.address])
+                if self.front and self.name:
+                    await self._introduce([b"CLIENT", b"SETNAME", self.name])
                 elif password:
                     await self._introduce([b"AUTH", *([self.user] if self.user else []),
                                            password.encode()])

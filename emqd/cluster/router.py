@@ -479,7 +479,7 @@ class ClusterRouter:
         if link is None:
             user = (self.front.config.cluster_user or "").encode()
             link = links[key] = Link(address, session.resp, front, b"" if front else user,
-                                     self if front else None)
+                                     self if front else None, session.name or b"")
         return link
 
     def forget(self, session: Session) -> None:

@@ -25,17 +25,20 @@ from pathlib import Path
 from aiohttp import web
 
 from emqd import clock
+from emqd.cluster.front import Front
 from emqd.core import Core
 from emqd.http import actions, cleaning, pages, workers
 from emqd.http.context import DASHBOARD, Dashboard
 from emqd.http.gate import Gate
 from emqd.http.rates import MINUTE_MS
+from emqd.http.relay import Relay, through_owner
 from emqd.http.security import Handler, guard
 
 log = logging.getLogger("emqd")
 
 STATIC = Path(__file__).parent / "static"
-TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}
+TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed",
+          503: "Not available now"}
 
 
 @web.middleware
@@ -48,7 +51,8 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
             raise
         return Dashboard.of(request).render(
             request, "error.html", status=exc.status, title=TITLES[exc.status],
-            reason=exc.reason, headers=exc.headers)
+            # a 503's text says why (the log, the cluster, the queue's front): shown as is
+            reason=exc.text if exc.status == 503 else exc.reason, headers=exc.headers)
 
 
 def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
@@ -56,12 +60,21 @@ def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
     app = web.Application(middlewares=[guard(password, refused), error_pages],
                           client_max_size=64 << 10)  # the largest form is a few fields
     app[DASHBOARD] = dashboard
-    get, post = app.router.add_get, app.router.add_post
-    get("/", pages.overview)
-    get("/live/overview", pages.overview_live)
-    get("/metrics", pages.metrics)
-    get("/workers", workers.workers_page)
-    post("/workers/{order:quiet|stop|run}", actions.order_worker)
+    add_get, add_post = app.router.add_get, app.router.add_post
+    add_get("/", pages.overview)
+    add_get("/live/overview", pages.overview_live)
+    add_get("/metrics", pages.metrics)
+    add_get("/workers", workers.workers_page)
+    add_get("/workers/held", workers.held_here)
+    add_post("/workers/{order:quiet|stop|run}", actions.order_worker)
+
+    # A queue's pages and buttons: served by the front that owns it (relay.py).
+    def get(path: str, handler: Handler) -> None:
+        add_get(path, through_owner(handler))
+
+    def post(path: str, handler: Handler) -> None:
+        add_post(path, through_owner(handler))
+
     get("/queues/{queue}", pages.queue_page)
     get("/queues/{queue}/dead", pages.dead_page)
     get("/queues/{queue}/dead/revive-all", pages.revive_all_confirm)
@@ -78,9 +91,10 @@ class HttpSide:
     """The running HTTP side of one server."""
 
     def __init__(self, core: Core, blocked: Callable[[], int],
-                 wake: Callable[[], None]) -> None:
+                 wake: Callable[[], None], front: Front | None = None) -> None:
         self.core = core
-        self.dashboard = Dashboard(core, blocked, wake)
+        self.relay = Relay(front) if front is not None else None
+        self.dashboard = Dashboard(core, blocked, wake, front, self.relay)
         self.runner: web.AppRunner | None = None
         self.listener: asyncio.AbstractServer | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -119,3 +133,5 @@ class HttpSide:
         self.core.commit.unlisten(self.dashboard.metrics.timings.listen)
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.relay is not None:
+            await self.relay.close()

@@ -9,6 +9,7 @@ decoded `match_info`, which cannot tell the byte 0xFF from the text `%FF`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote_to_bytes
 
 import jinja2
@@ -22,6 +23,10 @@ from emqd.http.metrics import Metrics
 from emqd.http.rates import RateHistory
 from emqd.rules import args as verb_args
 from emqd.store.keyspace import Keyspace
+
+if TYPE_CHECKING:
+    from emqd.cluster.front import Front
+    from emqd.http.relay import Relay
 
 DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard")
 
@@ -48,11 +53,15 @@ class Dashboard:
     """The HTTP side's view of one server."""
 
     def __init__(self, core: Core, blocked: Callable[[], int],
-                 wake: Callable[[], None]) -> None:
+                 wake: Callable[[], None], front: Front | None = None,
+                 relay: Relay | None = None) -> None:
         self.core = core
         self.blocked = blocked
         self.wake = wake  # re-runs parked claimers after an action (Server.wake_parked)
-        self.metrics = Metrics(core, blocked, clock.now_ms)
+        self.front = front  # cluster mode: this front (its registry, its owners, its fronts)
+        self.relay = relay  # cluster mode: a queue's pages served by its owner (relay.py)
+        self.metrics = Metrics(core, blocked, clock.now_ms,
+                               None if front is None else front.address.decode("latin-1"))
         self.rates = RateHistory()
         self.templates = _environment()
 

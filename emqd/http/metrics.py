@@ -15,6 +15,13 @@ Two kinds of figures, kept apart on purpose:
   the core itself (emqd/serve/server_stats.py, emqd/serve/histogram.py: the fsyncs from the
   everysec thread too) and read at scrape time.
 
+In cluster mode each front reports what it serves: the queues it owns now (an
+idle queue is owned by none: it has no series until it is used again) and its
+own server figures, every series labelled `front` with the front's announced
+address (`FrontLabelled`), so that scraping every front and summing by queue
+(`sum by (queue) (emqd_jobs)`) gives the cluster's figures, whichever front
+owns a queue and however often it moved.
+
 Queue names are bytes and Prometheus labels are UTF-8 text: a name that is not
 UTF-8 is shown with its bad bytes as `\\xNN` escapes.
 """
@@ -182,19 +189,38 @@ def _histogram(name: str, documentation: str, durations: Durations) -> Histogram
     return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=durations.sum_s)
 
 
+class FrontLabelled:
+    """Every series of `inner`, labelled `front` (cluster mode: the front's address)."""
+
+    def __init__(self, inner: CollectorRegistry, front: str) -> None:
+        self.inner = inner
+        self.front = front
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.inner.collect():
+            labelled = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            labelled.samples = [sample._replace(labels={**sample.labels, "front": self.front})
+                                for sample in metric.samples]
+            yield labelled
+
+
 class Metrics:
     """The registry /metrics serves: the store's figures and the observed histograms."""
 
     def __init__(self, core: Core, blocked: Callable[[], int],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], front: str | None = None) -> None:
         # `*_created` series are noise for a server's own histograms (its start
         # time is emqd_start_time_seconds); the switch is the library's, per process.
         disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=False)
         self.timings = Timings(self.registry)
         self.registry.register(StoreCollector(core, blocked, now_ms))
+        self.exposed = self.registry
+        if front is not None:  # cluster mode: every series says which front reports it
+            self.exposed = CollectorRegistry(auto_describe=False)
+            self.exposed.register(FrontLabelled(self.registry, front))
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """The body and its content type, in the format the scraper's Accept asks for."""
         encoder, content_type = choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        return encoder(self.exposed), content_type

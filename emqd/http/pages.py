@@ -12,8 +12,9 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock
+from emqd.cluster.nodes import FAILED
 from emqd.compat.numbers import parse_int
-from emqd.http import present, reading, trends
+from emqd.http import cluster_queues, present, reading, trends
 from emqd.http.actions import REVIVE_ALL_MAX
 from emqd.http.cleaning import CLEAN_MAX
 from emqd.http.context import Dashboard, found, job_url, query_bytes, segment
@@ -80,7 +81,7 @@ def _notice(request: web.Request) -> str | None:
     return NOTICES.get(done or "")
 
 
-def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
+async def _overview_context(request: web.Request, dashboard: Dashboard) -> dict[str, Any]:
     state = dashboard.core
     now = clock.now_ms()
     first_minute = now // MINUTE_MS - MINUTES + 1
@@ -88,12 +89,16 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
     # hour they cover only the time since it started, and say so.
     window = "in the last hour" if now - state.started_ms >= MINUTES * MINUTE_MS else \
         "since the start"
-    queues = []
-    for queue in reading.queue_names(state.keyspace):
-        figures = reading.queue_figures(state.keyspace, queue, now)
+    listing = await _listing(request, dashboard, now)
+    queues: list[tuple[cluster_queues.Row, present.Chart | None, present.Chart | None]] = []
+    for row in listing.rows:
+        figures = row.figures
+        if not row.here:  # the owner's figures, on the queue's page (cluster_queues.py)
+            queues.append((row, None, None))
+            continue
         live = (figures.totals["completed"], figures.totals["failures"])
-        completed, failed = dashboard.rates.series(queue, now, live)
-        queues.append((figures, present.chart(completed, first_minute),
+        completed, failed = dashboard.rates.series(figures.name, now, live)
+        queues.append((row, present.chart(completed, first_minute),
                        present.chart(failed, first_minute)))
     sink = state.commit.sink
     server = {
@@ -104,20 +109,45 @@ def _overview_context(dashboard: Dashboard) -> dict[str, Any]:
         "uptime": present.span(now - state.started_ms),
         "run_id": state.run_id,
         "commands": state.stats.total_commands,
+        "front": None if dashboard.front is None else dashboard.front.address.decode("latin-1"),
     }
-    return {"queues": queues, "server": server, "states": reading.STATES, "window": window}
+    return {"queues": queues, "server": server, "states": reading.STATES, "window": window,
+            "listing": listing, "port": state.config.port or state.config.tls_port,
+            "tls": not state.config.port, "cluster_error": listing.error}
+
+
+async def _listing(request: web.Request, dashboard: Dashboard, now: int) -> cluster_queues.Listing:
+    """The queues the overview lists: the store's (single mode), or the cluster's registry,
+    a page of it (cluster mode; the store's own when the cluster does not answer)."""
+    keyspace = dashboard.core.keyspace
+    front = dashboard.front
+    if front is not None:
+        page = _page_number(request)
+        try:
+            return await cluster_queues.listing(front, keyspace, page, now)
+        except FAILED as exc:
+            error: str | None = f"the cluster did not answer ({exc}): only the queues " \
+                                f"this front owns are listed"
+    else:
+        error = None
+    here = None if front is None else front.address.decode("latin-1")
+    rows = [cluster_queues.Row(reading.queue_figures(keyspace, queue, now), here, True)
+            for queue in reading.queue_names(keyspace)]
+    return cluster_queues.Listing(len(rows), 1, 1, rows, error)
 
 
 async def overview(request: web.Request) -> web.Response:
     """GET /: every queue, its counts, rates and latency; the server."""
     dashboard = Dashboard.of(request)
-    return dashboard.render(request, "overview.html", **_overview_context(dashboard))
+    return dashboard.render(request, "overview.html",
+                            **await _overview_context(request, dashboard))
 
 
 async def overview_live(request: web.Request) -> web.Response:
     """GET /live/overview: the part of / that refreshes itself (app.js swaps it in)."""
     dashboard = Dashboard.of(request)
-    return dashboard.render(request, "overview_live.html", **_overview_context(dashboard))
+    return dashboard.render(request, "overview_live.html",
+                            **await _overview_context(request, dashboard))
 
 
 async def queue_page(request: web.Request) -> web.Response:

@@ -57,7 +57,7 @@ SEARCH_ROWS = 10_000  # rows one payload search looks at, at most
 SEARCH_BYTES = 64 << 20  # payload bytes one search compares, at most
 
 
-def _counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
+def counter_fields(keys: QueueKeys) -> dict[str, tuple[bytes, bytes]]:
     metrics = keys.metrics
     return {
         "added": (keys.meta, b"added"),
@@ -146,7 +146,7 @@ def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures
     counts["pending"] = None if flat is None or lanes_pending is None else flat + lanes_pending
     totals = {
         name: _integer(_hget(keyspace, key, field))
-        for name, (key, field) in _counter_fields(keys).items()
+        for name, (key, field) in counter_fields(keys).items()
     }
     ring = _zcard(keyspace, keys.ring)
     ring_head = _front(keyspace, keys.ring)
@@ -164,7 +164,7 @@ def queue_figures(keyspace: Keyspace, queue: bytes, now_ms: int) -> QueueFigures
 
 def rate_counters(keyspace: Keyspace, queue: bytes) -> tuple[int | None, int | None]:
     """(completed_total, failures_total): what the overview's per-minute charts sample."""
-    fields = _counter_fields(queue_keys(queue))
+    fields = counter_fields(queue_keys(queue))
     completed, failures = (_integer(_hget(keyspace, *fields[name]))
                            for name in ("completed", "failures"))
     return completed, failures

@@ -62,7 +62,10 @@ class Worker:
 
     name: str
     known: worker_name.WorkerName | None  # None: a name not in the worker form
-    connections: list[Session]
+    raw: bytes  # its name as its connections gave it
+    addresses: set[str] = field(default_factory=set)  # where its own connections come from
+    connections: int = 0  # its own connections (not another front's links for it)
+    oldest_ms: int | None = None  # when its oldest connection was made
     held: list[Held] = field(default_factory=list)
     order: str = "run"  # what it is asked: run, quiet or stop (its queues' strongest)
 
@@ -71,12 +74,15 @@ class Worker:
         """When it started (its name says), else when its oldest connection was made."""
         if self.known is not None and self.known.started_ms is not None:
             return self.known.started_ms
-        return min(session.created_ms for session in self.connections)
+        return self.oldest_ms or 0
 
-    @property
-    def addresses(self) -> list[str]:
-        return sorted({session.addr.rpartition(":")[0] or session.addr
-                       for session in self.connections})
+    def connected(self, session: Session) -> None:
+        """One more of its connections (a front's link for it counts for its jobs only)."""
+        if session.forwarded:
+            return
+        self.connections += 1
+        self.addresses.add(session.addr.rpartition(":")[0] or session.addr)
+        self.oldest_ms = min(self.oldest_ms or session.created_ms, session.created_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +91,12 @@ class Roster:
     unheld: list[Held]  # active jobs no connected worker holds
     read: int  # active rows read
     cut: bool  # ACTIVE_SHOWN rows were read and more are active
+    fronts: list[str] = field(default_factory=list)  # cluster mode: fronts that did not answer
 
 
 def roster(state: Core) -> Roster:
+    """This server's workers (in cluster mode: this front's, with the jobs of the queues
+    it owns held by a worker connected to another front, through that front's link)."""
     by_name: dict[bytes, Worker] = {}
     by_id: dict[bytes, Worker] = {}
     for session in state.clients.values():
@@ -96,8 +105,8 @@ def roster(state: Core) -> Roster:
         text = session.name.decode("utf-8", "backslashreplace")
         found = by_name.get(session.name)
         if found is None:
-            found = by_name[session.name] = Worker(text, worker_name.parse(text), [])
-        found.connections.append(session)
+            found = by_name[session.name] = Worker(text, worker_name.parse(text), session.name)
+        found.connected(session)
         by_id[b"%d" % session.id] = found
     unheld: list[Held] = []
     read = 0
@@ -130,18 +139,87 @@ def order_of(keyspace: Keyspace, worker: Worker) -> str:
     """The strongest instruction any of the worker's queues holds for it (stop > quiet)."""
     if worker.known is None:
         return "run"
-    name = worker.connections[0].name
+    name = worker.raw
     orders = [reading.worker_order(keyspace, queue.encode(), name)
               for queue in worker.known.queues if is_queue_name(queue.encode())]
     return max(orders, key=STRENGTH.__getitem__, default=b"run").decode()
 
 
 async def workers_page(request: web.Request) -> web.Response:
-    """GET /workers: the connected workers, what each holds, and the jobs nobody holds."""
+    """GET /workers: the connected workers, what each holds, and the jobs nobody holds; in
+    cluster mode, every front's, joined by worker name (`joined`)."""
     dashboard = Dashboard.of(request)
     found = roster(dashboard.core)
+    if dashboard.relay is not None:
+        found = joined(found, await dashboard.relay.from_every_front(request, HELD_PATH))
     context: dict[str, Any] = {"roster": found, "listed": HELD_LISTED, "now": clock.now_ms(),
                                "shown": ACTIVE_SHOWN, "notice": NOTICES.get(
                                    request.query.get("done", ""))}
     return dashboard.render(request, "workers.html", **context)
 
+
+# --- cluster mode: every front's roster, joined ------------------------------------------
+HELD_PATH = "/workers/held"
+Exported = dict[str, Any]  # a roster as JSON: bytes as latin-1 text, so that they come back
+
+
+def _text(value: bytes) -> str:
+    return value.decode("latin-1")
+
+
+def exported(found: Roster) -> Exported:
+    """This front's roster as another front's Workers page reads it (`held_here`)."""
+    def jobs(held: list[Held]) -> list[list[Any]]:
+        return [[_text(job.queue), _text(job.id), job.claimed_ms] for job in held]
+
+    return {"workers": [{"name": _text(worker.raw), "addresses": sorted(worker.addresses),
+                         "connections": worker.connections, "oldest_ms": worker.oldest_ms,
+                         "held": jobs(worker.held), "order": worker.order}
+                        for worker in found.workers],
+            "unheld": jobs(found.unheld), "read": found.read, "cut": found.cut}
+
+
+async def held_here(request: web.Request) -> web.Response:
+    """GET /workers/held: this server's own roster as JSON (what another front's Workers
+    page joins with its own)."""
+    return web.json_response(exported(roster(Dashboard.of(request).core)))
+
+
+def _held(listed: list[list[Any]]) -> list[Held]:
+    return [Held(queue.encode("latin-1"), job_id.encode("latin-1"),
+                 claimed if type(claimed) is int else None)
+            for queue, job_id, claimed in listed]
+
+
+def joined(found: Roster, others: dict[str, Exported | None]) -> Roster:
+    """This front's roster and the other fronts' (`others`: each front's address and its
+    roster, None when it did not answer), one row a worker name: a worker connected
+    here that holds jobs of a queue another front owns (its claims went there through
+    this front's link, which carries its name) shows them as its own."""
+    by_name = {worker.raw: worker for worker in found.workers}
+    unheld, read, cut = list(found.unheld), found.read, found.cut
+    silent = []
+    for front, other in sorted(others.items()):
+        if other is None:
+            silent.append(front)
+            continue
+        for entry in other["workers"]:
+            raw = entry["name"].encode("latin-1")
+            worker = by_name.get(raw)
+            if worker is None:
+                text = raw.decode("utf-8", "backslashreplace")
+                worker = by_name[raw] = Worker(text, worker_name.parse(text), raw)
+            worker.addresses.update(entry["addresses"])
+            worker.connections += entry["connections"]
+            if entry["oldest_ms"] is not None:
+                worker.oldest_ms = min(worker.oldest_ms or entry["oldest_ms"],
+                                       entry["oldest_ms"])
+            worker.held += _held(entry["held"])
+            worker.order = max(worker.order, entry["order"], key=lambda o: STRENGTH[o.encode()])
+        unheld += _held(other["unheld"])
+        read += other["read"]
+        cut = cut or other["cut"]
+    workers = sorted((worker for worker in by_name.values()
+                      if worker.known is not None or worker.held),
+                     key=lambda worker: (worker.known is None, worker.name))
+    return Roster(workers, unheld, read, cut, silent)

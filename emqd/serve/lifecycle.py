@@ -65,6 +65,7 @@ class Server:
                  keyspace: Keyspace | None = None, stats: Stats | None = None,
                  front: Front | None = None) -> None:
         config = with_id_base(config)
+        self.front = front  # cluster mode's front (emqd/cluster/front.py), else None
         self.connections: dict[int, Connection] = {}
         self.core = Core(config, keyspace, sink if sink is not None else NullSink(), stats,
                          deliver=Delivery(self.connections), shutdown=self.request_shutdown,
@@ -112,7 +113,8 @@ class Server:
             log.info("emqd listening on %s%s run_id=%s core=%s", listener.address,
                      " (TLS)" if listener.ssl else "", self.core.run_id, core_build())
         if http_sock is not None:
-            self.http = HttpSide(self.core, lambda: len(self.hub.waiters), self.hub.wake_parked)
+            self.http = HttpSide(self.core, lambda: len(self.hub.waiters), self.hub.wake_parked,
+                                 self.front)
             await self.http.start(http_sock)
         self.housekeeping.start(loop)
         self.lag_probe.start(loop)

@@ -20,7 +20,6 @@ from emqd.core import Core
 from emqd.errors import NOT_FLOAT, SCORE_NAN, SYNTAX, WRONGTYPE, ZADD_INCR_PAIRS, ReplyError
 from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
-from emqd.store.zset import ZSet
 from tests.differential.generate import Generator, render, setup
 from tests.support import RecordingLog, plain_value
 

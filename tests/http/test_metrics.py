@@ -66,6 +66,25 @@ def test_the_figures_after_known_plans() -> None:
     assert not any(name == "emqd_lanes" for name, _ in samples)  # no lanes here
 
 
+def test_a_front_labels_every_series_with_its_address() -> None:
+    """Cluster mode: each front's series say which front reports them, so that Prometheus,
+    scraping every front, sums a queue's figures whichever front owned it."""
+    local = Local()
+    local.run("EMQ.ADD", "mail", "p")
+    local.run("EMQ.CLAIM", "mail", 30_000)
+    plain = scrape(metrics_of(local))
+    labelled = scrape(Metrics(local.state, lambda: 0, lambda: NOW, front="10.0.0.7:6390"))
+    assert labelled[("emqd_jobs", q("mail", state="active", front="10.0.0.7:6390"))] == 1
+    assert labelled[("emqd_jobs_added_total", q("mail", front="10.0.0.7:6390"))] == 1
+    assert labelled[("emqd_up", (("front", "10.0.0.7:6390"),))] == 1
+    # every series of the single server's, and only those, each with the front's label
+    unlabelled = {(name, tuple(pair for pair in labels if pair[0] != "front"))
+                  for name, labels in labelled}
+    assert all(("front", "10.0.0.7:6390") in labels for _, labels in labelled)
+    assert unlabelled == set(plain)
+    assert not any(labels for name, labels in plain if name == "emqd_up")
+
+
 def test_a_flows_waiting_parent_is_a_state() -> None:
     local = Local()
     local.run("EMQ.FLOW", "render", "page", "CHILD", "fetch", "a")

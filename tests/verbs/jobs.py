@@ -9,7 +9,6 @@ from emqd.commit.plan import Block, Plan
 from emqd.errors import ReplyError
 from emqd.store import hash as hashes
 from emqd.store.keyspace import Keyspace
-from emqd.store.zset import ZSet
 from emqd.verbs import add, claim, promote, stalled_check
 from tests.verbs.planner import NOW, RUN_ID, drive, hash_of, keyspace
 
