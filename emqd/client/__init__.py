@@ -35,7 +35,7 @@ from emqd.client.errors import (
 from emqd.client.queue import Queue, SyncQueue
 from emqd.client.worker import Counts, Worker
 
-__all__ = ["Added", "Child", "ChildInfo", "ConnectionLost", "Counts", "Discard", "FailVerdict", "Finished", "Flow",
-           "Job", "JobDead", "JobInfo", "JobStateError", "Lane", "NewJob", "PermanentError",
-           "Queue", "QueueEvent", "Retry", "Schedule", "StaleJob", "Stats", "SyncQueue",
-           "WaitTimeout", "Worker"]
+__all__ = ["Added", "Child", "ChildInfo", "ConnectionLost", "Counts", "Discard", "FailVerdict",
+           "Finished", "Flow", "Job", "JobDead", "JobInfo", "JobStateError", "Lane", "NewJob",
+           "PermanentError", "Queue", "QueueEvent", "Retry", "Schedule", "StaleJob", "Stats",
+           "SyncQueue", "WaitTimeout", "Worker"]

@@ -20,7 +20,6 @@ from emqd.numbers import score_arg
 from emqd.plan import Plan
 from emqd.session import Session
 from emqd.store.keyspace import Keyspace
-from emqd.store.zset import ZSet
 from tests.differential.generate import Generator, render, setup
 from tests.support import RecordingLog, plain_value
 
