@@ -38,7 +38,6 @@ from emqd.commands import (
 )
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
-from emqd.core import Core
 from emqd.errors import ReplyError
 from emqd.plan import Block, Plan
 from emqd.reply import Raw
@@ -237,6 +236,8 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         return _special(session, row, argv)
     if row.grows and core.maxmemory and core.out_of_memory():
         return _reject(session, errors.OOM(), argv)
+    # Redis's rule: while the log cannot be written, refuse what would change the
+    # keyspace (and PING, so that a client notices); _special applies it inside MULTI.
     if row.checks_disk:
         failing = core.commit.sink.failing
         if failing is not None:
@@ -247,12 +248,6 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         if routed is not None:
             return routed
     return _run(session, row, argv)
-
-
-def _disk_refuses(core: Core) -> OSError | None:
-    """Redis's rule: while the log cannot be written, refuse what would change the
-    keyspace (and PING, so that a client notices): why it cannot, or None."""
-    return core.commit.sink.failing
 
 
 def _memory_refuses(session: Session, row: Command) -> bool:
@@ -290,7 +285,7 @@ def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
         return _reject(session, errors.NOAUTH(), argv)
     if session.core.maxmemory and _memory_refuses(session, row):
         return _reject(session, errors.OOM(), argv)
-    failing = _disk_refuses(session.core)
+    failing = session.core.commit.sink.failing
     if failing is not None and (row.checks_disk or _exec_writes(session, row)):
         return _reject(session, errors.misconf(failing), argv)
     if session.pubsub is not None:  # a Pub/Sub client: RESP2 allows it only a few commands
