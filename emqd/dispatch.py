@@ -91,10 +91,15 @@ VERB_MODULES: Final = (
     beat, metrics)
 
 
+# COMMAND answers from the tables it is in: its rows are made with a way to reach them.
+_COMMAND, _COMMAND_SUBS = server.command_family(lambda: (TABLE, SUBTABLES))
+
+
 def _build_table() -> dict[bytes, Command]:
     table: dict[bytes, Command] = {}
     for module in (*COMMAND_MODULES, *VERB_MODULES):
-        for row in module.COMMANDS:
+        rows = [_COMMAND, *server.COMMANDS] if module is server else module.COMMANDS
+        for row in rows:
             key = row.name.encode()
             if key in table:
                 raise RuntimeError(f"command {row.name} defined twice")
@@ -108,7 +113,10 @@ def _build_subtables() -> dict[bytes, dict[bytes, Command]]:
     """Container -> its subcommands' rows (named `client|setname`, as Redis names them)."""
     subtables: dict[bytes, dict[bytes, Command]] = {}
     for module in COMMAND_MODULES:
-        for container, rows in getattr(module, "SUBCOMMANDS", {}).items():
+        families = getattr(module, "SUBCOMMANDS", {}).items()
+        if module is server:
+            families = [*families, ("command", _COMMAND_SUBS)]
+        for container, rows in families:
             subtables[container.encode()] = {
                 row.name.split("|", 1)[1].encode(): row for row in rows
             }
