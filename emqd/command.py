@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from emqd import clock
-from emqd.sessions.session import Session
+from emqd.core import Session
 
 Handler = Callable[[Session, list[bytes]], Any]
 

@@ -3,8 +3,8 @@
 `execute(session, argv)` looks the name up (and the subcommand of a container
 such as CLIENT or CONFIG), checks arity generically, checks auth, queues
 inside MULTI, runs the handler, and commits a returned `Plan`
-through the commit path (emqd/commit/path.py: applied, then kept as one record). Handlers never see a
-command with the wrong number of arguments, and never write to the store or
+through the commit path (emqd/commit/path.py: applied, then kept as one record).
+Handlers never see a command with the wrong number of arguments, and never write to the store or
 the socket themselves.
 
 The checks run in Redis 7.0's order (processCommand): unknown command or
@@ -39,11 +39,10 @@ from emqd.commands import (
 from emqd.commands import hash as hash_commands
 from emqd.commands.pubsub import subscribed_mode_refusal
 from emqd.commit.plan import Block, Plan
-from emqd.core import Core
+from emqd.core import Session
 from emqd.errors import ReplyError
 from emqd.reply import Raw
 from emqd.serve.server_stats import Tally
-from emqd.sessions.session import Session
 from emqd.verbs import (
     add,
     beat,
@@ -92,10 +91,15 @@ VERB_MODULES: Final = (
     beat, metrics)
 
 
+# COMMAND answers from the tables it is in: its rows are made with a way to reach them.
+_COMMAND, _COMMAND_SUBS = server.command_family(lambda: (TABLE, SUBTABLES))
+
+
 def _build_table() -> dict[bytes, Command]:
     table: dict[bytes, Command] = {}
     for module in (*COMMAND_MODULES, *VERB_MODULES):
-        for row in module.COMMANDS:
+        rows = [_COMMAND, *server.COMMANDS] if module is server else module.COMMANDS
+        for row in rows:
             key = row.name.encode()
             if key in table:
                 raise RuntimeError(f"command {row.name} defined twice")
@@ -109,7 +113,10 @@ def _build_subtables() -> dict[bytes, dict[bytes, Command]]:
     """Container -> its subcommands' rows (named `client|setname`, as Redis names them)."""
     subtables: dict[bytes, dict[bytes, Command]] = {}
     for module in COMMAND_MODULES:
-        for container, rows in getattr(module, "SUBCOMMANDS", {}).items():
+        families = getattr(module, "SUBCOMMANDS", {}).items()
+        if module is server:
+            families = [*families, ("command", _COMMAND_SUBS)]
+        for container, rows in families:
             subtables[container.encode()] = {
                 row.name.split("|", 1)[1].encode(): row for row in rows
             }
@@ -237,6 +244,8 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         return _special(session, row, argv)
     if row.grows and core.maxmemory and core.out_of_memory():
         return _reject(session, errors.OOM(), argv)
+    # Redis's rule: while the log cannot be written, refuse what would change the
+    # keyspace (and PING, so that a client notices); _special applies it inside MULTI.
     if row.checks_disk:
         failing = core.commit.sink.failing
         if failing is not None:
@@ -247,12 +256,6 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         if routed is not None:
             return routed
     return _run(session, row, argv)
-
-
-def _disk_refuses(core: Core) -> OSError | None:
-    """Redis's rule: while the log cannot be written, refuse what would change the
-    keyspace (and PING, so that a client notices): why it cannot, or None."""
-    return core.commit.sink.failing
 
 
 def _memory_refuses(session: Session, row: Command) -> bool:
@@ -290,7 +293,7 @@ def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
         return _reject(session, errors.NOAUTH(), argv)
     if session.core.maxmemory and _memory_refuses(session, row):
         return _reject(session, errors.OOM(), argv)
-    failing = _disk_refuses(session.core)
+    failing = session.core.commit.sink.failing
     if failing is not None and (row.checks_disk or _exec_writes(session, row)):
         return _reject(session, errors.misconf(failing), argv)
     if session.pubsub is not None:  # a Pub/Sub client: RESP2 allows it only a few commands

@@ -73,7 +73,8 @@ class QueueKeys:
         self.job_prefix = p + b"job:"
         self.lane_prefix = p + b"lane:"
         self.log_prefix = p + b"log:"  # a job's log lines (emqd/rules/job_log.py)
-        self.events = p + b"events"  # the Pub/Sub channel of its transitions (emqd/commit/queue_events.py)
+        # the Pub/Sub channel of its transitions (emqd/commit/queue_events.py)
+        self.events = p + b"events"
         # flows (rules/flows.py): parents waiting for their children, and each parent's record
         self.waiting = p + b"waiting"
         self.children_prefix = p + b"children:"

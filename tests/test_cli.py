@@ -19,8 +19,10 @@ from tests.support import ROOT, RawClient, start_emqd
 def test_defaults() -> None:
     config = config_from([], {})
     assert config == Config()
-    assert (config.bind, config.port, config.dir, config.appendonly) == ("127.0.0.1", 6390, ".", True)
-    assert (config.appendfsync, config.max_payload, config.maxclients) == ("everysec", 16 << 20, 10000)
+    assert (config.bind, config.port, config.dir, config.appendonly) == (
+        "127.0.0.1", 6390, ".", True)
+    assert (config.appendfsync, config.max_payload, config.maxclients) == (
+        "everysec", 16 << 20, 10000)
     assert config.http_port == 6391
     assert config_from([], {"EMQD_HTTP_PORT": "0"}).http_port == 0  # off
 
@@ -102,7 +104,8 @@ def test_the_process_reads_its_settings_from_the_environment() -> None:
         client = RawClient(server.port)
         assert client.command("PING") == b"-NOAUTH Authentication required.\r\n"
         assert client.command("AUTH", "from-env") == b"+OK\r\n"
-        assert client.command("CONFIG", "GET", "maxclients") == b"*2\r\n$10\r\nmaxclients\r\n$1\r\n7\r\n"
+        assert client.command("CONFIG", "GET", "maxclients") == (
+            b"*2\r\n$10\r\nmaxclients\r\n$1\r\n7\r\n")
         client.close()
     finally:
         server.stop()

@@ -63,7 +63,7 @@ def test_a_step_forward_expires_no_healthy_lease(
 ) -> None:
     server, step = stepped
     with redis.Redis(port=server.port) as r:
-        jobs = [r.execute_command("EMQ.ADD", "work", "job%d" % i) for i in range(3)]
+        jobs = [r.execute_command("EMQ.ADD", "work", f"job{i}") for i in range(3)]
         held = [r.execute_command("EMQ.CLAIM", "work", LEASE_MS) for _ in jobs]
         delayed = r.execute_command("EMQ.ADD", "later", "x", "DELAY", 10_000)
 

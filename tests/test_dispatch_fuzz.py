@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 from emqd.commands.docs import ARGUMENTS
 from emqd.commit.plan import Block
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.dispatch import SUBTABLES, TABLE, execute
-from emqd.sessions.session import Session
 from emqd.wire.resp import encode
 from tests.syntax import tokens
 

@@ -6,10 +6,9 @@ import pytest
 
 from emqd import errors
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.dispatch import execute
 from emqd.errors import Refusal, ReplyError
-from emqd.sessions.session import Session
 
 
 def test_a_refusal_cannot_be_raised_as_is() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from emqd.dispatch import TABLE
 from tests.support import ROOT, start_emqd
 from tests.test_protocol_doc import DOC, run_step, steps
 
@@ -44,9 +43,6 @@ def test_the_readme_and_the_protocol_walk_through_share_a_server(tmp_path: Path)
     the same server sees the replies both documents show: each starts clean, and their
     queues differ, so neither finds the other's jobs."""
     protocol = steps(DOC.read_text())
-    if any(s.command.split()[0] == "redis-cli" and s.command.split()[3].lower().encode()
-           not in TABLE for s in protocol):
-        pytest.skip("PROTOCOL.md uses a verb that has not landed yet")
     readme = readme_session()
     assert not _queues(readme) & _queues(protocol)
     server = start_emqd("--appendonly", "yes", dir=str(tmp_path))

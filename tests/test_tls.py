@@ -60,7 +60,8 @@ def tls_client(port: int, certs: Certificates, cert: Path | None = None,
                        socket_timeout=5, retry=Retry(NoBackoff(), 0), **options)
 
 
-def redis_cli(port: int, certs: Certificates, *args: str, client_cert: bool = True) -> subprocess.CompletedProcess[str]:
+def redis_cli(port: int, certs: Certificates, *args: str,
+              client_cert: bool = True) -> subprocess.CompletedProcess[str]:
     argv = ["redis-cli", "--tls", "--cacert", str(certs.ca), "-p", str(port)]
     if client_cert:
         argv += ["--cert", str(certs.client_cert), "--key", str(certs.client_key)]
@@ -178,7 +179,8 @@ def test_the_settings_come_from_the_environment_too(certs: Certificates) -> None
         server.stop()
 
 
-def _start_and_fail(*flags: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _start_and_fail(*flags: str,
+                    env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     full_env.pop("EMQD_REQUIREPASS", None)
     return subprocess.run([sys.executable, "-m", "emqd", "--appendonly", "no", *flags],
@@ -194,7 +196,8 @@ def test_protected_mode_applies_to_the_tls_port(certs: Certificates) -> None:
 @pytest.mark.parametrize(("change", "message"), [
     ({"--tls-cert-file": "/nonexistent/server.crt"},
      "cannot load --tls-cert-file /nonexistent/server.crt"),
-    ({"--tls-ca-cert-file": "/nonexistent/ca.crt"}, "cannot load --tls-ca-cert-file /nonexistent/ca.crt"),
+    ({"--tls-ca-cert-file": "/nonexistent/ca.crt"},
+     "cannot load --tls-ca-cert-file /nonexistent/ca.crt"),
     ({"--tls-key-file": "CA"}, "cannot load --tls-cert-file"),  # the CA's key is not the server's
 ])
 def test_an_unusable_certificate_is_named_and_stops_the_start(

@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from emqd.core import Session
 from emqd.serve.lifecycle import Server
-from emqd.sessions.session import Session
 from emqd.wire.protocol import Connection
 
 

@@ -42,9 +42,6 @@ Command = tuple[bytes | str | int, ...]
 #: Yields a batch of commands, receives their replies, returns the result.
 Operation = Generator[list[Command], list[Any], T]
 
-ADD_OPTIONS = ("id", "delay_ms", "at_ms", "priority", "max_attempts", "backoff", "group")
-
-
 def text(raw: bytes | str) -> str:
     """Bytes from the wire as `str`; `raw_bytes` gives exactly the same bytes back."""
     return raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
@@ -185,10 +182,6 @@ class Job:
         job_id, token, payload, failures, trace = entry
         return cls(text(job_id), bytes(payload), text(token), int(failures), reporter,
                    None if trace is None else text(trace))
-
-
-_INT_FIELDS = ("attempts", "failures", "stalled", "max_attempts", "priority",
-               "created_ms", "claimed_ms", "finished_ms")
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,6 @@ class Outage:
         self.on_lost = on_lost
         self.since: float | None = None  # monotonic time of the first failure
 
-    @property
-    def ongoing(self) -> bool:
-        return self.since is not None
-
     def failed(self, part: str, error: BaseException, retry_in_s: float | None = None) -> None:
         """A call failed for want of the server (or a "not now" refusal)."""
         later = "" if retry_in_s is None else f"; retrying in {retry_in_s:.2f} s"

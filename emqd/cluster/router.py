@@ -56,9 +56,9 @@ from emqd.cluster.sink import CROSSSLOT, ClusterSink
 from emqd.command import Command
 from emqd.commit.plan import AGAIN, Later
 from emqd.config import Config
+from emqd.core import Session
 from emqd.dispatch import lookup
 from emqd.reply import Raw
-from emqd.sessions.session import Session
 from emqd.verbs import claim, wait
 
 log = logging.getLogger("emqd")

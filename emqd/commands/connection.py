@@ -15,8 +15,8 @@ from emqd import clock, errors
 from emqd.command import command
 from emqd.commands import helps
 from emqd.compat.numbers import parse_int
+from emqd.core import Session
 from emqd.reply import Verbatim
-from emqd.sessions.session import Session
 
 
 def ping(session: Session, argv: list[bytes]) -> Any:

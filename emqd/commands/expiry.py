@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from emqd import errors
 from emqd.command import command
-from emqd.sessions.session import Session
+from emqd.core import Session
 
 NO_EXPIRY: Final = -1
 NO_KEY: Final = -2

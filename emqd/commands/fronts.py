@@ -39,8 +39,8 @@ from typing import Any
 from emqd import errors
 from emqd.cluster.names import front_address
 from emqd.command import command
+from emqd.core import Session
 from emqd.errors import Refusal
-from emqd.sessions.session import Session
 
 
 def owner(session: Session, argv: list[bytes]) -> Any:

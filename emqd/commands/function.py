@@ -16,7 +16,7 @@ from typing import Any
 from emqd import errors
 from emqd.command import command
 from emqd.commands import helps
-from emqd.sessions.session import Session
+from emqd.core import Session
 
 # FUNCTION DUMP of no libraries: RDB version 10 (little-endian), then the CRC64
 # of those two bytes, as Redis 7.0 writes it.

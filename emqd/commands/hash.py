@@ -19,8 +19,8 @@ from emqd.command import command
 from emqd.commit.plan import Plan, removal
 from emqd.compat import longdouble, scan
 from emqd.compat.numbers import parse_int
+from emqd.core import Session
 from emqd.reply import PAIRS, STREAM_MIN, Stream, array
-from emqd.sessions.session import Session
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, incremented
 

@@ -24,8 +24,8 @@ from emqd.commands import helps
 from emqd.commit.plan import Plan, removal
 from emqd.compat.glob import compile_pattern
 from emqd.compat.scan import cursor_arg, page, parse_options
+from emqd.core import Session
 from emqd.reply import array
-from emqd.sessions.session import Session
 from emqd.store import hash as hashes
 from emqd.store.zset import ZSet
 

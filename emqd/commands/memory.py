@@ -17,10 +17,9 @@ from emqd import errors
 from emqd.command import command
 from emqd.commands import helps
 from emqd.compat.numbers import parse_int
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.reply import Verbatim
 from emqd.serve.process_memory import human, rss_bytes, total_system_memory
-from emqd.sessions.session import Session
 from emqd.store import sizes
 from emqd.store.keyspace import key_bytes
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from emqd import errors
 from emqd.command import command
+from emqd.core import Session
 from emqd.persist.aof import AppendOnlyFile
-from emqd.sessions.session import Session
 
 
 def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:

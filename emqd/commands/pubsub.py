@@ -21,10 +21,10 @@ from typing import Any
 
 from emqd import errors
 from emqd.command import Command, command
+from emqd.core import Session
 from emqd.errors import ReplyError
 from emqd.reply import Raw
 from emqd.sessions.pubsub import confirmation
-from emqd.sessions.session import Session
 
 # What a RESP2 client in subscribed mode may still run (Redis's processCommand).
 ALLOWED_WHEN_SUBSCRIBED = frozenset(

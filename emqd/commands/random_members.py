@@ -28,8 +28,8 @@ from typing import Any, Final
 from emqd import errors
 from emqd.command import command
 from emqd.compat.numbers import INT64_MAX, parse_int
+from emqd.core import Session
 from emqd.reply import SCORED, STREAM_MIN, Stream
-from emqd.sessions.session import Session
 from emqd.store import hash as hashes
 
 _HALF: Final = INT64_MAX // 2  # C's LONG_MAX/2: the bound of a count with values

@@ -18,8 +18,8 @@ from emqd.command import command
 from emqd.commands import helps
 from emqd.commands.parameters import BY_NAME, PARAMETERS, BadValue, Changes, Parameter
 from emqd.compat.glob import compile_pattern
+from emqd.core import Session
 from emqd.serve import fd_limit
-from emqd.sessions.session import Session
 
 
 def config_get(session: Session, argv: list[bytes]) -> Any:

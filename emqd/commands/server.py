@@ -17,7 +17,7 @@ import os
 import platform
 import resource
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from emqd import __version__, clock, core_build, errors
@@ -26,16 +26,13 @@ from emqd.commands import memory
 from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
 from emqd.compat.glob import compile_pattern
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.reply import Raw, Set, Verbatim
-from emqd.sessions.session import Session
-
 
 # --- COMMAND -------------------------------------------------------------------------
-def _dispatch_tables() -> tuple[dict[bytes, Command], dict[bytes, dict[bytes, Command]]]:
-    from emqd import dispatch  # the table is built from this module: import when asked
-
-    return dispatch.TABLE, dispatch.SUBTABLES
+_SRV = "server"
+Table = dict[bytes, Command]
+Subtables = dict[bytes, dict[bytes, Command]]
 
 
 def _categories(row: Command) -> list[str]:
@@ -124,13 +121,12 @@ def _listed_flags(row: Command) -> list[str]:
     return sorted(row.flags & set(_FLAG_ORDER), key=_FLAG_ORDER.index)
 
 
-def command_info(row: Command) -> list[Any]:
+def command_info(row: Command, subtables: Subtables) -> list[Any]:
     """One COMMAND INFO entry, in Redis 7.0's ten-field shape.
 
     Under RESP3 Redis sends the tips and key specs as sets, and the
     subcommands as a set too when there are none (an array otherwise).
     """
-    _, subtables = _dispatch_tables()
     subs = subtables.get(row.name.encode(), {})
     return [
         row.name.encode(),
@@ -140,24 +136,23 @@ def command_info(row: Command) -> list[Any]:
         Set(_categories(row)),
         Set([]),
         Set(_key_specs(row)),
-        [command_info(sub) for sub in subs.values()] if subs else Set([]),
+        [command_info(sub, subtables) for sub in subs.values()] if subs else Set([]),
     ]
 
 
-def command_docs(row: Command) -> dict[Any, Any]:
-    _, subtables = _dispatch_tables()
+def command_docs(row: Command, subtables: Subtables) -> dict[Any, Any]:
     docs: dict[Any, Any] = {b"summary": row.summary.encode(), b"group": row.group.encode()}
     arguments = ARGUMENTS.get(row.name)
     if arguments is not None:
         docs[b"arguments"] = arguments
     subs = subtables.get(row.name.encode())
     if subs:
-        docs[b"subcommands"] = {sub.name.encode(): command_docs(sub) for sub in subs.values()}
+        docs[b"subcommands"] = {sub.name.encode(): command_docs(sub, subtables)
+                                for sub in subs.values()}
     return docs
 
 
-def _rows(names: Iterable[bytes]) -> list[Command | None]:
-    table, subtables = _dispatch_tables()
+def _rows(names: Iterable[bytes], table: Table, subtables: Subtables) -> list[Command | None]:
     rows: list[Command | None] = []
     for name in names:
         container, _, sub = name.lower().partition(b"|")
@@ -168,42 +163,60 @@ def _rows(names: Iterable[bytes]) -> list[Command | None]:
     return rows
 
 
-def command_(session: Session, argv: list[bytes]) -> Any:
-    table, _ = _dispatch_tables()
-    return [command_info(row) for row in table.values()]
+def command_family(tables: Callable[[], tuple[Table, Subtables]]) -> tuple[Command, list[Command]]:
+    """COMMAND's row and its subcommands' rows, answering from the tables `tables()`
+    returns when asked: the dispatcher's, which hold these rows too. It passes the
+    callable in as it builds them, so this module does not import the dispatcher."""
 
+    def command_(session: Session, argv: list[bytes]) -> Any:
+        table, subtables = tables()
+        return [command_info(row, subtables) for row in table.values()]
 
-def command_count(session: Session, argv: list[bytes]) -> Any:
-    return len(_dispatch_tables()[0])
+    def command_count(session: Session, argv: list[bytes]) -> Any:
+        return len(tables()[0])
 
+    def command_list(session: Session, argv: list[bytes]) -> Any:
+        """COMMAND LIST [FILTERBY PATTERN p]: every name, subcommands included."""
+        table, subtables = tables()
+        names = [name for name in table]
+        for subs in subtables.values():
+            names += [row.name.encode() for row in subs.values()]
+        if len(argv) == 2:
+            return names
+        if len(argv) == 5 and argv[2].lower() == b"filterby" and argv[3].lower() == b"pattern":
+            matches = compile_pattern(argv[4])
+            return [name for name in names if matches(name)]
+        raise errors.SYNTAX()
 
-def command_list(session: Session, argv: list[bytes]) -> Any:
-    """COMMAND LIST [FILTERBY PATTERN p]: every name, subcommands included."""
-    table, subtables = _dispatch_tables()
-    names = [name for name in table]
-    for subs in subtables.values():
-        names += [row.name.encode() for row in subs.values()]
-    if len(argv) == 2:
-        return names
-    if len(argv) == 5 and argv[2].lower() == b"filterby" and argv[3].lower() == b"pattern":
-        matches = compile_pattern(argv[4])
-        return [name for name in names if matches(name)]
-    raise errors.SYNTAX()
+    def command_info_(session: Session, argv: list[bytes]) -> Any:
+        if len(argv) == 2:
+            return command_(session, argv)
+        table, subtables = tables()
+        return [None if row is None else command_info(row, subtables)
+                for row in _rows(argv[2:], table, subtables)]
 
+    def command_docs_(session: Session, argv: list[bytes]) -> Any:
+        table, subtables = tables()
+        if len(argv) == 2:
+            return {name: command_docs(row, subtables) for name, row in table.items()}
+        return {row.name.encode(): command_docs(row, subtables)
+                for row in _rows(argv[2:], table, subtables) if row is not None}
 
-def command_info_(session: Session, argv: list[bytes]) -> Any:
-    if len(argv) == 2:
-        return command_(session, argv)
-    return [None if row is None else command_info(row) for row in _rows(argv[2:])]
-
-
-def command_docs_(session: Session, argv: list[bytes]) -> Any:
-    if len(argv) == 2:
-        table, _ = _dispatch_tables()
-        return {name: command_docs(row) for name, row in table.items()}
-    return {
-        row.name.encode(): command_docs(row) for row in _rows(argv[2:]) if row is not None
-    }
+    return (
+        command("command", -1, "loading stale", command_, group=_SRV,
+                summary="Returns detailed information about all commands."),
+        [
+            command("command|count", 2, "loading stale", command_count, group=_SRV,
+                    summary="Returns a count of commands."),
+            command("command|list", -2, "loading stale", command_list, group=_SRV,
+                    summary="Returns a list of command names."),
+            command("command|info", -2, "loading stale", command_info_, group=_SRV,
+                    summary="Returns information about one, multiple or all commands."),
+            command("command|docs", -2, "loading stale", command_docs_, group=_SRV,
+                    summary="Returns documentary information about one, multiple or all "
+                            "commands."),
+        ],
+    )
 
 
 # --- INFO ----------------------------------------------------------------------------
@@ -356,10 +369,7 @@ def shutdown(session: Session, argv: list[bytes]) -> Any:
     return Raw(b"")
 
 
-_SRV = "server"
-COMMANDS = [
-    command("command", -1, "loading stale", command_, group=_SRV,
-            summary="Returns detailed information about all commands."),
+COMMANDS = [  # and COMMAND, from command_family (the dispatcher adds it)
     command("info", -1, "loading stale sentinel", info, group=_SRV,
             summary="Returns information and statistics about the server."),
     command("time", 1, "loading stale fast", time_, group=_SRV, summary="Returns the server time."),
@@ -368,15 +378,3 @@ COMMANDS = [
             summary="Synchronously saves the database(s) to disk and shuts down the server."),
 ]
 
-SUBCOMMANDS = {
-    "command": [
-        command("command|count", 2, "loading stale", command_count, group=_SRV,
-                summary="Returns a count of commands."),
-        command("command|list", -2, "loading stale", command_list, group=_SRV,
-                summary="Returns a list of command names."),
-        command("command|info", -2, "loading stale", command_info_, group=_SRV,
-                summary="Returns information about one, multiple or all commands."),
-        command("command|docs", -2, "loading stale", command_docs_, group=_SRV,
-                summary="Returns documentary information about one, multiple or all commands."),
-    ],
-}

@@ -41,8 +41,8 @@ from emqd.compat.numbers import (
     parse_score_bound,
     score_arg,
 )
+from emqd.core import Session
 from emqd.reply import SCORED, STREAM_MIN, Stream, array
-from emqd.sessions.session import Session
 from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
 
 

@@ -29,7 +29,7 @@ from emqd import errors
 from emqd.command import command
 from emqd.commands.zset import stored, with_scores
 from emqd.compat.numbers import parse_float, parse_int
-from emqd.sessions.session import Session
+from emqd.core import Session
 from emqd.store.zset import ZSet
 
 UNION, INTER, DIFF = "union", "inter", "diff"

@@ -29,8 +29,8 @@ from emqd.commands.zset import popped
 from emqd.commit.plan import Block, Plan
 from emqd.compat import longdouble
 from emqd.compat.numbers import INT64_MAX, parse_int
+from emqd.core import Session
 from emqd.reply import NULL_ARRAY
-from emqd.sessions.session import Session
 from emqd.store.zset import ZSet
 
 

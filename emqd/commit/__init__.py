@@ -1,1 +1,2 @@
-"""The commit path: plans applied, kept by the sinks, then answered; what they did (events) and when clock work is due."""
+"""The commit path: plans applied, kept by the sinks, then answered; what they did
+(events) and when clock work is due."""

@@ -1,4 +1,6 @@
-"""Redis's glob patterns (`stringmatchlen`), for KEYS, SCAN MATCH, CONFIG GET, HSCAN, ZSCAN, Pub/Sub.
+"""Redis's glob patterns (`stringmatchlen`).
+
+For KEYS, SCAN MATCH, CONFIG GET, HSCAN, ZSCAN and Pub/Sub.
 
 `*` any run of bytes, `?` one byte, `[abc]` / `[^abc]` / `[a-z]` a class
 (a reversed range is swapped; an unclosed class runs to the pattern's end),

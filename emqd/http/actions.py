@@ -25,11 +25,11 @@ from emqd import dispatch
 from emqd.client import worker_name
 from emqd.commit.plan import AGAIN, Later
 from emqd.compat.numbers import parse_int
+from emqd.core import Session
 from emqd.errors import ReplyError
 from emqd.http import reading
 from emqd.http.context import Dashboard, found, job_url, queue_url, segment
 from emqd.reply import Raw
-from emqd.sessions.session import Session
 
 REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
 

@@ -31,7 +31,7 @@ from emqd.http import actions, cleaning, pages, workers
 from emqd.http.context import DASHBOARD, Dashboard
 from emqd.http.gate import Gate
 from emqd.http.rates import MINUTE_MS
-from emqd.http.relay import Relay, through_owner
+from emqd.http.relay import RELAY, Relay, through_owner
 from emqd.http.security import Handler, guard
 
 log = logging.getLogger("emqd")
@@ -55,11 +55,14 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
             reason=exc.text if exc.status == 503 else exc.reason, headers=exc.headers)
 
 
-def build_app(dashboard: Dashboard, password: str | None) -> web.Application:
+def build_app(dashboard: Dashboard, password: str | None,
+              relay: Relay | None = None) -> web.Application:
     refused = dashboard.core.stats.auth_failures.refused
     app = web.Application(middlewares=[guard(password, refused), error_pages],
                           client_max_size=64 << 10)  # the largest form is a few fields
     app[DASHBOARD] = dashboard
+    if relay is not None:
+        app[RELAY] = relay
     add_get, add_post = app.router.add_get, app.router.add_post
     add_get("/", pages.overview)
     add_get("/live/overview", pages.overview_live)
@@ -94,7 +97,7 @@ class HttpSide:
                  wake: Callable[[], None], front: Front | None = None) -> None:
         self.core = core
         self.relay = Relay(front) if front is not None else None
-        self.dashboard = Dashboard(core, blocked, wake, front, self.relay)
+        self.dashboard = Dashboard(core, blocked, wake, front)
         self.runner: web.AppRunner | None = None
         self.listener: asyncio.AbstractServer | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -103,7 +106,7 @@ class HttpSide:
         """Serve on `sock`, bound already (listen.bind_http) to --bind:--http-port, behind
         the gate that bounds the HTTP connections and their heads (emqd/http/gate.py)."""
         config = self.core.config
-        app = build_app(self.dashboard, config.requirepass)
+        app = build_app(self.dashboard, config.requirepass, self.relay)
         head_timeout_s = config.http_head_timeout_ms / 1000
         # aiohttp's own bound on an idle kept-alive connection, the head's deadline too
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False,

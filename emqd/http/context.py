@@ -26,7 +26,6 @@ from emqd.store.keyspace import Keyspace
 
 if TYPE_CHECKING:
     from emqd.cluster.front import Front
-    from emqd.http.relay import Relay
 
 DASHBOARD: web.AppKey[Dashboard] = web.AppKey("dashboard")
 
@@ -53,13 +52,11 @@ class Dashboard:
     """The HTTP side's view of one server."""
 
     def __init__(self, core: Core, blocked: Callable[[], int],
-                 wake: Callable[[], None], front: Front | None = None,
-                 relay: Relay | None = None) -> None:
+                 wake: Callable[[], None], front: Front | None = None) -> None:
         self.core = core
         self.blocked = blocked
         self.wake = wake  # re-runs parked claimers after an action (Server.wake_parked)
         self.front = front  # cluster mode: this front (its registry, its owners, its fronts)
-        self.relay = relay  # cluster mode: a queue's pages served by its owner (relay.py)
         self.metrics = Metrics(core, blocked, clock.now_ms,
                                None if front is None else front.address.decode("latin-1"))
         self.rates = RateHistory()

@@ -12,8 +12,9 @@ The series are samples of the stored counters (`completed_total`,
 A minute's figure is the counter at its end minus the counter at its start;
 the current minute's end is the live counter. A minute whose samples are
 missing (the server was not running) is None, drawn as no bar; a queue
-that a sample does not list did not exist yet, and its counters were 0. A counter that went down (FLUSHALL) counts as restarting
-from 0, as Prometheus reads a reset.
+that a sample does not list did not exist yet, and its counters were 0. A
+counter that went down (FLUSHALL) counts as restarting from 0, as Prometheus
+reads a reset.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from yarl import URL
 
 from emqd.cluster.nodes import FAILED
 from emqd.cluster.ownership import address_of
-from emqd.http.context import Dashboard, segment
+from emqd.http.context import segment
 from emqd.http.security import CSRF_COOKIE, Handler
 
 if TYPE_CHECKING:
@@ -158,11 +158,14 @@ class Relay:
             await self.session.close()
 
 
+RELAY: web.AppKey[Relay] = web.AppKey("relay")  # cluster mode only (app.py sets it)
+
+
 def through_owner(handler: Handler) -> Handler:
     """`handler` for a queue's path (`/queues/<queue>/...`), served where the queue is
     owned (see the module's docstring); as it is outside cluster mode."""
     async def served(request: web.Request) -> web.StreamResponse:
-        relay = Dashboard.of(request).relay
+        relay = request.app.get(RELAY)
         if relay is None:
             return await handler(request)
         dashboard = await relay.where(segment(request, 1), VIA in request.headers)

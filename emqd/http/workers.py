@@ -30,12 +30,12 @@ from aiohttp import web
 from emqd import clock
 from emqd.client import worker_name
 from emqd.compat.numbers import parse_int
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.http import reading
 from emqd.http.context import Dashboard
+from emqd.http.relay import RELAY
 from emqd.rules.args import is_queue_name
 from emqd.rules.job import CLAIMED_MS, HOLDER, LEASE_EPOCH
-from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
 
 ACTIVE_SHOWN = 10_000  # active rows one page reads, at most
@@ -150,8 +150,9 @@ async def workers_page(request: web.Request) -> web.Response:
     cluster mode, every front's, joined by worker name (`joined`)."""
     dashboard = Dashboard.of(request)
     found = roster(dashboard.core)
-    if dashboard.relay is not None:
-        found = joined(found, await dashboard.relay.from_every_front(request, HELD_PATH))
+    relay = request.app.get(RELAY)
+    if relay is not None:
+        found = joined(found, await relay.from_every_front(request, HELD_PATH))
     context: dict[str, Any] = {"roster": found, "listed": HELD_LISTED, "now": clock.now_ms(),
                                "shown": ACTIVE_SHOWN, "notice": NOTICES.get(
                                    request.query.get("done", ""))}

@@ -2,8 +2,8 @@
 
 `open_log(config, keyspace)` loads DIR/emqd.aof into the keyspace (cutting a
 torn last record once the load succeeded, its bytes kept beside it:
-persist/check.py), then returns the `AppendOnlyFile`, the commit path's sink (emqd/commit/sink.py, emqd/commit/path.py): every plan is handed to
-it as one record.
+persist/check.py), then returns the `AppendOnlyFile`, the commit path's sink
+(emqd/commit/sink.py, emqd/commit/path.py): every plan is handed to it as one record.
 
 The log knows no connection. It buffers records (`append`), writes them with
 one write(2) (`write`) and fsyncs (`sync`), and says how far the file holds

@@ -35,8 +35,7 @@ from emqd.store import hash as hashes
 from emqd.store.hash import incremented
 from emqd.store.keyspace import View
 
-# Typed: add.py reads these at import time, and mypyc cannot infer a name of a module in
-# the same import cycle (emqd/ARCHITECTURE.md, the compiled core).
+# meta fields (verbs/add.py reads SEQ and ADDED at import time)
 SEQ: Final[bytes] = b"seq"
 ADDED: Final[bytes] = b"added"  # meta field: jobs added, ever (emqd_jobs_added_total)
 WAITING: Final = b"waiting"

@@ -45,8 +45,8 @@ DEAD: Final = "dead"
 CANCELLED: Final = "cancelled"
 KINDS: Final = (COMPLETED, DEAD, CANCELLED)  # the sets of finished jobs, each trimmed
 TRIMMED: Final = b"trimmed"  # field of p.."metrics:failed": dead letters deleted by retention
-# the row field of a flow's parent (rules/flows.py): it has a record (typed: ties.py reads it
-# at import time, which mypyc cannot infer in the import cycle)
+# the row field of a flow's parent (rules/flows.py re-exports it): it has a record. Declared
+# here because a trim deletes a parent's record with its row, and flows imports retention.
 CHILDREN: Final[bytes] = b"children"
 
 

@@ -37,8 +37,7 @@ PURGE: Final = 16  # expired TTL keys deleted by one ADD, at most
 
 
 def is_live(state: bytes | None) -> bool:
-    """Pending, scheduled, active or waiting: a job that holds its key (compared here, not
-    in a module-level set of job.py's names, which mypyc cannot type in the import cycle)."""
+    """Pending, scheduled, active or waiting: a job that holds its key."""
     return state in (job.PENDING, job.SCHEDULED, job.ACTIVE, job.WAITING)
 
 

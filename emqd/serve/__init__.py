@@ -1,1 +1,2 @@
-"""The server's process: start and stop, sockets, limits, housekeeping, and what it counts about itself."""
+"""The server's process: start and stop, sockets, limits, housekeeping, and what it
+counts about itself."""

@@ -1,1 +1,2 @@
-"""Clients as commands see them: a session's state, Pub/Sub's registry, clients parked on keys."""
+"""Clients as commands see them: Pub/Sub's registry and clients parked on keys (a
+`Session` itself is in emqd/core.py, beside the Core it reaches)."""

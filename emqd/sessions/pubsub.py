@@ -25,16 +25,11 @@ session joined them; `PUBSUB CHANNELS` lists in the order channels appeared.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from emqd.compat.glob import compile_pattern
 
-if TYPE_CHECKING:
-    from emqd.sessions.session import Session
-
 Matcher = Callable[[bytes], bool]
-# Writes a frame to a session's connection once the sink holds `needed` (emqd/wire/delivery.py).
-Deliver = Callable[["Session", bytes, int], None]
 MATCH_CACHE_MAX = 4096  # channels whose matching patterns are remembered; then start over
 
 
@@ -59,19 +54,33 @@ class Subscriptions:
         return len(self.channels) + len(self.patterns)
 
 
-def nowhere(session: Session, frame: bytes, needed: int) -> None:
+class Subscriber(Protocol):
+    """What the registry knows of a session (emqd/core.py `Session`): its id, which names
+    its connection, the protocol its frames are written in, and its subscriptions. The
+    registry names no more, so it sits below the sessions it holds."""
+
+    id: int
+    resp: int
+    pubsub: Subscriptions | None
+
+
+# Writes a frame to a session's connection once the sink holds `needed` (emqd/wire/delivery.py).
+Deliver = Callable[[Subscriber, bytes, int], None]
+
+
+def nowhere(session: Subscriber, frame: bytes, needed: int) -> None:
     """The deliverer of a registry no server is attached to (unit tests)."""
 
 
 class PubSub:
     def __init__(self, deliver: Deliver = nowhere) -> None:
-        self.channels: dict[bytes, dict[Session, None]] = {}
-        self.patterns: dict[bytes, tuple[Matcher, dict[Session, None]]] = {}
-        self._matching: dict[bytes, tuple[tuple[bytes, dict[Session, None]], ...]] = {}
+        self.channels: dict[bytes, dict[Subscriber, None]] = {}
+        self.patterns: dict[bytes, tuple[Matcher, dict[Subscriber, None]]] = {}
+        self._matching: dict[bytes, tuple[tuple[bytes, dict[Subscriber, None]], ...]] = {}
         self.deliver = deliver
 
     # --- subscribing ---------------------------------------------------------------
-    def subscribe(self, session: Session, channel: bytes) -> int:
+    def subscribe(self, session: Subscriber, channel: bytes) -> int:
         """Listen to `channel` (again is a no-op); the session's count after."""
         subs = _joined(session)
         if channel not in subs.channels:
@@ -79,7 +88,7 @@ class PubSub:
             self.channels.setdefault(channel, {})[session] = None
         return subs.count()
 
-    def psubscribe(self, session: Session, pattern: bytes) -> int:
+    def psubscribe(self, session: Subscriber, pattern: bytes) -> int:
         subs = _joined(session)
         if pattern not in subs.patterns:
             subs.patterns[pattern] = None
@@ -92,7 +101,7 @@ class PubSub:
             entry[1][session] = None
         return subs.count()
 
-    def unsubscribe(self, session: Session, channel: bytes) -> int:
+    def unsubscribe(self, session: Subscriber, channel: bytes) -> int:
         """Stop listening to `channel` (if it did); the session's count after."""
         subs = session.pubsub
         if subs is None:
@@ -105,7 +114,7 @@ class PubSub:
                 del self.channels[channel]
         return self._left_if_done(session, subs)
 
-    def punsubscribe(self, session: Session, pattern: bytes) -> int:
+    def punsubscribe(self, session: Subscriber, pattern: bytes) -> int:
         subs = session.pubsub
         if subs is None:
             return 0
@@ -118,7 +127,7 @@ class PubSub:
                 self._matching.clear()
         return self._left_if_done(session, subs)
 
-    def leave(self, session: Session) -> None:
+    def leave(self, session: Subscriber) -> None:
         """Every channel and pattern, silently: RESET and a closed connection."""
         subs = session.pubsub
         if subs is None:
@@ -129,7 +138,7 @@ class PubSub:
             self.punsubscribe(session, pattern)
 
     @staticmethod
-    def _left_if_done(session: Session, subs: Subscriptions) -> int:
+    def _left_if_done(session: Subscriber, subs: Subscriptions) -> int:
         count = subs.count()
         if not count:
             session.pubsub = None  # back to a plain client
@@ -150,7 +159,7 @@ class PubSub:
         return self.publish_from(None, channel, message, needed)[0]
 
     def publish_from(
-        self, origin: Session | None, channel: bytes, message: bytes, needed: int = 0
+        self, origin: Subscriber | None, channel: bytes, message: bytes, needed: int = 0
     ) -> tuple[int, bytes]:
         """`publish`, but what `origin` itself receives is returned instead of delivered.
 
@@ -175,8 +184,8 @@ class PubSub:
                            needed)
         return receivers, b"".join(own)
 
-    def _send(self, listeners: dict[Session, None], origin: Session | None, own: list[bytes],
-              body: bytes, needed: int) -> None:
+    def _send(self, listeners: dict[Subscriber, None], origin: Subscriber | None,
+              own: list[bytes], body: bytes, needed: int) -> None:
         """One frame to each listener, its header in the listener's protocol (built once each)."""
         frames: dict[int, bytes] = {}
         deliver = self.deliver
@@ -190,7 +199,7 @@ class PubSub:
             else:
                 deliver(session, frame, needed)
 
-    def _matches(self, channel: bytes) -> tuple[tuple[bytes, dict[Session, None]], ...]:
+    def _matches(self, channel: bytes) -> tuple[tuple[bytes, dict[Subscriber, None]], ...]:
         hits = self._matching.get(channel)
         if hits is None:
             hits = tuple(
@@ -217,7 +226,7 @@ class PubSub:
         return [channel for channel in self.channels if matches(channel)]
 
 
-def _joined(session: Session) -> Subscriptions:
+def _joined(session: Subscriber) -> Subscriptions:
     subs = session.pubsub
     if subs is None:
         subs = session.pubsub = Subscriptions()

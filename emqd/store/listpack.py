@@ -319,12 +319,3 @@ def rank_below(raw: bytes, bound: bytes) -> int:
         rank += 1
         off = end(raw, off)
     return rank
-
-
-def of_keys(sorted_keys: list[bytes]) -> bytes:
-    """The form of a set whose packed keys are `sorted_keys` (ascending, distinct)."""
-    parts = [length_prefix(len(sorted_keys))]
-    parts += [_sig(key[PREFIX:]) for key in sorted_keys]
-    for key in sorted_keys:
-        parts.append(_entry(key, len(key) - PREFIX))
-    return b"".join(parts)

@@ -1,4 +1,4 @@
-"""The EMQ verbs, one module per verb, each exporting COMMANDS; and the rules they share.
+"""The EMQ verbs' planners, one module per verb; the rules they share are in emqd/rules/.
 
 A verb module provides two functions, which `emqd.command.verb_command` makes
 a command-table row of:
@@ -37,8 +37,8 @@ The rules they share (a job's entry and finishing, lanes, flows, retention,
 command, named after it (EMQ.LANE.LIMIT is lane_limit.py; EMQ.LANES is
 lane_list.py and EMQ.CONFIG queue_config.py, whose short names the rules and
 the server's settings use; EMQ.WORKER is worker_order.py, which is not the
-Python worker, emqd/worker.py), and the two planners housekeeping runs that no
-command names (repeat_fire.py, rate_release.py). The dispatcher
+Python worker, emqd/worker.py), and the three planners housekeeping runs that
+no command names (repeat_fire.py, rate_release.py, minute_close.py). The dispatcher
 (emqd/dispatch.py) lists the verbs it serves; this package imports none of
 them, so importing one rule does not import every verb.
 """

@@ -27,16 +27,17 @@ and the id is returned (idempotent enqueue). With UNIQUE the reply is always
 existing row ID named; `replaced` (REPLACE) or `extended` (EXTEND alone) for the
 waiting holder it changed.
 
-Errors: `ERR payload exceeds max-payload`; `ERR TRACE exceeds 4096 bytes`; `ERR invalid queue name` / `invalid
-job id`; `ERR DELAY must be a non-negative integer` (AT the same);
-`ERR PRIORITY must be an integer`, `ERR PRIORITY must be between -1000 and
-1000`; `ERR invalid DELAY in 'emq.add' command` when now + DELAY is beyond 2^53
-ms, the last a score holds exactly (AT, and TTL, the same); `ERR MAXATTEMPTS must be a
-positive integer`; `ERR invalid backoff rule`; `ERR syntax error` for DELAY
-with AT, TTL, REPLACE or EXTEND without UNIQUE, or a bad option; `ERR invalid
-group name`; `ERR invalid unique key` (1..256 bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq`
-(or `meta.added`) answers HINCRBY's text (a corrupt lane counter the same).
-Every refusal writes nothing.
+Errors: `ERR payload exceeds max-payload`; `ERR TRACE exceeds 4096 bytes`;
+`ERR invalid queue name` / `invalid job id`; `ERR DELAY must be a non-negative
+integer` (AT the same); `ERR PRIORITY must be an integer`, `ERR PRIORITY must
+be between -1000 and 1000`; `ERR invalid DELAY in 'emq.add' command` when now +
+DELAY is beyond 2^53 ms, the last a score holds exactly (AT, and TTL, the
+same); `ERR MAXATTEMPTS must be a positive integer`; `ERR invalid backoff rule`;
+`ERR syntax error` for DELAY with AT, TTL, REPLACE or EXTEND without UNIQUE, or
+a bad option; `ERR invalid group name`; `ERR invalid unique key` (1..256
+bytes); `ERR TTL must be a positive integer`; a corrupt `meta.seq` (or
+`meta.added`) answers HINCRBY's text (a corrupt lane counter the same). Every
+refusal writes nothing.
 """
 
 from __future__ import annotations

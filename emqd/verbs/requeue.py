@@ -1,11 +1,12 @@
 """EMQ.REQUEUE queue id token [DELAY delay-ms]
 
 The holder gives the job back without failing it. The plan for a flat job is
-exactly three writes: `ZREM active`, `HSET state pending`, `ZADD pending
-<re-entry score> id` (the front of its priority band, `priority * 2^40`). A
-lane job's ZADD goes to its lane, and its slot is given back (lanes.py). No
-counter, no `last_error`, no metric: the job keeps its whole retry budget,
-and the next CLAIM's token is one higher, so this holder's token is stale.
+exactly three writes: `ZREM active`, `HSET state pending ready_ms <now>` (its
+next claim's wait counts from now), `ZADD pending <re-entry score> id` (the
+front of its priority band, `priority * 2^40`). A lane job's ZADD goes to its
+lane, and its slot is given back (lanes.py). No counter, no `last_error`, no
+`metrics:*` write: the job keeps its whole retry budget, and the next CLAIM's
+token is one higher, so this holder's token is stale.
 
 With DELAY ms above 0, a snooze (River's JobSnooze, Oban's `{:snooze, s}`): the
 job waits in `scheduled` until now + DELAY instead (`state scheduled`, `ZADD

@@ -14,7 +14,7 @@ for it.
 from __future__ import annotations
 
 from emqd.config import Config
-from emqd.sessions.session import Session
+from emqd.sessions.pubsub import Subscriber
 from emqd.wire.output_limit import OutputLimit, check
 from emqd.wire.protocol import Connection, close_lagging
 
@@ -30,7 +30,7 @@ class Delivery:
         self._config: Config | None = None  # the Config `limit` was made from
         self.limit = OutputLimit(0, 0, 0)
 
-    def __call__(self, session: Session, frame: bytes, needed: int = 0) -> None:
+    def __call__(self, session: Subscriber, frame: bytes, needed: int = 0) -> None:
         conn = self.connections.get(session.id)
         if conn is None or conn.closed or conn.transport is None:
             return  # closing: it is still counted as a receiver, as in Redis
@@ -38,7 +38,7 @@ class Delivery:
         subs = session.pubsub
         assert subs is not None  # the registry delivers to subscribers only
         unsent = conn.transport.get_write_buffer_size()
-        config = session.core.config
+        config = conn.session.core.config
         if config is not self._config:
             self._config = config
             self.limit = OutputLimit(config.pubsub_hard_limit, config.pubsub_soft_limit,

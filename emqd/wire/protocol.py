@@ -29,12 +29,11 @@ from typing import Any, Final, cast
 from emqd import clock, errors
 from emqd.commit.path import Outlet
 from emqd.commit.plan import AGAIN, Block, Later
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.dispatch import execute
 from emqd.errors import ProtocolError
 from emqd.reply import Stream
 from emqd.sessions.blocking import Waiters
-from emqd.sessions.session import Session
 from emqd.wire.output_limit import check
 from emqd.wire.resp import RequestParser, encode, stream_chunks
 

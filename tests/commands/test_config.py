@@ -195,7 +195,8 @@ def test_every_name_both_servers_have_shows_redis_s_value(servers: Ports) -> Non
     # where emqd's own differ from a redis-server started as the reference (section 7)
     assert set(differ) == {b"port", b"appendfilename", b"loglevel"}, differ
     assert set(ours) - set(theirs) == {
-        b"http-port", b"http-maxclients", b"http-head-timeout-ms", b"id-base", b"stalled-interval", b"max-payload", b"max-attempts", b"backoff",
+        b"http-port", b"http-maxclients", b"http-head-timeout-ms", b"id-base", b"stalled-interval",
+        b"max-payload", b"max-attempts", b"backoff",
         b"max-stalled", b"keep-completed", b"keep-dead", b"lane-limit", b"keep-log-lines",
         b"keep-completed-ms", b"keep-dead-ms"}
 

@@ -10,10 +10,12 @@ from tests.wire.compare import same_replies, shape
 
 SAME_BYTES = [
     ("PING",), ("PING", "hi"), ("PING", "a", "b"), ("ECHO", ""), ("ECHO", "a\r\nb"), ("ECHO",),
-    ("SELECT", "0"), ("SELECT", "1"), ("SELECT", "-1"), ("SELECT", "x"), ("SELECT", "99999999999"), ("SELECT", "2147483647"),
+    ("SELECT", "0"), ("SELECT", "1"), ("SELECT", "-1"), ("SELECT", "x"), ("SELECT", "99999999999"),
+    ("SELECT", "2147483647"),
     ("SELECT", "-2147483649"),
     ("SELECT",),
-    ("AUTH", "x"), ("AUTH", "default", "x"), ("AUTH", "bob", "x"), ("AUTH", "a", "b", "c"), ("AUTH",),
+    ("AUTH", "x"), ("AUTH", "default", "x"), ("AUTH", "bob", "x"), ("AUTH", "a", "b", "c"),
+    ("AUTH",),
     ("HELLO", "4"), ("HELLO", "0"), ("HELLO", "x"), ("HELLO", "2", "AUTH", "default"),
     ("HELLO", "2", "FOO"), ("HELLO", "2", "SETNAME", "a b"), ("HELLO", "2", "SETNAME", "é"),
     ("CLIENT",), ("CLIENT", "NOPE"), ("CLIENT", "SETNAME"), ("CLIENT", "SETNAME", "a b"),
@@ -21,7 +23,8 @@ SAME_BYTES = [
     ("CLIENT", "GETNAME"), ("CLIENT", "SETNAME", ""), ("CLIENT", "GETNAME"), ("CLIENT", "ID", "x"),
     ("CLIENT", "INFO", "x"), ("CLIENT", "LIST", "TYPE", "pubsub"), ("CLIENT", "LIST", "TYPE", "x"),
     ("CLIENT", "LIST", "ID", "0"), ("CLIENT", "LIST", "ID", "x"), ("CLIENT", "LIST", "ID", "-1"),
-    ("CLIENT", "LIST", "TYPE", "normal", "x"), ("CLIENT", "LIST", "ID"), ("CLIENT", "LIST", "ID", "99999"), ("CLIENT", "LIST", "FOO"),
+    ("CLIENT", "LIST", "TYPE", "normal", "x"), ("CLIENT", "LIST", "ID"),
+    ("CLIENT", "LIST", "ID", "99999"), ("CLIENT", "LIST", "FOO"),
     ("RESET", "x"), ("QUIT", "x", "y"),
 ]
 
@@ -77,8 +80,8 @@ def test_client_id_info_and_list_have_redis_structure(emqd_port: int, redis_ref:
 
 
 def test_reset_returns_to_a_fresh_connection(emqd_port: int, redis_ref: int) -> None:
-    script = [("HELLO", 3, "SETNAME", "x"), ("MULTI",), ("PING",), ("RESET",), ("CLIENT", "GETNAME"),
-              ("EXEC",), ("PING",)]
+    script = [("HELLO", 3, "SETNAME", "x"), ("MULTI",), ("PING",), ("RESET",),
+              ("CLIENT", "GETNAME"), ("EXEC",), ("PING",)]
     same_shapes(emqd_port, redis_ref, script)
 
 

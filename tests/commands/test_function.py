@@ -11,7 +11,8 @@ from tests.wire.compare import same_replies
 
 FUNCTION_REQUESTS = [
     ("FUNCTION", "LIST"), ("FUNCTION", "list", "WITHCODE"),
-    ("FUNCTION", "LIST", "LIBRARYNAME", "lib*"), ("FUNCTION", "LIST", "withcode", "libraryname", "x"),
+    ("FUNCTION", "LIST", "LIBRARYNAME", "lib*"),
+    ("FUNCTION", "LIST", "withcode", "libraryname", "x"),
     ("FUNCTION", "LIST", "x"), ("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME"),
     ("FUNCTION", "LIST", "LIBRARYNAME", "a", "LIBRARYNAME", "b"),
     ("FUNCTION", "LIST", "WITHCODE", "WITHCODE"), ("FUNCTION", "LIST", "bad\r\nname"),

@@ -13,9 +13,8 @@ import pytest
 from emqd import dispatch
 from emqd.commit.plan import Plan
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.errors import HASH_NOT_INTEGER, NOT_INTEGER, OVERFLOW, WRONGTYPE, ReplyError
-from emqd.sessions.session import Session
 from tests.support import plain_value
 
 

@@ -124,8 +124,7 @@ def test_writes_log_plain_ops() -> None:
     from emqd.commands.keys import del_, flush
     from emqd.commit.plan import Plan
     from emqd.config import Config
-    from emqd.core import Core
-    from emqd.sessions.session import Session
+    from emqd.core import Core, Session
 
     state = Core(Config())
     state.commit.apply(Plan([(b"HSET", b"a", b"f", b"v"), (b"HSET", b"b", b"f", b"v")]))

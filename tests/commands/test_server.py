@@ -26,7 +26,8 @@ def test_server_commands_answer_like_redis(emqd_port: int, redis_ref: int) -> No
         ("TIME", "x"), ("DBSIZE",), ("INFO", "nosuch"), ("INFO", "keyspace"),
         ("HSET", "k", "f", "v"), ("INFO", "keyspace"), ("DBSIZE",),
         ("SHUTDOWN", "x"), ("SHUTDOWN", "SAVE", "NOSAVE"), ("SHUTDOWN", "ABORT"),
-        ("SHUTDOWN", "abort", "NOW"), ("SHUTDOWN", "NOW", "bad"), ("MULTI",), ("SHUTDOWN",), ("EXEC",),
+        ("SHUTDOWN", "abort", "NOW"), ("SHUTDOWN", "NOW", "bad"),
+        ("MULTI",), ("SHUTDOWN",), ("EXEC",),
     ])
 
 
@@ -119,7 +120,8 @@ def _as_dict(value: object) -> dict:
     return dict(zip(items[::2], items[1::2], strict=True))
 
 
-def test_info_has_redis_sections_and_the_fields_clients_read(emqd_port: int, redis_ref: int) -> None:
+def test_info_has_redis_sections_and_the_fields_clients_read(
+        emqd_port: int, redis_ref: int) -> None:
     with redis.Redis(port=emqd_port) as ours, redis.Redis(port=redis_ref) as theirs:
         ours.hset("k", "f", "v")
         mine, ref = ours.info("everything"), theirs.info("everything")

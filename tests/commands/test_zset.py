@@ -16,9 +16,8 @@ from emqd import dispatch
 from emqd.commit.plan import Plan
 from emqd.compat.numbers import score_arg
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.errors import NOT_FLOAT, SCORE_NAN, SYNTAX, WRONGTYPE, ZADD_INCR_PAIRS, ReplyError
-from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
 from tests.differential.generate import Generator, render, setup
 from tests.support import RecordingLog, plain_value

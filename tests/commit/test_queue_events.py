@@ -21,11 +21,10 @@ import redis
 from emqd.commit import events
 from emqd.commit.queue_events import message
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.dispatch import execute
 from emqd.persist.aof import AppendOnlyFile
 from emqd.serve.lifecycle import Server
-from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
 from emqd.wire.protocol import Connection
 from tests.transports import connection

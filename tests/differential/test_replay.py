@@ -13,8 +13,7 @@ import pytest
 
 from emqd import dispatch
 from emqd.config import Config
-from emqd.core import Core
-from emqd.sessions.session import Session
+from emqd.core import Core, Session
 from emqd.wire.resp import encode
 from tests.differential.generate import ALL_KEYS, Generator, render, setup
 from tests.differential.harness import parse

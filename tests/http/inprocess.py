@@ -6,8 +6,7 @@ from typing import Any
 
 from emqd import dispatch
 from emqd.config import Config
-from emqd.core import Core
-from emqd.sessions.session import Session
+from emqd.core import Core, Session
 
 
 class Local:

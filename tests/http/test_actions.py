@@ -9,11 +9,10 @@ from typing import Any
 
 from emqd.commit.plan import AGAIN, Later
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.errors import ReplyError
 from emqd.http.actions import _answer
 from emqd.reply import Raw
-from emqd.sessions.session import Session
 
 
 class Elsewhere:

@@ -15,10 +15,10 @@ import pytest
 from emqd import dispatch, errors
 from emqd.commit.plan import Plan
 from emqd.config import Config
+from emqd.core import Session
 from emqd.persist.aof import AppendOnlyFile, open_log
 from emqd.persist.records import BIG_ARG, batch_record, joined, record
 from emqd.serve.lifecycle import Server
-from emqd.sessions.session import Session
 from emqd.store.keyspace import Keyspace
 from tests.persist.helpers import RandomPlans, dump, dump_file
 from tests.transports import RecordingTransport, connection

@@ -51,7 +51,8 @@ def test_a_damaged_length_mid_file_stops_the_start_and_the_check_fixes_it_keepin
 
     start = emqd_run("--port", str(free_port()), "--http-port", "0", "--dir", str(tmp_path))
     assert start.returncode == 1
-    assert f"damaged at byte offset {at + 1}: a bulk length that reaches past the end" in start.stderr
+    damage = f"damaged at byte offset {at + 1}: a bulk length that reaches past the end"
+    assert damage in start.stderr
     assert f"(in the record at byte offset {second})" in start.stderr
     assert "torn" not in start.stderr
     assert path.read_bytes() == damaged  # untouched

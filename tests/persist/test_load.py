@@ -266,7 +266,8 @@ def test_a_length_past_the_end_followed_by_complete_records_is_damage(
     assert path.read_bytes() == data
 
 
-def test_a_length_past_the_end_in_a_long_file_names_that_record(tmp_path: Path, slices: int) -> None:
+def test_a_length_past_the_end_in_a_long_file_names_that_record(
+        tmp_path: Path, slices: int) -> None:
     """hiredis reads on past the damaged length; the strict scan names where it is."""
     plans = [[(b"HSET", b"job:%d" % i, b"payload", b"payload-%d" % i),
               (b"ZADD", b"pending", i, b"%d" % i)] for i in range(1000)]

@@ -1,5 +1,5 @@
-"""emqd/serve/fd_limit.py and emqd/serve/accept.py: under a low `ulimit -n` maxclients is lowered to fit
-(or the limit raised), a client past it is answered `-ERR max number of clients reached`,
+"""emqd/serve/fd_limit.py and emqd/serve/accept.py: under a low `ulimit -n` maxclients is
+lowered to fit (or the limit raised), a client past it is answered `-ERR max number of clients reached`,
 never reset, even when accept() itself runs out of descriptors, and the log can still be
 compacted. Subprocesses started under the limit (resource.setrlimit in preexec_fn)."""
 
@@ -47,7 +47,8 @@ def test_a_low_ulimit_lowers_maxclients_and_every_client_past_it_is_told(tmp_pat
         assert "maxclients lowered to 96" in server.output()
         admin = RawClient(server.port)
         clients.append(admin)
-        assert admin.command("CONFIG", "GET", "maxclients") == b"*2\r\n$10\r\nmaxclients\r\n$2\r\n96\r\n"
+        assert admin.command("CONFIG", "GET", "maxclients") == (
+            b"*2\r\n$10\r\nmaxclients\r\n$2\r\n96\r\n")
         for _ in range(95):
             client = RawClient(server.port)
             clients.append(client)
@@ -55,7 +56,8 @@ def test_a_low_ulimit_lowers_maxclients_and_every_client_past_it_is_told(tmp_pat
         for _ in range(40):  # past the limit: told, then closed, never a reset
             assert refused(server.port) == REFUSAL
         admin.command("HSET", "h", "f", "v")
-        assert admin.command("BGREWRITEAOF") == b"+Background append only file rewriting started\r\n"
+        assert admin.command("BGREWRITEAOF") == (
+            b"+Background append only file rewriting started\r\n")
         deadline = time.monotonic() + 10
         while b"aof_rewrite_in_progress:0" not in admin.command("INFO", "persistence"):
             assert time.monotonic() < deadline

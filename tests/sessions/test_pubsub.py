@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.sessions import pubsub as registry
 from emqd.sessions.pubsub import PubSub
-from emqd.sessions.session import Session
 
 
 @pytest.fixture

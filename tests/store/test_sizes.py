@@ -16,7 +16,8 @@ from emqd.store.keyspace import Keyspace, key_bytes
 from emqd.store.zset import ZSet
 
 KEYS = st.sampled_from([b"h", b"hh", b"z", b"zz"])
-NAMES = st.sampled_from([b"a", b"b", b"%d" % 7, b"field", b"x" * 70] + [b"f%d" % i for i in range(40)])
+NAMES = st.sampled_from(
+    [b"a", b"b", b"%d" % 7, b"field", b"x" * 70] + [b"f%d" % i for i in range(40)])
 VALUES = st.sampled_from([b"", b"1", b"12", b"v" * 30, b"w" * 600, b"u" * 5000])  # past ROW_MAX
 SCORES = st.sampled_from([0, -0.0, 1, 2.5, 1e9])
 OPS = st.one_of(
@@ -98,7 +99,8 @@ def _zset(members: int, big: bool) -> object:
 
 
 def _big_hash(space: Keyspace, i: int) -> None:
-    space.apply([(b"HSET", b"gactive:%d" % i, *[x for f in range(300) for x in (b"g%d" % f, b"1")])])
+    fields = [x for f in range(300) for x in (b"g%d" % f, b"1")]
+    space.apply([(b"HSET", b"gactive:%d" % i, *fields)])
 
 
 @pytest.mark.parametrize("build, count", [

@@ -88,9 +88,10 @@ def check_flows(space: Keyspace) -> None:
 
     A parent that has not run (it has `children_left`) counts exactly its children that
     are not settled (a row that is not completed, nor dead or cancelled under `ignore`)
-    and, unless its policy is `ignore`, its dead (and cancelled) children; it is dead when one is dead, else waiting
-    (with something left). A child of such a parent is in its record. (For this to be
-    exact no dead child's row may have been trimmed: the worlds keep them.)
+    and, unless its policy is `ignore`, its dead (and cancelled) children; it is dead when
+    one is dead, else waiting (with something left). A child of such a parent is in its
+    record. (For this to be exact no dead child's row may have been trimmed: the worlds
+    keep them.)
     """
     for key in list(space.data):
         if b"}:job:" not in key:

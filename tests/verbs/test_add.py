@@ -64,7 +64,8 @@ def test_at_in_the_past_is_pending_and_future_is_scheduled_at_that_time() -> Non
 
 def test_existing_id_is_idempotent() -> None:
     space = keyspace(**{"emq:{q}:job:abc": {"state": "completed"}})
-    assert effects(drive(add, ["emq.add", "q", "x", "ID", "abc"], space)) == effects(Plan([], b"abc"))
+    planned = drive(add, ["emq.add", "q", "x", "ID", "abc"], space)
+    assert effects(planned) == effects(Plan([], b"abc"))
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,8 @@ ACTIVE_ROW = {"state": "active", "attempts": "1", "payload": "x", "claimed_ms": 
 
 
 def test_plan() -> None:
-    assert effects(drive(complete, ["emq.complete", "q", "1", "1"], held(ACTIVE_ROW))) == effects(Plan(
+    planned = drive(complete, ["emq.complete", "q", "1", "1"], held(ACTIVE_ROW))
+    assert effects(planned) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"state", b"completed", b"finished_ms", b"%d" % NOW),
@@ -102,7 +103,8 @@ def test_retention_deletes_the_oldest_rows_beyond_keep_completed() -> None:
     assert [m for m, _ in members(space, b"completed")] == [b"c2", b"1"]
     assert row(space, "c0") is None and row(space, "c1") is None
     assert row(space, "c2") is not None
-    assert hash_of(space, P + b"metrics:failed") is None  # completed rows are not counted as trimmed
+    # completed rows are not counted as trimmed
+    assert hash_of(space, P + b"metrics:failed") is None
     check_invariant(space)
 
 

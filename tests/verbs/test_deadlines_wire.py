@@ -26,7 +26,8 @@ def claimed(r: redis.Redis) -> tuple[bytes, bytes]:
 
 
 def dump(r: redis.Redis) -> dict[bytes, object]:
-    return {key: (r.hgetall(key) if r.type(key) == b"hash" else r.zrange(key, 0, -1, withscores=True))
+    return {key: (r.hgetall(key) if r.type(key) == b"hash"
+                  else r.zrange(key, 0, -1, withscores=True))
             for key in r.keys("*")}
 
 

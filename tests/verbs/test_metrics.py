@@ -1,5 +1,5 @@
-"""EMQ.METRICS (emqd/verbs/metrics.py), what the history sees (emqd/commit/history.py), housekeeping's
-close of a minute, and the history over the wire: kept across a restart, in a file Redis
+"""EMQ.METRICS (emqd/verbs/metrics.py), what the history sees (emqd/commit/history.py),
+housekeeping's close of a minute, and the history over the wire: kept across a restart, in a file Redis
 loads."""
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ from emqd import errors
 from emqd.commit.events import CLAIMED, COMPLETED, DEAD
 from emqd.commit.history import History
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.dispatch import execute
 from emqd.layout import queue_keys
 from emqd.rules import minutes
 from emqd.rules.minutes import Minute
 from emqd.serve.housekeeping import Housekeeping
-from emqd.sessions.session import Session
 from emqd.verbs import metrics
 from tests.persist.test_redis_loads import as_redis_loads_it
 from tests.support import redis_server_path, start_emqd

@@ -29,8 +29,11 @@ LIVE = {"state": "active", "attempts": "3", "failures": "1", "stalled": "1", "pa
 
 
 def test_exactly_three_writes() -> None:
+    """As docs/PROTOCOL.md says: the HSET sets `state` and `ready_ms`, and the only other
+    effect is the `recovered` event (no metrics hash, no counter)."""
     space = held(LIVE, deadline=NOW)
-    assert effects(drive(requeue, ["emq.requeue", "q", "1", "3"], space)) == effects(Plan(
+    plan = drive(requeue, ["emq.requeue", "q", "1", "3"], space)
+    assert effects(plan) == effects(Plan(
         [
             (b"ZREM", P + b"active", b"1"),
             (b"HSET", P + b"job:1", b"ready_ms", b"%d" % NOW, b"state", b"pending"),
@@ -38,6 +41,7 @@ def test_exactly_three_writes() -> None:
         ],
         "OK",
     ))
+    assert plan.events == [("recovered", b"q", b"1", NOW, None)]
 
 
 def test_counters_untouched_and_front_of_the_band() -> None:

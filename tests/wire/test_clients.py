@@ -97,7 +97,8 @@ def test_redis_benchmark_runs_to_completion(emqd_port: int) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    lines = [line for line in done.stdout.replace("\r", "\n").splitlines() if "requests per" in line]
+    out = done.stdout.replace("\r", "\n").splitlines()
+    lines = [line for line in out if "requests per" in line]
     assert {line.split(":")[0] for line in lines} == {"PING_INLINE", "PING_MBULK", "HSET"}
     assert "rror" not in done.stdout + done.stderr
     raw = RawClient(emqd_port)

@@ -119,7 +119,8 @@ REDIS_HAS = {b"GET", b"SET", b"LPUSH", b"EVAL", b"WATCH"}
 
 
 @pytest.mark.parametrize("argv", UNKNOWN, ids=lambda a: repr(a)[:30])
-def test_unknown_commands_answer_like_redis(argv: list[bytes], emqd_port: int, redis_ref: int) -> None:
+def test_unknown_commands_answer_like_redis(
+        argv: list[bytes], emqd_port: int, redis_ref: int) -> None:
     """Redis knows GET or EVAL, so it is asked about an unknown name, put back after."""
     alias = b"not-a-command-" + argv[0][:100]
     known = argv[0] in REDIS_HAS

@@ -20,7 +20,8 @@ def _arg(rng: random.Random) -> bytes:
 
 def _inline_arg(rng: random.Random) -> bytes:
     plain = bytes(rng.choice(b"abcxyz019") for _ in range(rng.randint(1, 6)))
-    return rng.choice([plain, b'"' + plain + b'\\n"', b"'" + plain + b"'", b'"\\x41' + plain + b'"'])
+    return rng.choice(
+        [plain, b'"' + plain + b'\\n"', b"'" + plain + b"'", b'"\\x41' + plain + b'"'])
 
 
 def _stream(rng: random.Random) -> bytes:

@@ -22,7 +22,8 @@ PING = b"*1\r\n$4\r\nPING\r\n"
 CASES = [
     (PING, [[b"PING"]], None),
     (b"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n", [[b"ECHO", b""]], None),
-    (b"*3\r\n$4\r\nHSET\r\n$1\r\nk\r\n$11\r\nbin\r\n\x00*1\r\n$\r\n", [[b"HSET", b"k", b"bin\r\n\x00*1\r\n$"]], None),
+    (b"*3\r\n$4\r\nHSET\r\n$1\r\nk\r\n$11\r\nbin\r\n\x00*1\r\n$\r\n",
+     [[b"HSET", b"k", b"bin\r\n\x00*1\r\n$"]], None),
     (b"PING\r\n", [[b"PING"]], None),
     (b"PING\n", [[b"PING"]], None),
     (b"\r\n\r\n" + PING, [[b"PING"]], None),
@@ -320,7 +321,7 @@ def test_an_element_that_is_not_a_bulk_is_refused_as_redis_does(element: bytes) 
     out = RequestParser().feed(PING + b"*2\r\n$4\r\nECHO\r\n" + element)
     assert out[0] == [b"PING"]
     assert len(out) == 2 and isinstance(out[1], ProtocolError)
-    assert str(out[1]) == "Protocol error: expected '$', got '%s'" % chr(element[0])
+    assert str(out[1]) == f"Protocol error: expected '$', got '{chr(element[0])}'"
 
 
 def test_plain_requests_read_first_leave_the_rest_of_the_chunk_on_its_old_path() -> None:

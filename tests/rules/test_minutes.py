@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emqd.config import Config
-from emqd.core import Core
+from emqd.core import Core, Session
 from emqd.dispatch import execute
 from emqd.layout import queue_keys
 from emqd.rules import minutes
 from emqd.rules.minutes import Minute
-from emqd.sessions.session import Session
 from emqd.verbs import minute_close
 from tests.verbs.jobs import P
 from tests.verbs.planner import NOW, hash_of, keyspace, set_field
