@@ -1,7 +1,8 @@
 """emqd/serve/fd_limit.py and emqd/serve/accept.py: under a low `ulimit -n` maxclients is
-lowered to fit (or the limit raised), a client past it is answered `-ERR max number of clients reached`,
-never reset, even when accept() itself runs out of descriptors, and the log can still be
-compacted. Subprocesses started under the limit (resource.setrlimit in preexec_fn)."""
+lowered to fit (or the limit raised), a client past it is answered
+`-ERR max number of clients reached`, never reset, even when accept() itself runs out of
+descriptors, and the log can still be compacted. Subprocesses started under the limit
+(resource.setrlimit in preexec_fn)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """EMQ.METRICS (emqd/verbs/metrics.py), what the history sees (emqd/commit/history.py),
-housekeeping's close of a minute, and the history over the wire: kept across a restart, in a file Redis
-loads."""
+housekeeping's close of a minute, and the history over the wire: kept across a restart,
+in a file Redis loads."""
 
 from __future__ import annotations
 
