@@ -20,11 +20,14 @@ from tests.http.browser import BROWSER_MISSING
 from tests.support import RawClient, ServerProcess, redis_server_path, start_emqd, start_redis
 
 # The long cluster suite (tests/partition/: the partition scenarios, which need root,
-# network namespaces and iptables, and the scale ones) runs for many minutes: its own
-# command runs it (scripts/test-partitions, which sets EMQD_PARTITIONS=1), not the
-# everyday suite, which keeps only its judge's own tests.
-collect_ignore = [] if os.environ.get("EMQD_PARTITIONS") == "1" else [
-    "partition/test_partitions.py", "partition/test_scale.py"]
+# network namespaces and iptables, and the scale ones; and the chaos and failover runs
+# of tests/cluster/, a minute and a half of killed nodes and fronts) runs for many
+# minutes: its own command runs it (scripts/test-partitions, which sets
+# EMQD_PARTITIONS=1), not the everyday suite, which keeps the judge's own tests and
+# every other cluster test, so that it stays a few minutes long.
+LONG_CLUSTER_SUITE = ["partition/test_partitions.py", "partition/test_scale.py",
+                      "cluster/test_chaos.py", "cluster/test_failover.py"]
+collect_ignore = [] if os.environ.get("EMQD_PARTITIONS") == "1" else LONG_CLUSTER_SUITE
 
 REDIS_MISSING = (
     "REDIS-SERVER NOT INSTALLED: the differential tests against real Redis were SKIPPED. "
