@@ -208,3 +208,42 @@ def words(arguments: Iterable[Argument]) -> tuple[int, float]:
             least += own + low
         most += own + high
     return least, most
+
+
+Word = tuple[bytes, str]  # a word of an argv and what it is: "token", "integer" or "value"
+
+
+def every_part(arguments: list[Argument], value: Callable[[Argument], bytes]) -> list[list[Word]]:
+    """Argvs (after the command's name) that, together, hold every part the arguments name:
+    the shortest (each option left out, each choice's first), then one per choice index k
+    with every option in, each choice's k-th (modulo its count), each repetition once.
+    Deterministic, so that a test can say "every token" and mean it."""
+    widest = max([_choices(arguments), 1])
+    drawn = [_words(arguments, value, 0, full=False)]
+    drawn += [_words(arguments, value, k, full=True) for k in range(widest)]
+    return [argv for at, argv in enumerate(drawn) if argv not in drawn[:at]]
+
+
+def _choices(arguments: Iterable[Argument]) -> int:
+    """The most choices any `oneof` among the arguments offers, at any depth."""
+    return max([0, *(max(len(arg[b"arguments"]) if arg[b"type"] == b"oneof" else 0,
+                          _choices(arg.get(b"arguments", []))) for arg in arguments)])
+
+
+def _words(arguments: Iterable[Argument], value: Callable[[Argument], bytes], k: int, *,
+           full: bool) -> list[Word]:
+    said: list[Word] = []
+    for arg in arguments:
+        if "optional" in _flags(arg) and not full:
+            continue
+        token, kind = arg.get(b"token"), arg[b"type"]
+        if token is not None:
+            said.append((token, "token"))
+        if kind == b"block":
+            said += _words(arg[b"arguments"], value, k, full=full)
+        elif kind == b"oneof":
+            choices = arg[b"arguments"]
+            said += _words([{**choices[k % len(choices)], b"flags": None}], value, k, full=full)
+        elif kind != b"pure-token":
+            said.append((value(arg), "integer" if kind == b"integer" else "value"))
+    return said

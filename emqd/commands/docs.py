@@ -9,10 +9,10 @@ takes PATTERN only). For the EMQ verbs this table is the one source of their
 syntax: the heading of each verb in docs/PROTOCOL.md section 5 and the first
 lines of its module's docstring are its entry rendered (tests/syntax.py, as
 redis.io renders Redis's), the Python client's argv must match it, and the
-verb's parser must take that argv (tests/commands/test_docs_copies.py,
-tests/client/test_commands_syntax.py). This table lives apart from the
-command rows so that a verb's module stays its parser and planner, and the
-hints can grow without touching it.
+verb's parser must take that argv and know no keyword it leaves out
+(tests/commands/test_docs_copies.py, tests/client/test_commands_syntax.py).
+This table lives apart from the command rows so that a verb's module stays its
+parser and planner, and the hints can grow without touching it.
 
 Each builder returns one argument as the map Redis replies with, its fields
 in Redis's order (name, type, key_spec_index, token, since, flags, arguments).

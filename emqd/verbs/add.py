@@ -206,9 +206,7 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
             or args.group is not None or args.trace is not None or queues is None
             or keys.queue not in queues
             or len(args.payload) >= BIG_VALUE):  # a big payload is logged uncopied
-        new = enqueue.Enqueue(view, args.config, now_ms)
-        job_id = new.add(keys, args.new_job(), args.id, due)
-        return Plan(new.ops(), job_id, new.events, tuple(new.due))
+        return general(args, view, now_ms, due)
     seq = job.next_seq(None if meta is None else hashes.get(meta, SEQ), args.config)
     added = incremented(None if meta is None else hashes.get(meta, ADDED), 1)
     job_id = b"%d" % seq
@@ -218,6 +216,14 @@ def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     event = (events.ADDED, keys.queue, job_id, now_ms, None)
     return Plan(PLAIN.ops(keys.job(job_id), args.payload, ms_text(now_ms), keys.pending, job_id,
                           job_id, keys.meta, b"%d" % added), job_id, [event], (), PLAIN)
+
+
+def general(args: AddArgs, view: View, now_ms: int, due: int | None) -> Plan:
+    """The plan in general, through enqueue's rule: what the PLAIN Shape must plan alike
+    wherever it answers (tests/verbs/test_add.py)."""
+    new = enqueue.Enqueue(view, args.config, now_ms)
+    job_id = new.add(args.keys, args.new_job(), args.id, due)
+    return Plan(new.ops(), job_id, new.events, tuple(new.due))
 
 
 def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:

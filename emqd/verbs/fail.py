@@ -145,9 +145,17 @@ def plan(args: FailArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     view.check_zset(keys.scheduled)  # its type, before a retry ZADDs there
     settings = queue_settings.of_queue(view, keys, args.config)
     verdict = decide(args, row, failures, settings, now_ms)
-    written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
     if isinstance(verdict, Retry) and lanes.group_of(row) is None:
-        return _flat_retry(args, view, verdict, written[3], now_ms)
+        return _flat_retry(args, view, verdict, b"%d" % verdict.failures, now_ms)
+    return general(args, view, row, verdict, settings, now_ms)
+
+
+def general(args: FailArgs, view: View, row: Hash, verdict: Dead | Retry,
+            settings: queue_settings.Settings, now_ms: int) -> Plan:
+    """The plan in general, through the lanes' ledger: what the RETRY Shape must plan
+    alike wherever it answers (tests/verbs/test_fail.py)."""
+    keys = args.keys
+    written = (job.LAST_ERROR, args.error, job.FAILURES, b"%d" % verdict.failures)
     ledger = lanes.Ledger(view, keys, args.config, now_ms)
     leave = job.leave_active_ops(keys, args.id, row, ledger)
     if isinstance(verdict, Dead):

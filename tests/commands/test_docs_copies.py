@@ -1,13 +1,16 @@
 """A verb's syntax is written once, as its COMMAND DOCS arguments (emqd/commands/docs.py);
 every copy of it is that table rendered (tests/syntax.py): the verb module's docstring
 opens with it, and docs/PROTOCOL.md's heading for the verb is it. The parser is what
-users rely on, so the table must describe it: whatever argv the table describes, the
-verb's parser takes as well formed (tests/client/test_commands_syntax.py checks the
-client's argv against both)."""
+users rely on, so the table must describe it, both ways: whatever argv the table
+describes, the verb's parser takes as well formed, and it knows each token the table
+names; and no word the parser knows as a keyword is missing from the table
+(tests/client/test_commands_syntax.py checks the client's argv against both;
+tests/commands/test_docs.py the command table's arity)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from types import ModuleType
 
@@ -18,11 +21,20 @@ from hypothesis import strategies as st
 from emqd import errors
 from emqd.commands.docs import ARGUMENTS
 from emqd.config import Config
-from emqd.dispatch import TABLE
+from emqd.dispatch import TABLE, lookup
 from emqd.errors import ReplyError
 from emqd.rules.settings import FIELDS
 from tests.support import ROOT
-from tests.syntax import VERB_MODULES, Argument, described, matches, render, tokens
+from tests.syntax import (
+    VERB_MODULES,
+    Argument,
+    Word,
+    described,
+    every_part,
+    matches,
+    render,
+    tokens,
+)
 
 VERBS = sorted(VERB_MODULES)
 MODULES = list(dict.fromkeys(VERB_MODULES.values()))  # each once
@@ -123,3 +135,103 @@ def test_whatever_the_table_describes_the_verb_s_parser_takes_as_well_formed(nam
             assert refusal != errors.SYNTAX(), f"{render(name, ARGUMENTS[name])}: {argv!r}"
 
     run()
+
+
+# The two-way test: a parser "knows" a word where putting it in an argv changes what the
+# parser answers, against an argv that has, in its place, a word no code of emqd names.
+UNKNOWN = b"never-named-0"
+PARSED = [name for name in VERBS if hasattr(VERB_MODULES[name], "parse")]
+# EMQ.FRONT and EMQ.FRONTS are connections' (emqd/commands/fronts.py), read by their handlers.
+assert set(VERBS) - set(PARSED) == {"emq.front", "emq.fronts", "emq.owner"}
+
+
+def first_value(arg: Argument) -> bytes:
+    """One value the parser takes for `arg`: an UNDER names the parent (0), any other
+    integer 1, a string its argument's own name."""
+    if arg[b"name"] in VALUES:
+        return VALUES[arg[b"name"]][0]
+    if arg[b"type"] == b"integer":
+        return b"0" if arg[b"name"] == b"under" else b"1"
+    return b"v-" + arg[b"name"]
+
+
+def answer(name: str, argv: list[bytes], word: bytes = UNKNOWN) -> str:
+    """What the command table's arity check and the verb's parser answer to `argv`, with
+    `word` quoted as UNKNOWN would be (EMQ.CONFIG's "unknown field 'x'")."""
+    full = [name.upper().encode(), *argv]
+    refusal = lookup(full)
+    if not isinstance(refusal, ReplyError):
+        try:
+            VERB_MODULES[name].parse(full, Config())
+            return "taken"
+        except ReplyError as error:
+            refusal = error
+    return refusal.message.replace(b"'%s'" % word, b"'%s'" % UNKNOWN).decode("latin-1")
+
+
+@functools.cache
+def named_words() -> frozenset[bytes]:
+    """Every word emqd's code writes as a whole string or bytes literal, in capitals: a
+    parser can know no keyword but one of these (the verbs compare each argument, upper-
+    or lower-cased first, with a literal), so this is where to look."""
+    found: set[bytes] = set()
+    for path in (ROOT / "emqd").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+                raw = node.value.encode() if isinstance(node.value, str) else node.value
+                if re.fullmatch(rb"[A-Za-z][A-Za-z0-9_.:|-]*", raw):
+                    found.add(raw.upper())
+    assert UNKNOWN.upper() not in found
+    return frozenset(found)
+
+
+def _spoken(argv: list[Word]) -> list[bytes]:
+    return [word for word, _ in argv]
+
+
+@pytest.mark.parametrize("name", [name for name in PARSED if name in ARGUMENTS])
+def test_the_verb_s_parser_knows_each_token_the_table_names(name: str) -> None:
+    shapes = every_part(ARGUMENTS[name], first_value)
+    assert {word for argv in shapes for word, kind in argv if kind == "token"} == tokens(
+        ARGUMENTS[name])
+    for argv in shapes:
+        said = _spoken(argv)
+        assert answer(name, said) != errors.SYNTAX.message.decode(), said  # well formed
+        for at, (word, kind) in enumerate(argv):
+            if kind == "token":
+                unknown = [*said[:at], UNKNOWN, *said[at + 1:]]
+                assert answer(name, unknown) != answer(name, said), (word, said)
+
+
+def _probes(argv: list[Word]) -> list[tuple[bytes, ...]]:
+    """Each place a keyword could hide in `argv`, as the argv with UNKNOWN there: before
+    each word (a keyword's value, if it takes one, is the word after it), at the end alone
+    and with a value, and instead of each token and each integer (a parser may take a word
+    there as well)."""
+    said = _spoken(argv)
+    probes = [(*said[:at], UNKNOWN, *said[at:]) for at in range(len(said) + 1)]
+    probes.append((*said, UNKNOWN, b"1"))
+    probes += [(*said[:at], UNKNOWN, *said[at + 1:])
+               for at, (_, kind) in enumerate(argv) if kind in ("token", "integer")]
+    return probes
+
+
+@pytest.mark.parametrize("name", PARSED)
+def test_every_keyword_the_verb_s_parser_knows_is_in_the_table(name: str) -> None:
+    """Each word of emqd's code that is neither a token of the verb's table nor a value
+    its parser takes (VALUES), put wherever a keyword could go, is answered as an unknown
+    word is."""
+    arguments = ARGUMENTS.get(name, [])
+    own = {token.upper() for token in tokens(arguments)}
+    own |= {value.upper() for values in VALUES.values() for value in values}
+    candidates = sorted(word for word in named_words() if word.upper() not in own)
+    probes = {probe for argv in every_part(arguments, first_value) for probe in _probes(argv)}
+    known = []
+    for probe in sorted(probes):
+        said, at = list(probe), probe.index(UNKNOWN)
+        expected = answer(name, said)
+        for word in candidates:
+            said[at] = word
+            if answer(name, said, word) != expected:
+                known.append(b" ".join(said))
+    assert not known, f"{render(name, arguments)}, yet the parser knows: {known[:5]}"

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import pytest
 import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emqd import errors
-from emqd.commit.plan import Plan
+from emqd.commit.plan import BIG_VALUE, Plan
 from emqd.config import Config
+from emqd.layout import QUEUES, queue_keys
 from emqd.verbs import add
-from tests.verbs.planner import NOW, commit, drive, effects, hash_of, keyspace
+from tests.verbs.planner import (
+    NOW,
+    RUN_ID,
+    commit,
+    drive,
+    effects,
+    hash_of,
+    keyspace,
+    set_field,
+)
 
 P = b"emq:{q}:"
 
@@ -148,3 +160,38 @@ def test_without_a_log_ids_start_after_the_process_base() -> None:
     assert result.reply == b"60000000001"
     going_on = keyspace(**{"emq:{q}:meta": {"seq": "7"}})
     assert drive(add, ["emq.add", "q", "p"], going_on, config=config).reply == b"8"
+
+
+# --- the PLAIN Shape against the general rule it stands for --------------------------
+@settings(max_examples=150, deadline=None, database=None)
+@given(jobs=st.integers(0, 3), seq=st.none() | st.integers(0, 2**40),
+       added=st.none() | st.integers(0, 2**40), taken=st.integers(0, 3),
+       payload=st.binary(max_size=64), longest=st.booleans(),
+       now=st.integers(0, 2**50))
+def test_the_plain_shape_plans_what_the_general_rule_plans(
+        jobs: int, seq: int | None, added: int | None, taken: int, payload: bytes,
+        longest: bool, now: int) -> None:
+    """ADD without options into a registered queue without lanes (PLAIN, add.plan's fast
+    path) against add.general (rules/enqueue.py) on the same keyspace: the same ops as the
+    log holds them, reply, events and due. The counters at any value a queue reaches (or
+    absent), rows a client made where the next ids would go (skipped by both), and the
+    longest payload a template copies."""
+    space = keyspace()
+    for i in range(jobs):
+        commit(space, drive(add, ["emq.add", "q", f"p{i}"], space))
+    assert (space.zset(QUEUES) is not None) == (jobs > 0)  # the first add registers q
+    meta = queue_keys(b"q").meta
+    for name, value in ((add.SEQ, seq), (add.ADDED, added)):
+        if value is not None:
+            set_field(space, meta, name, b"%d" % value)
+    next_id = (seq if seq is not None else jobs) + 1
+    for n in range(next_id, next_id + taken):
+        set_field(space, queue_keys(b"q").job(b"%d" % n), b"payload", b"a client's")
+    if longest:
+        payload = b"x" * (BIG_VALUE - 1)
+    args = add.parse([b"emq.add", b"q", payload], Config())
+    fast = add.plan(args, space, now, RUN_ID)
+    general = add.general(args, space, now, None)
+    assert fast.shape is (add.PLAIN if jobs else None)  # a queue not registered: general
+    assert effects(fast) == effects(general)
+    assert (fast.events, fast.due) == (general.events, general.due)

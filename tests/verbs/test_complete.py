@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 import redis
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from emqd import errors
 from emqd.commit.plan import Plan
+from emqd.config import Config
 from emqd.layout import queue_keys
 from emqd.rules import job
+from emqd.rules import settings as queue_settings
 from emqd.verbs import complete
 from tests.verbs.jobs import (
     P,
@@ -22,7 +26,7 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, effects, hash_of, held, keyspace
+from tests.verbs.planner import NOW, RUN_ID, drive, effects, hash_of, held, keyspace
 
 ACTIVE_ROW = {"state": "active", "attempts": "1", "payload": "x", "claimed_ms": "1"}
 
@@ -158,3 +162,32 @@ def test_a_flat_job_s_shape_makes_the_plan_of_the_general_trim(
                 *job.finish_ops(space, keys, job.COMPLETED, [b"1"], NOW, keep)]
     assert effects(plan) == effects(Plan(expected, "OK"))
     assert (plan.shape is not None) == (finished + 1 - keep <= 1)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(finished=st.integers(0, 12), keep=st.none() | st.integers(0, 12),
+       result=st.none() | st.binary(max_size=24), attempts=st.integers(1, 2**20),
+       completed=st.none() | st.integers(0, 2**40), now=st.integers(2, 2**50))
+def test_a_flat_job_s_shape_plans_what_the_general_path_plans(
+        finished: int, keep: int | None, result: bytes | None, attempts: int,
+        completed: int | None, now: int) -> None:
+    """COMPLETE of a flat job where a flat Shape answers (complete.SHAPES) against
+    complete.general on the same keyspace: the same ops as the log holds them, reply,
+    events and due; the completed set at any length around keep_completed, RESULT or
+    not, the counter at any value (or absent)."""
+    extra: dict[str, object] = {**_finished(finished)}
+    if keep is not None:
+        extra["emq:{q}:config"] = {"keep_completed": keep}
+    if completed is not None:
+        extra["emq:{q}:metrics:completed"] = {"count": completed}
+    space = held({**ACTIVE_ROW, "attempts": attempts}, **extra)
+    argv = [b"emq.complete", b"q", b"1", b"%d" % attempts]
+    args = complete.parse(argv + ([] if result is None else [b"RESULT", result]), Config())
+    fast = complete.plan(args, space, now, RUN_ID)
+    assume(fast.shape in complete.SHAPES.values())  # beyond one row trimmed: general only
+    row = space.hash(queue_keys(b"q").job(b"1"))
+    assert row is not None
+    general = complete.general(args, space, row,
+                               queue_settings.of_queue(space, args.keys, args.config), now)
+    assert effects(fast) == effects(general)
+    assert (fast.events, fast.due) == (general.events, general.due)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 import redis
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from emqd import errors
 from emqd.commit.plan import Plan
 from emqd.config import Config
+from emqd.rules import job
+from emqd.rules import settings as queue_settings
 from emqd.verbs import fail, requeue
 from tests.verbs.jobs import (
     P,
@@ -21,7 +25,7 @@ from tests.verbs.jobs import (
     wire_error,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, drive, effects, hash_of, held, keyspace
+from tests.verbs.planner import NOW, RUN_ID, drive, effects, hash_of, held, keyspace
 
 LIVE = {"state": "active", "attempts": "1", "payload": "x", "claimed_ms": "1"}
 
@@ -210,3 +214,54 @@ def test_claim_requeue_claim_fail_with_max_two_over_the_wire(r: redis.Redis) -> 
     assert r.execute_command("EMQ.CLAIM", "q", "60000")[:2] == [b"1", b"2"]
     assert r.execute_command("EMQ.FAIL", "q", "1", "2") == [b"scheduled", 1]
     assert r.hget("emq:{q}:job:1", "attempts") == b"2"
+
+
+# --- the RETRY Shape against the general path it stands for ---------------------------
+RULES = ["0", "fixed:250", "exp:100", "exp:100:60000"]
+maybe_rule = st.none() | st.sampled_from(RULES)
+maybe_cap = st.none() | st.integers(1, 50)
+maybe_count = st.none() | st.integers(0, 2**40)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(failures=st.none() | st.integers(0, 30), attempts=st.integers(1, 2**20),
+       row_cap=maybe_cap, row_rule=maybe_rule, queue_cap=maybe_cap, queue_rule=maybe_rule,
+       failed=maybe_count, retried=maybe_count, scheduled=st.integers(0, 3),
+       error=st.none() | st.binary(max_size=24), cap=maybe_cap,
+       backoff=st.none() | st.integers(0, 10**9), now=st.integers(0, 2**50))
+def test_the_retry_shape_plans_what_the_general_path_plans(
+        failures: int | None, attempts: int, row_cap: int | None, row_rule: str | None,
+        queue_cap: int | None, queue_rule: str | None, failed: int | None,
+        retried: int | None, scheduled: int, error: bytes | None, cap: int | None,
+        backoff: int | None, now: int) -> None:
+    """FAIL of a flat job that is retried (RETRY, fail.plan's fast path) against
+    fail.general (the lanes' ledger, which has no slot to give back) on the same keyspace:
+    the same ops as the log holds them, reply, events and due. The row's and the queue's
+    caps and rules, the counters at any value (or absent), and FAIL's own options."""
+    fields = {"state": "active", "attempts": attempts, "payload": "x", "claimed_ms": 1}
+    fields |= {name: value for name, value in (("failures", failures), ("max_attempts", row_cap),
+                                               ("backoff", row_rule)) if value is not None}
+    extra: dict[str, object] = {"emq:{q}:scheduled": [(f"s{i}", i) for i in range(scheduled)]}
+    config = {name: value for name, value in (("max_attempts", queue_cap),
+                                              ("backoff", queue_rule)) if value is not None}
+    metrics = {name: value for name, value in (("failed", failed), ("retried", retried))
+               if value is not None}
+    extra |= {key: value for key, value in (("emq:{q}:config", config),
+                                            ("emq:{q}:metrics", metrics)) if value}
+    space = held(fields, **extra)
+    argv = ["emq.fail", "q", "1", attempts]
+    argv += [word for token, value in (("ERROR", error), ("MAXATTEMPTS", cap),
+                                       ("BACKOFF", backoff)) if value is not None
+             for word in (token, value)]
+    args = fail.parse([value if isinstance(value, bytes) else str(value).encode()
+                       for value in argv], Config())
+    fast = fail.plan(args, space, now, RUN_ID)
+    row = job.held(space, args.keys, args.id, args.token)
+    verdict = fail.decide(args, row, (failures or 0) + 1,
+                          queue_settings.of_queue(space, args.keys, args.config), now)
+    assume(isinstance(verdict, fail.Retry))  # a dead letter has no Shape
+    general = fail.general(args, space, row, verdict,
+                           queue_settings.of_queue(space, args.keys, args.config), now)
+    assert fast.shape is fail.RETRY
+    assert effects(fast) == effects(general)
+    assert (fast.events, fast.due) == (general.events, general.due)
