@@ -48,17 +48,27 @@ Reconfigured = Callable[[Config, Config], None]  # (old, new)
 
 
 class Router(Protocol):
-    """Cluster mode's answer to "where does this request run" (emqd/cluster/router.py)."""
+    """The seam before dispatch: where a request runs, decided before it is run.
+
+    A server may have one (cluster mode's: emqd/cluster/router.py); the
+    dispatcher asks it first, and without one every request runs here.
+    """
 
     def route(self, session: Session, row: Any, argv: list[bytes]) -> Any:
         """None: here; else the reply (a refusal, or a `Later`)."""
 
     def forwards(self, session: Session, argv: list[bytes]) -> bool:
-        """Whether `argv` would be sent on at once, its queue's owner known (a pipeline
+        """Whether `argv` would be sent on at once, where it runs known (a pipeline
         then goes on behind the requests sent on before it)."""
 
     def forget(self, session: Session) -> None:
         """The client left."""
+
+    def peers(self) -> list[bytes]:
+        """The addresses of the processes requests are routed among, this one's first
+        (EMQ.FRONTS)."""
+
+
 InfoFields = Callable[[], dict[str, object]]
 
 
@@ -111,9 +121,11 @@ class Core:
         self.memory_startup = rss_bytes()
         self.memory_peak = self.memory_startup
         self.maxmemory = config.maxmemory
-        # Cluster mode (emqd/cluster/front.py): where each request runs (the seam before
-        # dispatch), and each owned queue's term, the epoch of the leases granted on its
-        # jobs; None in a single process, whose epoch is `run_id` for every queue.
+        # The router, if any, decides where each request runs before dispatch (`Router`);
+        # `epochs`, if given, are the queues this process holds, each with the epoch of
+        # the leases granted on its jobs (a router's process holds some queues, each
+        # under a term of its own: emqd/cluster/front.py). Without them every queue is
+        # here, its epoch `run_id`.
         self.router = router
         self.epochs = epochs
 
@@ -123,6 +135,12 @@ class Core:
         if epochs is None:
             return self.run_id_bytes
         return epochs.get(queue, self.run_id_bytes)
+
+    def holds(self, queue: bytes) -> bool:
+        """Whether `queue` is this process's now: always without `epochs`; with them,
+        while it has an epoch here (a queue let go or lost is not)."""
+        epochs = self.epochs
+        return epochs is None or queue in epochs
 
     @property
     def sink(self) -> Sink:
@@ -184,7 +202,7 @@ class Session:
     No sockets here: the connection protocol owns one `Session` and hands it to
     the dispatcher with every request, so commands can be run and tested without
     a network. It is defined beside the `Core` it reaches (`session.core`), which
-    holds the sessions in turn (`clients`, `router`): one module, no import circle.
+    holds the sessions in turn (`clients`, `Router`): one module, no import circle.
     """
 
     __slots__ = (
@@ -229,15 +247,15 @@ class Session:
         # (emqd/commit/path.py `send`).
         self.log_mark = 0
         # The record the reply to the request being run tells of (0: none): its own
-        # write's, or in cluster mode the newest of its queue's (emqd/commit/path.py, the
-        # rule). Set by the connection before each request, then by the commit
-        # (dispatch.py) and the cluster's router.
+        # write's, or, when the router ties its reply to its queue, the newest of that
+        # queue's (emqd/commit/path.py, the rule). Set by the connection before each
+        # request, then by the commit (dispatch.py) and the router.
         self.tells = 0
         # Its channels and patterns while it listens to any (emqd/sessions/pubsub.py);
         # None for every other client, which is all the dispatcher tests.
         self.pubsub: Subscriptions | None = None
-        # Cluster mode: another front forwards its clients' requests on this connection
-        # (EMQ.FRONT); they are never forwarded on (emqd/cluster/router.py).
+        # Another process's router sends its clients' requests on this connection
+        # (EMQ.FRONT, cluster mode); the router here never sends them on again.
         self.forwarded = False
         self.challenge = b""  # the nonce of its EMQ.FRONT CHALLENGE (emqd/commands/fronts.py)
         self.reset()

@@ -251,7 +251,7 @@ def execute(session: Session, argv: list[bytes]) -> Any:
         if failing is not None:
             return _reject(session, errors.misconf(failing), argv)
     router = core.router
-    if router is not None:  # cluster mode: here, at the queue's owner, or refused
+    if router is not None:  # a router, if any, decides first: here, elsewhere, or refused
         routed = router.route(session, row, argv)
         if routed is not None:
             return routed
@@ -306,7 +306,7 @@ def _special(session: Session, row: Command, argv: list[bytes]) -> Any:
         session.multi.append(argv)
         return "QUEUED"
     router = session.core.router
-    if router is not None and row.name == "exec":  # cluster mode: one queue, held here
+    if router is not None and row.name == "exec":  # the router may refuse what EXEC runs
         refusal = router.route(session, row, argv)
         if isinstance(refusal, ReplyError):
             return _reject(session, refusal, argv)

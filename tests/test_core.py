@@ -1,4 +1,4 @@
-"""The core's run-time changes: CONFIG SET's `reconfigure`."""
+"""The core's run-time changes (CONFIG SET's `reconfigure`), and the queues it holds."""
 
 from __future__ import annotations
 
@@ -41,3 +41,21 @@ def test_reconfigure_replaces_the_config_and_tells_the_store_and_the_logger(
     state.commit.apply(Plan([(b"HSET", b"h", b"a", b"2")]))
     row = state.keyspace.hash(b"h")
     assert row is not None and not hashes.is_listpack(row)
+
+
+def test_without_epochs_every_queue_is_held_under_the_run_id() -> None:
+    state = Core(Config(), run_id="r" * 40)
+    assert state.holds(b"any") and state.epoch_of(b"any") == b"r" * 40
+
+
+def test_with_epochs_only_the_queues_in_them_are_held_each_under_its_own() -> None:
+    """A router's process (cluster mode) holds some queues, each under a term; the dict
+    is the one it keeps, so a queue it takes or lets go is seen at once."""
+    epochs = {b"mine": b"term-1"}
+    state = Core(Config(), run_id="r" * 40, epochs=epochs)
+    assert state.holds(b"mine") and state.epoch_of(b"mine") == b"term-1"
+    assert not state.holds(b"theirs")
+    del epochs[b"mine"]
+    epochs[b"theirs"] = b"term-2"
+    assert not state.holds(b"mine") and state.holds(b"theirs")
+    assert state.epoch_of(b"theirs") == b"term-2"

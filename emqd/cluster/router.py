@@ -482,6 +482,11 @@ class ClusterRouter:
                                      self if front else None, session.name or b"")
         return link
 
+    def peers(self) -> list[bytes]:
+        """EMQ.FRONTS: this front's address, then the other live fronts'."""
+        here = self.front.address
+        return [here, *sorted(address for address in self.front.fronts.live if address != here)]
+
     def forget(self, session: Session) -> None:
         """The client left: its links to other fronts close (and the owners known, which
         only open links use, are trimmed once they are many)."""

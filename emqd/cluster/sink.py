@@ -67,7 +67,7 @@ from emqd.commit.plan import Op, Plan, Shape
 from emqd.commit.sink import Sink
 from emqd.errors import ReplyError
 from emqd.persist.records import append_command
-from emqd.persist.rewrite import ITEMS_PER_COMMAND, append_value, items_of
+from emqd.persist.values import append_deletes, append_stored
 
 log = logging.getLogger("emqd")
 
@@ -169,14 +169,9 @@ def restore_ops(names: list[bytes], held: list[tuple[bytes, Any]]) -> tuple[byte
     values (HSET, ZADD). The cluster sink's write-back, and a migration's writing."""
     doomed = list(dict.fromkeys([*names, *(key for key, _ in held)]))
     out: list[bytes] = []
-    count = 0
-    for start in range(0, len(doomed), ITEMS_PER_COMMAND):
-        chunk = doomed[start:start + ITEMS_PER_COMMAND]
-        append_command([b"DEL", *chunk], out, counted=True)
-        count += 2 + len(chunk)
+    count = append_deletes(doomed, out, counted=True)
     for key, value in held:
-        is_zset, items = items_of(value, copy=False)
-        count += append_value(key, is_zset, list(items.items()), out, counted=True)
+        count += append_stored(key, value, out, counted=True)
     return b"".join(out), count
 
 

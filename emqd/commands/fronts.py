@@ -48,11 +48,10 @@ def owner(session: Session, argv: list[bytes]) -> Any:
 
 
 def fronts(session: Session, argv: list[bytes]) -> Any:
-    front = getattr(session.core.router, "front", None)  # cluster mode's (emqd/cluster/front.py)
-    if front is None:
+    router = session.core.router
+    if router is None:
         return [session.laddr.encode() or front_address(session.core.config)]
-    here: bytes = front.address
-    return [here, *sorted(address for address in front.fronts.live if address != here)]
+    return router.peers()
 
 
 def front(session: Session, argv: list[bytes]) -> Any:

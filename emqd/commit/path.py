@@ -31,14 +31,15 @@ A sink that loses single records for good (`sink.fallible`: a remote store
 that refused them, or never acknowledged them) settles its records out of
 order and names the lost ones (`take_failed`). The rule, here and nowhere
 else: every output names the record it tells of (`own`: a write's reply its
-write's record; in cluster mode any reply about a queue the newest record of
-that queue, whatever woke it: a parked CLAIM, an EMQ.WAIT, an EXEC; a queue
-event its plan's record). It leaves only once that record is settled, and
-if the record was lost, what its sender gave for that case goes instead (a
-retryable error for a reply) or nothing (a Pub/Sub message). A remote sink
-keeps each queue's records in order and loses a queue's records from the
-first lost one on, so the newest record of a queue stands for every earlier
-one: nothing leaves that tells of a write the sink lost.
+write's record; a reply the router ties to a queue (`Session.tells`) the
+newest record of that queue, whatever woke it: a parked CLAIM, an EMQ.WAIT,
+an EXEC; a queue event its plan's record). It leaves only once that record is
+settled, and if the record was lost, what its sender gave for that case goes
+instead (a retryable error for a reply) or nothing (a Pub/Sub message). A
+fallible sink keeps each queue's records in order and loses a queue's records
+from the first lost one on (cluster mode's: emqd/cluster/sink.py), so the
+newest record of a queue stands for every earlier one: nothing leaves that
+tells of a write the sink lost.
 
 The commit path knows outlets (`Outlet`: what a connection is to it), never
 sessions or sockets, and the sink knows records and offsets, never outlets.
@@ -193,8 +194,8 @@ class Commit:
         now (`write_now`, a write(2) under `everysec`) rather than at the end of the
         loop iteration; a queue event is not eager, so that a subscriber costs a
         pipeline of verbs no more system calls than it made without one.
-        `own`: the record the data tells of (a write's reply, an event, a reply about a
-        queue in cluster mode), if any; should a fallible sink lose it, `instead` goes
+        `own`: the record the data tells of (a write's reply, an event, a reply the router
+        tied to its queue), if any; should a fallible sink lose it, `instead` goes
         out in its place (None: nothing). See the module's docstring.
         """
         if not self.keeps:

@@ -118,12 +118,13 @@ AGAIN: Final = Again()
 
 
 class Later:
-    """A reply that another process gives (cluster mode: the queue's owner front, or the
-    cluster itself): `future` is an asyncio future whose result is the reply value
+    """A reply given later, by another process a router sent the request to
+    (emqd/core.py `Router`; cluster mode's: the queue's owner front, or the cluster
+    itself): `future` is an asyncio future whose result is the reply value
     (bytes already encoded come as `reply.Raw`). The client's requests behind it wait,
     as they do behind a parked one, so its replies stay in order; but when it was
     `sent` on already (its queue's owner known), the next request sent on the same way
-    goes too, and only the replies wait (a pipeline through a front stays one; such a
+    goes too, and only the replies wait (a pipeline through a router stays one; such a
     reply is never AGAIN). Sans-IO here: only the connection (wire/protocol.py) waits on
     the future."""
 

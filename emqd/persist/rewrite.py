@@ -28,18 +28,13 @@ from itertools import islice
 from typing import Any
 
 from emqd.commit.plan import Op
-from emqd.persist.records import append_command, runs
-from emqd.store import hash as hashes
+from emqd.persist.records import runs
+from emqd.persist.values import ITEMS_PER_COMMAND, append_value, items_of
 from emqd.store.keyspace import Keyspace
-from emqd.store.zset import ZSet
 
 log = logging.getLogger("emqd")
 
-ITEMS_PER_COMMAND = 512  # fields or members per HSET / ZADD of the new file
 SLICE_ITEMS = 4_000  # fields or members written per slice (a few ms) before the loop gets a turn
-
-_HSET = b"HSET"
-_ZADD = b"ZADD"
 
 
 class Rewrite:
@@ -217,62 +212,3 @@ class Rewrite:
             pass
         if not self._syncing:
             os.close(self.fd)
-
-
-def items_of(value: Any, copy: bool) -> tuple[bool, Mapping[Any, Any]]:
-    """(is_zset, field -> value or member -> score) of a stored value.
-
-    A small hash (a Row) and a small sorted set (a listpack) are bytes, never
-    changed in place: their pairs never change under the snapshot. A BigHash
-    or a ZSet is changed in place by later plans, so `copy` takes a copy of it
-    before that happens.
-    """
-    if type(value) is bytes:
-        if hashes.is_row(value):
-            return False, hashes.as_dict(value)
-        return True, _Scores(ZSet(value))
-    if type(value) is ZSet:
-        scores = _Scores(value)
-        return True, dict(scores) if copy else scores
-    return False, dict(value) if copy else value
-
-
-class _Scores(Mapping[Any, Any]):
-    """A live sorted set seen as member -> score, without copying it."""
-
-    def __init__(self, zset: ZSet) -> None:
-        self.zset = zset
-
-    def __getitem__(self, member: bytes) -> float:
-        score = self.zset.score(member)
-        if score is None:
-            raise KeyError(member)
-        return score
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.zset.keys)
-
-    def __len__(self) -> int:
-        return len(self.zset)
-
-
-def append_value(key: bytes, is_zset: bool, items: list[Any], out: list[bytes],
-                 counted: bool = False) -> int:
-    """HSET key f v ... or ZADD key s m ..., `ITEMS_PER_COMMAND` items a command
-    (`counted`: as runs of a script's arguments, the cluster sink's form); how many
-    arguments that is, each command's count included."""
-    written = 0
-    for start in range(0, len(items), ITEMS_PER_COMMAND):
-        chunk = items[start : start + ITEMS_PER_COMMAND]
-        args: list[Any] = [_ZADD if is_zset else _HSET, key]
-        if is_zset:
-            for member, score in chunk:
-                args.append(score)
-                args.append(member)
-        else:
-            for name, value in chunk:
-                args.append(name)
-                args.append(value)
-        append_command(args, out, counted)
-        written += 1 + len(args)
-    return written

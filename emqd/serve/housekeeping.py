@@ -187,9 +187,8 @@ class Housekeeping:
                 loop.call_soon(self._close, ended[done:], loop)
                 return
             queue = minute.queue
-            epochs = self.core.epochs
-            if epochs is not None and queue not in epochs:
-                continue  # cluster mode: a queue this front lost (one let go was closed first)
+            if not self.core.holds(queue):
+                continue  # a queue this process lost (one let go was closed first)
             args = minute_close.CloseArgs(queue_keys(queue), minute.minute,
                                           self.history.base_of(queue),
                                           minutes.percentiles(minute.wait),

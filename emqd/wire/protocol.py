@@ -123,9 +123,10 @@ class Connection(asyncio.Protocol, Outlet):
         self.over_soft_since_ms = 0  # client-output-buffer-limit normal's soft clock
         self.streaming: Iterator[bytes] | None = None  # the chunks left of a big reply
         self.close_when_released = False  # QUIT's reply is held: close once it left
-        # Replies other processes give, in the order of their requests (cluster mode): the
-        # head's request may wait at the head of `pending` (AGAIN: run it here), those
-        # behind it were sent on already (`Later.sent`) and only their replies wait.
+        # Replies given later (a router's `Later`: another process's), in the order of
+        # their requests: the head's request may wait at the head of `pending` (AGAIN:
+        # run it here), those behind it were sent on already (`Later.sent`) and only
+        # their replies wait.
         self.awaiting: deque[Later] = deque()
 
     # --- asyncio callbacks -----------------------------------------------------
@@ -256,7 +257,8 @@ class Connection(asyncio.Protocol, Outlet):
             data = encode(reply, session.resp)
             if fallible and session.tells > self.hub.commit.sink.durable:
                 # A reply that tells of a record a sink may still lose: on its own, so that
-                # a lost record is answered with a retryable error instead (commit.py).
+                # a lost record is answered with a retryable error instead
+                # (emqd/commit/path.py, the rule).
                 self._write(out)
                 out, size = [], 0
                 self._reply(data)
@@ -331,8 +333,8 @@ class Connection(asyncio.Protocol, Outlet):
             commit.flush()  # QUIT: the socket closes right after this write
 
     def _reply(self, data: bytes) -> None:
-        """A reply that tells of `session.tells` (its own write, or in cluster mode its
-        queue's writes so far): it waits for that record, and a retryable error goes
+        """A reply that tells of `session.tells` (its own write, or, as the router set it,
+        its queue's writes so far): it waits for that record, and a retryable error goes
         in its place if the sink lost it (emqd/commit/path.py, the rule)."""
         tells = self.session.tells
         self.send(data, tells, own=tells, instead=_UNACKNOWLEDGED)
@@ -406,7 +408,7 @@ class Connection(asyncio.Protocol, Outlet):
         self.streaming = None
         return True
 
-    # --- replies another process gives (cluster mode) -------------------------------
+    # --- replies given later (a router's `Later`) ------------------------------------
     def _await(self, later: Later) -> None:
         """Stop this client's requests until `later`'s reply comes (and those of the ones
         sent on before it), then write them in order and go on."""
@@ -483,8 +485,8 @@ class Connection(asyncio.Protocol, Outlet):
 
         Its answer tells of what another client wrote (an EMQ.WAIT woken by a
         COMPLETE, a CLAIM woken by an ADD), so it waits for every record appended
-        so far, not only for this client's own (in cluster mode the router narrows
-        that to the newest record of its queue), and goes like any reply that tells
+        so far, not only for this client's own (a router may narrow that to the
+        newest record of its queue), and goes like any reply that tells
         of a record: a retryable error in its place if that record is lost."""
         if self.parked is None or self.closed:
             return True
@@ -498,7 +500,7 @@ class Connection(asyncio.Protocol, Outlet):
         if type(reply) is Block:
             self._arm_wake(reply.wake_at_ms)
             return False
-        if type(reply) is Later:  # cluster mode: its queue is not here any more
+        if type(reply) is Later:  # the router sends it elsewhere now (its queue left)
             self._unpark()
             if reply.sent:
                 self.pending.popleft()  # sent on: only its reply is awaited

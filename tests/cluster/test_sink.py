@@ -17,7 +17,7 @@ from emqd.cluster.nodes import NodeError, Topology
 from emqd.cluster.sink import RECHECK_MS, Batch, ClusterSink, QueueLog
 from emqd.commit.plan import Plan, Shape, Slot
 from emqd.persist.records import text
-from emqd.persist.rewrite import items_of
+from emqd.persist.values import items_of
 from emqd.store.keyspace import Keyspace
 from emqd.verbs import add
 

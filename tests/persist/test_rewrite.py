@@ -13,6 +13,7 @@ from emqd.commit.plan import Plan
 from emqd.config import Config
 from emqd.core import Core
 from emqd.persist import rewrite as rewrite_module
+from emqd.persist import values as values_module
 from emqd.persist.aof import TEMP_SUFFIX, AppendOnlyFile, open_log
 from emqd.serve.lifecycle import Server
 from emqd.store.keyspace import Keyspace
@@ -65,7 +66,8 @@ def fill(state: Core) -> None:
 @pytest.fixture(autouse=True)
 def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rewrite_module, "SLICE_ITEMS", 97)
-    monkeypatch.setattr(rewrite_module, "ITEMS_PER_COMMAND", 41)
+    monkeypatch.setattr(rewrite_module, "ITEMS_PER_COMMAND", 41)  # its slices' whole commands
+    monkeypatch.setattr(values_module, "ITEMS_PER_COMMAND", 41)  # the commands themselves
 
 
 async def test_the_new_file_is_the_shortest_commands_for_the_keyspace(tmp_path: Path) -> None:
