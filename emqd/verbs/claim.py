@@ -177,7 +177,16 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
     taken, jobs, corrupt = _walk(view, keys, members, want)
     if len(jobs) == 1 and len(taken) == 1 and window is None:
         return _one(args, view, jobs[0], now_ms, deadline, run_id)
-    removed = [(b"ZREM", keys.pending, *taken)] if taken else []
+    return general(args, view, (taken, jobs, corrupt), window, now_ms, run_id)
+
+
+def general(args: ClaimArgs, view: View, walked: Walked, window: rates.Window | None,
+            now_ms: int, run_id: bytes) -> Any:
+    """A flat queue in general, from what the walk of `pending` found (_walk): what the
+    one-job fast path (_one, the ONE and ONE_HELD Shapes) must plan alike wherever it
+    answers (tests/verbs/test_claim.py)."""
+    taken, jobs, corrupt = walked
+    removed = [(b"ZREM", args.keys.pending, *taken)] if taken else []
     cut_off = len(taken) - len(jobs) >= MAX_SKIPPED
     return _verdict(args, view, removed, jobs, corrupt, now_ms, run_id, None, window, cut_off)
 

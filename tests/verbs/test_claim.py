@@ -7,9 +7,13 @@ import time
 
 import pytest
 import redis
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from emqd import errors
 from emqd.commit.plan import Block, Plan
+from emqd.compat.numbers import MAX_TIME_MS
+from emqd.config import Config
 from emqd.reply import NULL_ARRAY
 from emqd.verbs import add, claim
 from tests.support import RawClient, encode_request
@@ -24,7 +28,16 @@ from tests.verbs.jobs import (
     snapshot,
     wire_snapshot,
 )
-from tests.verbs.planner import NOW, RUN_ID, drive, effects, hash_of, keyspace, set_field
+from tests.verbs.planner import (
+    NOW,
+    RUN_ID,
+    build,
+    drive,
+    effects,
+    hash_of,
+    keyspace,
+    set_field,
+)
 
 CORRUPT = "01"
 MAX = str(2**63 - 1)
@@ -484,3 +497,62 @@ def test_a_named_connection_is_stamped_as_the_holder_and_an_unnamed_one_pays_not
     assert plain.hget(b"emq:{held}:job:" + job_id, "holder") == b"%d" % me  # re-stamped
     named.close()
     plain.close()
+
+
+# --- the ONE Shapes against the general path they stand for ---------------------------
+_COUNTERS = st.none() | st.integers(-(2**20), 2**63 - 2)  # absent, or HINCRBY's any value
+_STAMPS = st.none() | st.integers(0, 2**50).map(str) | st.binary(max_size=6)  # or junk
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(job_id=st.binary(min_size=1, max_size=6), attempts=_COUNTERS,
+       failures=_COUNTERS.filter(lambda n: n is None or n >= -(2**20)),
+       payload=st.binary(max_size=24), trace=st.none() | st.binary(max_size=12),
+       ready=_STAMPS, created=_STAMPS, floor=st.none() | st.integers(0, 2**63 - 1),
+       behind=st.integers(0, 3), count=st.none() | st.integers(1, 5),
+       holder=st.sampled_from([b"", b"7", b"123456"]), with_trace=st.booleans(),
+       active=st.integers(0, 2), lease=st.integers(1, 2**40), now=st.integers(0, 2**52))
+def test_the_one_shapes_plan_what_the_general_path_plans(
+        job_id: bytes, attempts: int | None, failures: int | None, payload: bytes,
+        trace: bytes | None, ready: str | bytes | None, created: str | bytes | None,
+        floor: int | None, behind: int, count: int | None, holder: bytes, with_trace: bool,
+        active: int, lease: int, now: int) -> None:
+    """CLAIM of a flat queue whose front member is a claimable row, nothing skipped, no
+    rate limit (claim._one, the ONE and ONE_HELD Shapes) against claim.general given that
+    walk, on the same keyspace: the same ops as the log holds them, reply, events and due.
+    The row's counters at any value HINCRBY takes (or absent, the floor's write when the
+    token rises above `meta.token_floor`), its wait stamps numbers, junk or absent, with
+    and without a holder, COUNT and WITHTRACE; members behind the front (ghosts here) only
+    when one job is wanted, as a COUNT above one would walk on to them."""
+    assume(now + lease <= MAX_TIME_MS)
+    if count is not None and count > 1:
+        behind = 0  # the walk would go on past the front: the general path's alone
+    fields: dict[str, object] = {"state": "pending", "payload": payload}
+    for name, value in (("attempts", attempts), ("failures", failures), ("trace", trace),
+                        ("ready_ms", ready), ("created_ms", created)):
+        if value is not None:
+            fields[name] = value
+    data: dict[bytes, object] = {
+        P + b"job:" + job_id: fields,
+        P + b"pending": [(job_id, 5), *((b"ghost%d" % i, 6 + i) for i in range(behind))],
+        P + b"meta": {"seq": 9, **({} if floor is None else {"token_floor": floor})},
+    }
+    if active:
+        data[P + b"active"] = [(b"held%d" % i, NOW + i) for i in range(active)]
+    space = build(data)
+    argv = [b"emq.claim", b"q", b"%d" % lease]
+    argv += ([] if count is None else [b"COUNT", b"%d" % count])
+    argv += [b"WITHTRACE"] if with_trace else []
+    args = claim.with_holder(claim.parse(argv, Config()), holder)
+    fast = claim.plan(args, space, now, RUN_ID)
+    row = space.hash(P + b"job:" + job_id)
+    assert row is not None
+    token = claim.judge(row)
+    assert isinstance(token, int)  # the front is claimable: the walk takes it alone
+    floor_rises = token > 1 and token > (floor or 0)
+    assert isinstance(fast, Plan)
+    assert fast.shape is (None if floor_rises else claim.ONE_HELD if holder else claim.ONE)
+    general = claim.general(args, space, ([job_id], [(job_id, row, token)], []), None, now,
+                            RUN_ID)
+    assert effects(fast) == effects(general)
+    assert (fast.events, fast.due) == (general.events, general.due)
