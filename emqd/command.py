@@ -14,9 +14,15 @@ from types import ModuleType
 from typing import Any
 
 from emqd import clock
+from emqd.commit.plan import Block, Plan
 from emqd.core import Session
+from emqd.reply import Reply
 
-Handler = Callable[[Session, list[bytes]], Any]
+# What a handler returns: a plain reply when it only read, a Plan when it writes, a
+# Block when its client must wait (emqd/commit/plan.py). Plan first: mypyc checks a
+# union's members in order, and the hot verbs return plans.
+HandlerResult = Plan | Block | Reply
+Handler = Callable[[Session, list[bytes]], HandlerResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,9 @@ def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: s
     plan = verb.plan
     with_holder = getattr(verb, "with_holder", None)
 
+    # The handlers return Any, not HandlerResult: `plan` is a module's attribute, so its
+    # result is Any, and a compiled function declared to return a union would check
+    # that value against each of the union's types on every call of a verb.
     if with_holder is None:
         def handler(session: Session, argv: list[bytes]) -> Any:
             core = session.core

@@ -34,20 +34,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any
 
 from emqd import errors
 from emqd.cluster.names import front_address
 from emqd.command import command
 from emqd.core import Session
 from emqd.errors import Refusal
+from emqd.reply import Reply
 
 
-def owner(session: Session, argv: list[bytes]) -> Any:
+def owner(session: Session, argv: list[bytes]) -> Reply:
     return front_address(session.core.config)
 
 
-def fronts(session: Session, argv: list[bytes]) -> Any:
+def fronts(session: Session, argv: list[bytes]) -> Reply:
     front = getattr(session.core.router, "front", None)  # cluster mode's (emqd/cluster/front.py)
     if front is None:
         return [session.laddr.encode() or front_address(session.core.config)]
@@ -55,7 +55,7 @@ def fronts(session: Session, argv: list[bytes]) -> Any:
     return [here, *sorted(address for address in front.fronts.live if address != here)]
 
 
-def front(session: Session, argv: list[bytes]) -> Any:
+def front(session: Session, argv: list[bytes]) -> Reply:
     config = session.core.config
     if len(argv) == 2 and argv[1].upper() == b"CHALLENGE":
         session.challenge = secrets.token_hex(16).encode()
