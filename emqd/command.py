@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
-from emqd import clock
+from emqd import clock, errors
 from emqd.commit.plan import Block, Plan
 from emqd.core import Session
 from emqd.reply import Reply
@@ -59,6 +59,15 @@ def command(
 ) -> Command:
     """A table row from a space-separated flag string, to keep tables readable."""
     return Command(name, arity, frozenset(flags.split()), handler, keys, group, summary)
+
+
+def container(name: str, flags: str, group: str, summary: str) -> Command:
+    """A container's row (CLIENT, CONFIG, ...): the dispatcher runs the row of its
+    subcommand (dispatch.lookup), never this one's handler, which answers as Redis does an
+    unknown subcommand should it ever be reached."""
+    def handler(session: Session, argv: list[bytes]) -> NoReturn:
+        raise errors.unknown_subcommand(argv[1] if len(argv) > 1 else b"", name)
+    return command(name, -2, flags, handler, group=group, summary=summary)
 
 
 def holder_of(session: Session) -> bytes:

@@ -12,7 +12,7 @@ import hmac
 from typing import Final
 
 from emqd import clock, errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.compat.numbers import parse_int
 from emqd.core import Session
@@ -267,8 +267,8 @@ COMMANDS: Final = [
             group=_CONN, summary="Authenticates the connection."),
     command("hello", -1, "noscript loading stale fast no_auth sentinel allow_busy", hello,
             group=_CONN, summary="Handshakes with the Redis server."),
-    command("client", -2, "sentinel", None, group=_CONN,  # type: ignore[arg-type]
-            summary="A container for client connection commands."),
+    container("client", "sentinel", _CONN,
+              "A container for client connection commands."),
 ]
 
 SUBCOMMANDS: Final = {

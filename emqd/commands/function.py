@@ -12,7 +12,7 @@ after Redis's own checks of the arguments. Replies and errors are Redis's.
 from __future__ import annotations
 
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.core import Session
 from emqd.reply import Reply
@@ -111,8 +111,8 @@ def fcall(session: Session, argv: list[bytes]) -> Reply:
 
 _GROUP = "scripting"
 COMMANDS = [
-    command("function", -2, "", None, group=_GROUP,  # type: ignore[arg-type]
-            summary="A container for function commands"),
+    container("function", "", _GROUP,
+              "A container for function commands"),
     command("fcall", -3, "noscript stale skip_monitor no_mandatory_keys movablekeys", fcall,
             group=_GROUP, summary="Invoke a function"),
     command("fcall_ro", -3, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys",

@@ -18,7 +18,7 @@ import random
 from itertools import islice
 
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.commit.plan import Plan, removal
 from emqd.compat.glob import compile_pattern
@@ -165,8 +165,8 @@ COMMANDS = [
             summary="Removes all keys from the current database."),
     command("flushall", -1, "write", flush, group="server",
             summary="Removes all keys from all databases."),
-    command("object", -2, "", None, group=_KEYS,  # type: ignore[arg-type]
-            summary="A container for object introspection commands."),
+    container("object", "", _KEYS,
+              "A container for object introspection commands."),
 ]
 
 SUBCOMMANDS = {

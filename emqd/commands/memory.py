@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.compat.numbers import parse_int
 from emqd.core import Core, Session
@@ -201,8 +201,8 @@ def memory_help(session: Session, argv: list[bytes]) -> Reply:
 
 _SRV = "server"
 COMMANDS = [
-    command("memory", -2, "", None, group=_SRV,  # type: ignore[arg-type]
-            summary="A container for memory diagnostics commands"),
+    container("memory", "", _SRV,
+              "A container for memory diagnostics commands"),
 ]
 
 SUBCOMMANDS = {  # in Redis 7.0's order (COMMAND INFO lists them so)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from emqd import errors
-from emqd.command import Command, command
+from emqd.command import Command, command, container
 from emqd.core import Session
 from emqd.errors import ReplyError
 from emqd.reply import Raw, Reply
@@ -143,8 +143,8 @@ COMMANDS = [
             summary="Stop listening for messages posted to channels matching the given patterns"),
     command("publish", 3, "pubsub loading stale fast", publish, group=_PS,
             summary="Post a message to a channel"),
-    command("pubsub", -2, "", None, group=_PS,  # type: ignore[arg-type]
-            summary="A container for Pub/Sub commands"),
+    container("pubsub", "", _PS,
+              "A container for Pub/Sub commands"),
 ]
 
 SUBCOMMANDS = {

@@ -12,7 +12,7 @@ configuration, so REWRITE answers Redis's error for a server without a file.
 from __future__ import annotations
 
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.commands.parameters import BY_NAME, PARAMETERS, BadValue, Changes, Parameter
 from emqd.compat.glob import compile_pattern
@@ -90,8 +90,8 @@ def config_help(session: Session, argv: list[bytes]) -> Reply:
 
 _SRV = "server"
 COMMANDS = [
-    command("config", -2, "", None, group=_SRV,  # type: ignore[arg-type]
-            summary="A container for server configuration commands."),
+    container("config", "", _SRV,
+              "A container for server configuration commands."),
 ]
 
 _ADMIN = "admin noscript loading stale"

@@ -43,7 +43,7 @@ from emqd.compat.numbers import (
 )
 from emqd.core import Session
 from emqd.reply import SCORED, STREAM_MIN, Reply, Stream, array
-from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
+from emqd.store.zset import MINUS_INF, PLUS_INF, LexBound, LexRange, ZSet, members_of
 
 
 def _zset(session: Session, key: bytes) -> ZSet | None:
@@ -72,7 +72,7 @@ def _score_range(low: bytes, high: bytes) -> tuple[float, float, bool, bool]:
     return lo[0], hi[0], lo[1], hi[1]
 
 
-def _lex_bound(arg: bytes) -> tuple[object, bool] | None:
+def _lex_bound(arg: bytes) -> tuple[LexBound, bool] | None:
     """zslParseLexRangeItem: `-`, `+`, `(member` or `[member`."""
     head = arg[:1]
     if head == b"-" or head == b"+":
@@ -215,10 +215,12 @@ def zcard(session: Session, argv: list[bytes]) -> Reply:
 
 def _rank(session: Session, argv: list[bytes], reverse: bool) -> Reply:
     zset = _zset(session, argv[1])
-    rank = None if zset is None else zset.rank(argv[2])
+    if zset is None:
+        return None
+    rank = zset.rank(argv[2])
     if rank is None:
         return None
-    return len(zset) - 1 - rank if reverse else rank  # type: ignore[arg-type]
+    return len(zset) - 1 - rank if reverse else rank
 
 
 def zrank(session: Session, argv: list[bytes]) -> Reply:
@@ -593,7 +595,9 @@ def zscan(session: Session, argv: list[bytes]) -> Reply:
     items: list[bytes] = []
     for member in members:
         if pattern is None or pattern(member):
-            items += (member, text(zset.score(member)))  # type: ignore[arg-type]
+            score = zset.score(member)
+            assert score is not None  # a member of the set
+            items += (member, text(score))
     return [b"%d" % cursor, items]
 
 
