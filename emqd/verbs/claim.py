@@ -217,8 +217,8 @@ def _walk(view: View, keys: QueueKeys, members: Iterator[bytes], want: int) -> W
         row = view.hash(keys.job(member))
         if row is not None:
             token = judge(row)
-            if type(token) is not bytes:
-                jobs.append((member, row, token))  # type: ignore[arg-type]
+            if isinstance(token, int):  # else the text of what is wrong with the row
+                jobs.append((member, row, token))
                 if len(jobs) == want:
                     break
                 continue
