@@ -145,7 +145,7 @@ def parse(argv: list[bytes], config: Config) -> ClaimArgs:
     return args
 
 
-def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Plan | Block:
     keys = args.keys
     deadline = now_ms + args.lease_ms
     if deadline > MAX_TIME_MS:
@@ -183,7 +183,7 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
 
 
 def round_robin(args: ClaimArgs, view: View, want: int, window: rates.Window | None,
-                now_ms: int, run_id: bytes) -> Any:
+                now_ms: int, run_id: bytes) -> Plan | Block:
     """A queue with a ring, in general: lanes.serve's turns and lanes.settle's moves. What
     the lanes' fast path (lanes.serve_one, _lane_one) must plan alike where it answers
     (tests/verbs/test_lanes_fast.py)."""
@@ -257,7 +257,7 @@ def _claimed(args: ClaimArgs, job_id: bytes, row: Hash, token: bytes,
 
 
 def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, deadline: int,
-         run_id: bytes) -> Any:
+         run_id: bytes) -> Plan:
     """The fast path: one flat job, nothing skipped, from a template."""
     keys = args.keys
     job_id, row, number = found
@@ -291,7 +291,7 @@ def _raise_floor(view: View, keys: QueueKeys, token: int, ops: list[Op],
 
 
 def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline: int,
-              run_id: bytes) -> Any:
+              run_id: bytes) -> Plan:
     """The lanes' fast path: one job from the ring's head lane, from a template."""
     keys = args.keys
     job_id, group = turn.job_id, turn.group
@@ -316,7 +316,7 @@ def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline:
 
 def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],
              now: int, run_id: bytes, ledger: lanes.Ledger | None,
-             window: rates.Window | None, cut_off: bool) -> Any:
+             window: rates.Window | None, cut_off: bool) -> Plan | Block:
     keys = args.keys
     ops = list(removed)
     replies = []
@@ -374,7 +374,8 @@ def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[An
 
 
 def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any] | None = None,
-            due: tuple[Due, ...] = (), wake_at: int | None = None, cut_off: bool = False) -> Any:
+            due: tuple[Due, ...] = (), wake_at: int | None = None,
+            cut_off: bool = False) -> Plan | Block:
     """The reply (or the park), with the plan of what was claimed and skipped.
 
     `wake_at`: the queue's rate limit holds the claim until then (a parked
