@@ -11,12 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
-from emqd import clock
+from emqd import clock, errors
+from emqd.commit.plan import Block, Plan
 from emqd.core import Session
+from emqd.reply import Reply
 
-Handler = Callable[[Session, list[bytes]], Any]
+# What a handler returns: a plain reply when it only read, a Plan when it writes, a
+# Block when its client must wait (emqd/commit/plan.py). Plan first: mypyc checks a
+# union's members in order, and the hot verbs return plans.
+HandlerResult = Plan | Block | Reply
+Handler = Callable[[Session, list[bytes]], HandlerResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,15 @@ def command(
     return Command(name, arity, frozenset(flags.split()), handler, keys, group, summary)
 
 
+def container(name: str, flags: str, group: str, summary: str) -> Command:
+    """A container's row (CLIENT, CONFIG, ...): the dispatcher runs the row of its
+    subcommand (dispatch.lookup), never this one's handler, which answers as Redis does an
+    unknown subcommand should it ever be reached."""
+    def handler(session: Session, argv: list[bytes]) -> NoReturn:
+        raise errors.unknown_subcommand(argv[1] if len(argv) > 1 else b"", name)
+    return command(name, -2, flags, handler, group=group, summary=summary)
+
+
 def holder_of(session: Session) -> bytes:
     """What CLAIM and EXTEND stamp as a lease's `holder` (their `with_holder`): a named
     connection's id (a worker names itself, emqd/client/worker_name.py), nothing for an unnamed
@@ -69,6 +84,9 @@ def verb_command(name: str, arity: int, flags: str, verb: ModuleType, summary: s
     plan = verb.plan
     with_holder = getattr(verb, "with_holder", None)
 
+    # The handlers return Any, not HandlerResult: `plan` is a module's attribute, so its
+    # result is Any, and a compiled function declared to return a union would check
+    # that value against each of the union's types on every call of a verb.
     if with_holder is None:
         def handler(session: Session, argv: list[bytes]) -> Any:
             core = session.core

@@ -16,7 +16,8 @@ before EXEC marks an open transaction, so its EXEC answers EXECABORT.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 from emqd import errors
 from emqd.command import Command, command
@@ -124,7 +125,7 @@ def _build_subtables() -> dict[bytes, dict[bytes, Command]]:
 
 
 # --- MULTI / EXEC / DISCARD: the dispatcher's own, as they run other commands --
-def _multi(session: Session, argv: list[bytes]) -> Any:
+def _multi(session: Session, argv: list[bytes]) -> str:
     if session.multi is not None:
         raise errors.MULTI_NESTED()
     session.multi = []
@@ -132,7 +133,7 @@ def _multi(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def _exec(session: Session, argv: list[bytes]) -> Any:
+def _exec(session: Session, argv: list[bytes]) -> list[Any] | Raw:
     queued = session.multi
     if queued is None:
         raise errors.EXEC_WITHOUT_MULTI()
@@ -148,7 +149,8 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
     commit.begin_batch()
     try:
         for request in queued:
-            replies.append(_run(session, lookup(request), request))  # type: ignore[arg-type]
+            row = cast(Command, lookup(request))  # a request is queued once its row is found
+            replies.append(_run(session, row, request))
             protocols.append(session.resp)
     finally:
         mark = commit.end_batch()
@@ -163,7 +165,7 @@ def _exec(session: Session, argv: list[bytes]) -> Any:
     return replies
 
 
-def _discard(session: Session, argv: list[bytes]) -> Any:
+def _discard(session: Session, argv: list[bytes]) -> str:
     if session.multi is None:
         raise errors.DISCARD_WITHOUT_MULTI()
     session.multi = None
@@ -337,7 +339,10 @@ def _commit(session: Session, plan: Plan) -> None:
 
 def _run(session: Session, row: Command, argv: list[bytes]) -> Any:
     try:
-        result = row.handler(session, argv)
+        # Called as returning Any: the result's type is tested below, once; called as a
+        # Handler (a union), compiled code would check it against the union first.
+        handler: Callable[[Session, list[bytes]], Any] = row.handler
+        result = handler(session, argv)
         kind = type(result)
         if kind is Plan:
             plan: Plan = result  # typed: compiled code reads its fields natively

@@ -5,13 +5,16 @@ integer, `str` a simple string (`OK`), `float` a double, `None` a null bulk,
 `list` an array, `dict` a map (a flat array under RESP2, as HGETALL does),
 `ReplyError` an error. The few RESP shapes that need more are the classes
 here. The codec in `wire/resp.py` is the only place that turns them into bytes.
+`Reply` is the union of them all, what a command handler answers with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
+
+from emqd.errors import ReplyError
 
 
 class _NullArray:
@@ -70,6 +73,12 @@ class Stream:
     items: Iterable[object]
     count: int
     form: int = BULKS
+
+
+# What a command replies with. An array's items and a map's entries are replies too,
+# but list and dict are invariant: `list[Any]` lets a handler answer a `list[bytes]`.
+Reply = (bytes | int | float | str | None | list[Any] | tuple[Any, ...] | dict[Any, Any]
+         | ReplyError | _NullArray | Verbatim | Set | Raw | Stream)
 
 
 def array(items: list[bytes]) -> list[bytes] | Stream:

@@ -23,7 +23,7 @@ import ssl
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -109,7 +109,7 @@ class Replies(asyncio.Protocol):
         self.lost: BaseException | None = None  # redis-py's ConnectionError, mostly
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream's: it can write
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -212,8 +212,10 @@ class Connection:
         if protocol.lost is not None:
             future.set_exception(protocol.lost)
             return future
+        transport = protocol.transport
+        assert transport is not None  # connected (open() returns once it is)
         protocol.waiting.append((future, len(requests), []))
-        protocol.transport.write(b"".join(requests))  # type: ignore[union-attr]
+        transport.write(b"".join(requests))
         return future
 
     def close(self) -> None:

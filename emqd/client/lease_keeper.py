@@ -54,6 +54,8 @@ class Keeper:
 
     def __init__(self, proc: subprocess.Popen[bytes], endpoint: dict[str, Any]) -> None:
         self.proc = proc
+        assert proc.stdin is not None  # started with stdin=PIPE
+        self.stdin = proc.stdin  # the pipe of beats
         self.ids: list[int] = []
         self.endpoint = endpoint
 
@@ -91,15 +93,15 @@ class Keeper:
 
     def _write(self, line: bytes) -> None:
         try:
-            self.proc.stdin.write(line)  # type: ignore[union-attr]
-            self.proc.stdin.flush()  # type: ignore[union-attr]
+            self.stdin.write(line)
+            self.stdin.flush()
         except OSError:
             pass  # the keeper is gone: the worker goes on without it
 
     def close(self) -> None:
         """The worker is done: closing the pipe ends the keeper."""
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.stdin.close()
         except OSError:
             pass
         try:

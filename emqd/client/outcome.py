@@ -15,12 +15,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from emqd.client.commands import FailVerdict, Job
 from emqd.client.errors import Discard, Retry, Snooze
 
 TIMEOUT_ERROR = "timeout"
+
+
+class Settles(Protocol):
+    """What a settlement is sent through: the Worker's link (client/link.py), or a test's
+    fake queue; each method returns a future or a coroutine, not yet awaited."""
+
+    def complete(self, job: Job, result: Any = None) -> Awaitable[None]: ...
+
+    def fail(self, job: Job, error: str | None = None, *, max_attempts: int | None = None,
+             backoff_ms: int | None = None) -> Awaitable[FailVerdict]: ...
+
+    def requeue(self, job: Job, delay_ms: int | None = None) -> Awaitable[None]: ...
 
 
 # Each settlement's `send` returns what the queue's (or the Worker's link's) method
@@ -30,8 +42,8 @@ TIMEOUT_ERROR = "timeout"
 class Complete:
     result: Any = None
 
-    def send(self, queue: Any, job: Job) -> Awaitable[None]:
-        return queue.complete(job, self.result)  # type: ignore[no-any-return]
+    def send(self, queue: Settles, job: Job) -> Awaitable[None]:
+        return queue.complete(job, self.result)
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,8 @@ class Fail:
     backoff_ms: int | None = None
     cause: BaseException | None = field(default=None, compare=False, repr=False)
 
-    def send(self, queue: Any, job: Job) -> Awaitable[FailVerdict]:
-        return queue.fail(job, self.error, max_attempts=self.max_attempts,  # type: ignore[no-any-return]
+    def send(self, queue: Settles, job: Job) -> Awaitable[FailVerdict]:
+        return queue.fail(job, self.error, max_attempts=self.max_attempts,
                           backoff_ms=self.backoff_ms)
 
 
@@ -55,10 +67,10 @@ class Requeue:
 
     delay_ms: int | None = None
 
-    def send(self, queue: Any, job: Job) -> Awaitable[None]:
+    def send(self, queue: Settles, job: Job) -> Awaitable[None]:
         if self.delay_ms is None:
-            return queue.requeue(job)  # type: ignore[no-any-return]
-        return queue.requeue(job, delay_ms=self.delay_ms)  # type: ignore[no-any-return]
+            return queue.requeue(job)
+        return queue.requeue(job, delay_ms=self.delay_ms)
 
 
 Settlement = Complete | Fail | Requeue

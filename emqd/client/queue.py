@@ -188,11 +188,13 @@ class Queue:
                 if isinstance(batch, Retried):
                     _raise_not_now(replies)
             except (*TRANSPORT_ERRORS, *NOT_NOW) as error:
-                delay = patience.retry_in(error) if isinstance(batch, Retried) else None
+                if not isinstance(batch, Retried):  # only a Retried batch is sent again
+                    raise
+                delay = patience.retry_in(error)
                 if delay is None:
                     raise
                 await asyncio.sleep(delay)
-                batch = batch.again()  # type: ignore[attr-defined]
+                batch = batch.again()
             else:
                 self.outage.answered()
                 return replies
@@ -366,11 +368,13 @@ class SyncQueue:
                 if isinstance(batch, Retried):
                     _raise_not_now(replies)
             except (*TRANSPORT_ERRORS, *NOT_NOW) as error:
-                delay = patience.retry_in(error) if isinstance(batch, Retried) else None
+                if not isinstance(batch, Retried):  # only a Retried batch is sent again
+                    raise
+                delay = patience.retry_in(error)
                 if delay is None:
                     raise
                 time.sleep(delay)
-                batch = batch.again()  # type: ignore[attr-defined]
+                batch = batch.again()
             else:
                 self.outage.answered()
                 return replies

@@ -359,21 +359,33 @@ class Worker:
         if self._threads is not None:
             self._threads.submit(run)
         else:
-            run.task = task = self._loop.create_task(  # type: ignore[union-attr]
+            run.task = task = self._live_loop.create_task(
                 self.handler(job), context=run.context)
             task.add_done_callback(functools.partial(self._handler_done, run))
         if self.timeout_ms is not None:
-            run.timer = self._loop.call_later(  # type: ignore[union-attr]
+            run.timer = self._live_loop.call_later(
                 self.timeout_ms / 1000, self._time_out, run)
 
     # --- one job -------------------------------------------------------------------------
+    @property
+    def _live_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop run() runs on: a job exists only inside run()."""
+        assert self._loop is not None
+        return self._loop
+
+    @property
+    def _cancelled(self) -> set[tuple[str, str]]:
+        """The (id, token) of the runs EMQ.CANCEL ended, as run()'s reporter holds them."""
+        assert self._reporter is not None
+        return self._reporter.cancelled
+
     def _handler_done(self, run: JobRun, task: asyncio.Future[Any]) -> None:
         self._end(run, outcome.for_handler(task))  # also reads a dropped run's exception
-        self._reporter.cancelled.discard((run.job.id, run.job.token))  # type: ignore[union-attr]
+        self._cancelled.discard((run.job.id, run.job.token))
 
     def _handed_back(self, batch: list[handlers.Done]) -> None:
         """Plain handlers' results, a batch from the threads (a dropped run's is ignored)."""
-        cancelled = self._reporter.cancelled  # type: ignore[union-attr]
+        cancelled = self._cancelled
         for run, value, error in batch:
             if not run.ended:
                 self._end(run, outcome.for_return(value, error))
@@ -436,7 +448,7 @@ class Worker:
                 run.backoff = run.backoff or Backoff()
                 delay = run.backoff.next()
                 self._retrying(f"job {run.job.id}: {verb}", error, delay)
-                self._loop.call_later(  # type: ignore[union-attr]
+                self._live_loop.call_later(
                     delay, self._settle, run, settlement, deadline)
                 return
         else:
@@ -565,7 +577,7 @@ class Worker:
         """EMQ.CANCEL ended the job: stop its handler (an async one's task is cancelled; a
         plain one sees `job.cancelled`), send nothing more about it."""
         if not run.ended:
-            self._reporter.cancelled.add((run.job.id, run.job.token))  # type: ignore[union-attr]
+            self._cancelled.add((run.job.id, run.job.token))
         if self._end(run, outcome.LOST):
             self._count_cancelled(run, error)
 

@@ -9,17 +9,17 @@ on connect) and emqd answers as 7.2 does.
 from __future__ import annotations
 
 import hmac
-from typing import Any, Final
+from typing import Final
 
 from emqd import clock, errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.compat.numbers import parse_int
 from emqd.core import Session
-from emqd.reply import Verbatim
+from emqd.reply import Reply, Verbatim
 
 
-def ping(session: Session, argv: list[bytes]) -> Any:
+def ping(session: Session, argv: list[bytes]) -> Reply:
     if len(argv) > 2:
         raise errors.wrong_arity("ping")
     if session.pubsub is not None and session.resp == 2:  # subscribed mode: a 2-array
@@ -27,23 +27,23 @@ def ping(session: Session, argv: list[bytes]) -> Any:
     return argv[1] if len(argv) == 2 else "PONG"
 
 
-def echo(session: Session, argv: list[bytes]) -> Any:
+def echo(session: Session, argv: list[bytes]) -> Reply:
     return argv[1]
 
 
-def quit_(session: Session, argv: list[bytes]) -> Any:
+def quit_(session: Session, argv: list[bytes]) -> Reply:
     session.close_after_reply = True
     return "OK"
 
 
-def reset(session: Session, argv: list[bytes]) -> Any:
+def reset(session: Session, argv: list[bytes]) -> Reply:
     """Back to a fresh connection's state: RESP2, no name, no MULTI, no channels, logged out."""
     session.core.pubsub.leave(session)
     session.reset()
     return "RESET"
 
 
-def select(session: Session, argv: list[bytes]) -> Any:
+def select(session: Session, argv: list[bytes]) -> Reply:
     index = parse_int(argv[1])
     if index is None:
         raise errors.NOT_INTEGER()
@@ -71,7 +71,7 @@ def check_password(session: Session, username: bytes | None, password: bytes) ->
     raise errors.WRONGPASS()
 
 
-def auth(session: Session, argv: list[bytes]) -> Any:
+def auth(session: Session, argv: list[bytes]) -> Reply:
     if len(argv) > 3:
         raise errors.SYNTAX()
     if len(argv) == 3:
@@ -81,7 +81,7 @@ def auth(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def hello(session: Session, argv: list[bytes]) -> Any:
+def hello(session: Session, argv: list[bytes]) -> Reply:
     """HELLO [protover [AUTH username password] [SETNAME clientname]]
 
     The reply is a map in the protocol just chosen (the connection encodes
@@ -141,24 +141,24 @@ def _valid_name(name: bytes) -> bytes:
     return name
 
 
-def client_help(session: Session, argv: list[bytes]) -> Any:
+def client_help(session: Session, argv: list[bytes]) -> Reply:
     return helps.help_reply("CLIENT", helps.CLIENT)
 
 
-def client_id(session: Session, argv: list[bytes]) -> Any:
+def client_id(session: Session, argv: list[bytes]) -> Reply:
     return session.id
 
 
-def client_getname(session: Session, argv: list[bytes]) -> Any:
+def client_getname(session: Session, argv: list[bytes]) -> Reply:
     return session.name or None
 
 
-def client_setname(session: Session, argv: list[bytes]) -> Any:
+def client_setname(session: Session, argv: list[bytes]) -> Reply:
     session.name = _valid_name(argv[2])
     return "OK"
 
 
-def client_setinfo(session: Session, argv: list[bytes]) -> Any:
+def client_setinfo(session: Session, argv: list[bytes]) -> Reply:
     """CLIENT SETINFO LIB-NAME|LIB-VER value: kept for CLIENT LIST, as Redis 7.2 keeps it.
 
     Redis 7.2 (clientSetinfoCommand) reads the value as a C string: every byte
@@ -181,11 +181,11 @@ def client_setinfo(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def client_info(session: Session, argv: list[bytes]) -> Any:
+def client_info(session: Session, argv: list[bytes]) -> Reply:
     return Verbatim(client_line(session, clock.now_ms()) + b"\n")
 
 
-def client_list(session: Session, argv: list[bytes]) -> Any:
+def client_list(session: Session, argv: list[bytes]) -> Reply:
     """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...]"""
     clients = list(session.core.clients.values())
     i = 2
@@ -267,8 +267,8 @@ COMMANDS: Final = [
             group=_CONN, summary="Authenticates the connection."),
     command("hello", -1, "noscript loading stale fast no_auth sentinel allow_busy", hello,
             group=_CONN, summary="Handshakes with the Redis server."),
-    command("client", -2, "sentinel", None, group=_CONN,  # type: ignore[arg-type]
-            summary="A container for client connection commands."),
+    container("client", "sentinel", _CONN,
+              "A container for client connection commands."),
 ]
 
 SUBCOMMANDS: Final = {

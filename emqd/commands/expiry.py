@@ -11,27 +11,28 @@ times (retention, leases, schedules). docs/SERVER.md says so.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import command
 from emqd.core import Session
+from emqd.reply import Reply
 
 NO_EXPIRY: Final = -1
 NO_KEY: Final = -2
 
 
-def ttl(session: Session, argv: list[bytes]) -> Any:
+def ttl(session: Session, argv: list[bytes]) -> Reply:
     """TTL / PTTL / EXPIRETIME / PEXPIRETIME key -> -1 (it never expires) or -2 (no key)."""
     return NO_EXPIRY if argv[1] in session.core.keyspace else NO_KEY
 
 
-def persist(session: Session, argv: list[bytes]) -> Any:
+def persist(session: Session, argv: list[bytes]) -> Reply:
     """PERSIST key -> 0: no key has an expiry to remove."""
     return 0
 
 
-def expire(session: Session, argv: list[bytes]) -> Any:
+def expire(session: Session, argv: list[bytes]) -> Reply:
     """EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT: refused, nothing is written."""
     raise errors.no_expiry(argv[0].decode("latin-1"))
 

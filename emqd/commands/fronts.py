@@ -34,27 +34,27 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any
 
 from emqd import errors
 from emqd.cluster.names import front_address
 from emqd.command import command
 from emqd.core import Session
 from emqd.errors import Refusal
+from emqd.reply import Reply
 
 
-def owner(session: Session, argv: list[bytes]) -> Any:
+def owner(session: Session, argv: list[bytes]) -> Reply:
     return front_address(session.core.config)
 
 
-def fronts(session: Session, argv: list[bytes]) -> Any:
+def fronts(session: Session, argv: list[bytes]) -> Reply:
     router = session.core.router
     if router is None:
         return [session.laddr.encode() or front_address(session.core.config)]
     return router.peers()
 
 
-def front(session: Session, argv: list[bytes]) -> Any:
+def front(session: Session, argv: list[bytes]) -> Reply:
     config = session.core.config
     if len(argv) == 2 and argv[1].upper() == b"CHALLENGE":
         session.challenge = secrets.token_hex(16).encode()

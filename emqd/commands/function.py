@@ -11,12 +11,11 @@ after Redis's own checks of the arguments. Replies and errors are Redis's.
 
 from __future__ import annotations
 
-from typing import Any
-
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.core import Session
+from emqd.reply import Reply
 
 # FUNCTION DUMP of no libraries: RDB version 10 (little-endian), then the CRC64
 # of those two bytes, as Redis 7.0 writes it.
@@ -25,11 +24,11 @@ RDB_VERSION = 10
 _RESTORE_POLICIES = (b"flush", b"append", b"replace")
 
 
-def function_help(session: Session, argv: list[bytes]) -> Any:
+def function_help(session: Session, argv: list[bytes]) -> Reply:
     return helps.help_reply("FUNCTION", helps.FUNCTION)
 
 
-def function_list(session: Session, argv: list[bytes]) -> Any:
+def function_list(session: Session, argv: list[bytes]) -> Reply:
     """FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]: each option once, then nothing."""
     with_code = library_name = False
     i = 2
@@ -48,7 +47,7 @@ def function_list(session: Session, argv: list[bytes]) -> Any:
     return []
 
 
-def function_flush(session: Session, argv: list[bytes]) -> Any:
+def function_flush(session: Session, argv: list[bytes]) -> Reply:
     """FUNCTION FLUSH [ASYNC|SYNC]: there is nothing to delete, and nothing to log."""
     if len(argv) > 3:
         raise errors.subcommand_syntax(argv[1], "function")
@@ -57,18 +56,18 @@ def function_flush(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def function_stats(session: Session, argv: list[bytes]) -> Any:
+def function_stats(session: Session, argv: list[bytes]) -> Reply:
     return {
         b"running_script": None,
         b"engines": {b"LUA": {b"libraries_count": 0, b"functions_count": 0}},
     }
 
 
-def function_dump(session: Session, argv: list[bytes]) -> Any:
+def function_dump(session: Session, argv: list[bytes]) -> Reply:
     return EMPTY_DUMP
 
 
-def function_restore(session: Session, argv: list[bytes]) -> Any:
+def function_restore(session: Session, argv: list[bytes]) -> Reply:
     """FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE]: an empty dump restores nothing.
 
     A payload too short or from a newer RDB version gets Redis's refusal; one
@@ -87,7 +86,7 @@ def function_restore(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def function_load(session: Session, argv: list[bytes]) -> Any:
+def function_load(session: Session, argv: list[bytes]) -> Reply:
     """FUNCTION LOAD [REPLACE] code: Redis's option and metadata checks, then refused."""
     for option in argv[2:-1]:
         if option.lower() != b"replace":
@@ -97,23 +96,23 @@ def function_load(session: Session, argv: list[bytes]) -> Any:
     raise errors.NO_FUNCTIONS()
 
 
-def function_delete(session: Session, argv: list[bytes]) -> Any:
+def function_delete(session: Session, argv: list[bytes]) -> Reply:
     raise errors.LIBRARY_NOT_FOUND()
 
 
-def function_kill(session: Session, argv: list[bytes]) -> Any:
+def function_kill(session: Session, argv: list[bytes]) -> Reply:
     raise errors.NOTBUSY()
 
 
-def fcall(session: Session, argv: list[bytes]) -> Any:
+def fcall(session: Session, argv: list[bytes]) -> Reply:
     """FCALL / FCALL_RO function numkeys ...: Redis looks the function up first."""
     raise errors.FUNCTION_NOT_FOUND()
 
 
 _GROUP = "scripting"
 COMMANDS = [
-    command("function", -2, "", None, group=_GROUP,  # type: ignore[arg-type]
-            summary="A container for function commands"),
+    container("function", "", _GROUP,
+              "A container for function commands"),
     command("fcall", -3, "noscript stale skip_monitor no_mandatory_keys movablekeys", fcall,
             group=_GROUP, summary="Invoke a function"),
     command("fcall_ro", -3, "readonly noscript stale skip_monitor no_mandatory_keys movablekeys",

@@ -12,15 +12,13 @@ key's type).
 
 from __future__ import annotations
 
-from typing import Any
-
 from emqd import errors
 from emqd.command import command
 from emqd.commit.plan import Plan, removal
 from emqd.compat import longdouble, scan
 from emqd.compat.numbers import parse_int
 from emqd.core import Session
-from emqd.reply import PAIRS, STREAM_MIN, Stream, array
+from emqd.reply import PAIRS, STREAM_MIN, Reply, Stream, array
 from emqd.store import hash as hashes
 from emqd.store.hash import BigHash, Hash, incremented
 
@@ -34,7 +32,7 @@ def _check_pairs(argv: list[bytes], name: str) -> None:
         raise errors.wrong_arity(name)
 
 
-def hset(session: Session, argv: list[bytes]) -> Any:
+def hset(session: Session, argv: list[bytes]) -> Plan:
     """HSET key field value [field value ...] -> the number of fields created."""
     _check_pairs(argv, "hset")
     row = _row(session, argv[1])
@@ -43,14 +41,14 @@ def hset(session: Session, argv: list[bytes]) -> Any:
     return Plan([(b"HSET", *argv[1:])], created)
 
 
-def hmset(session: Session, argv: list[bytes]) -> Any:
+def hmset(session: Session, argv: list[bytes]) -> Plan:
     """HMSET key field value [field value ...] -> OK."""
     _check_pairs(argv, "hmset")
     _row(session, argv[1])  # WRONGTYPE before anything is written
     return Plan([(b"HSET", *argv[1:])], "OK")
 
 
-def hsetnx(session: Session, argv: list[bytes]) -> Any:
+def hsetnx(session: Session, argv: list[bytes]) -> Plan | int:
     """HSETNX key field value -> 1 when set, 0 when the field existed."""
     row = _row(session, argv[1])
     if row is not None and hashes.has(row, argv[2]):
@@ -58,17 +56,17 @@ def hsetnx(session: Session, argv: list[bytes]) -> Any:
     return Plan([(b"HSET", argv[1], argv[2], argv[3])], 1)
 
 
-def hget(session: Session, argv: list[bytes]) -> Any:
+def hget(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return None if row is None else hashes.get(row, argv[2])
 
 
-def hmget(session: Session, argv: list[bytes]) -> Any:
+def hmget(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return [None if row is None else hashes.get(row, name) for name in argv[2:]]
 
 
-def hgetall(session: Session, argv: list[bytes]) -> Any:
+def hgetall(session: Session, argv: list[bytes]) -> Reply:
     """A map under RESP3, a flat field/value array under RESP2; a big hash's as a Stream
     of a snapshot of its names and values (two lists of references, made in C)."""
     row = _row(session, argv[1])
@@ -77,17 +75,17 @@ def hgetall(session: Session, argv: list[bytes]) -> Any:
     return hashes.as_dict(row)
 
 
-def hkeys(session: Session, argv: list[bytes]) -> Any:
+def hkeys(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return [] if row is None else array(list(hashes.names(row)))
 
 
-def hvals(session: Session, argv: list[bytes]) -> Any:
+def hvals(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return [] if row is None else array(list(hashes.values(row)))
 
 
-def hdel(session: Session, argv: list[bytes]) -> Any:
+def hdel(session: Session, argv: list[bytes]) -> Plan | int:
     """HDEL key field [field ...] -> the number removed; the key goes with its last field."""
     row = _row(session, argv[1])
     if row is None:
@@ -95,22 +93,22 @@ def hdel(session: Session, argv: list[bytes]) -> Any:
     return removal((b"HDEL", argv[1]), hashes.field_set(row), argv[2:])
 
 
-def hexists(session: Session, argv: list[bytes]) -> Any:
+def hexists(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return int(row is not None and hashes.has(row, argv[2]))
 
 
-def hlen(session: Session, argv: list[bytes]) -> Any:
+def hlen(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return 0 if row is None else hashes.length(row)
 
 
-def hstrlen(session: Session, argv: list[bytes]) -> Any:
+def hstrlen(session: Session, argv: list[bytes]) -> Reply:
     row = _row(session, argv[1])
     return len((None if row is None else hashes.get(row, argv[2])) or b"")
 
 
-def hincrby(session: Session, argv: list[bytes]) -> Any:
+def hincrby(session: Session, argv: list[bytes]) -> Plan:
     """HINCRBY key field increment -> the new value, logged as the HSET of that value."""
     by = parse_int(argv[3])
     if by is None:
@@ -120,7 +118,7 @@ def hincrby(session: Session, argv: list[bytes]) -> Any:
     return Plan([(b"HSET", argv[1], argv[2], b"%d" % value)], value)
 
 
-def hincrbyfloat(session: Session, argv: list[bytes]) -> Any:
+def hincrbyfloat(session: Session, argv: list[bytes]) -> Plan:
     """HINCRBYFLOAT key field increment -> the new value's text, logged as its HSET.
 
     Redis adds in long double and writes `%.17Lf` trimmed (emqd/compat/longdouble.py):
@@ -144,7 +142,7 @@ def hincrbyfloat(session: Session, argv: list[bytes]) -> Any:
     return Plan([(b"HSET", argv[1], argv[2], text)], text)
 
 
-def hscan(session: Session, argv: list[bytes]) -> Any:
+def hscan(session: Session, argv: list[bytes]) -> Reply:
     """HSCAN key cursor [MATCH pattern] [COUNT count] -> [cursor, [field, value, ...]].
 
     A hash Redis would hold as a listpack (or one of at most scan.SMALL fields)

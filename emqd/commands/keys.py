@@ -16,37 +16,36 @@ from __future__ import annotations
 
 import random
 from itertools import islice
-from typing import Any
 
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.commit.plan import Plan, removal
 from emqd.compat.glob import compile_pattern
 from emqd.compat.scan import cursor_arg, page, parse_options
 from emqd.core import Session
-from emqd.reply import array
+from emqd.reply import Reply, array
 from emqd.store import hash as hashes
 from emqd.store.zset import ZSet
 
 
-def del_(session: Session, argv: list[bytes]) -> Any:
+def del_(session: Session, argv: list[bytes]) -> Plan:
     data = session.core.keyspace.data
     return removal((b"DEL",), data, argv[1:])
 
 
-def exists(session: Session, argv: list[bytes]) -> Any:
+def exists(session: Session, argv: list[bytes]) -> Reply:
     data = session.core.keyspace.data
     return sum(1 for key in argv[1:] if key in data)
 
 
-def touch(session: Session, argv: list[bytes]) -> Any:
+def touch(session: Session, argv: list[bytes]) -> Reply:
     """TOUCH key [key ...] -> how many of the keys exist (each time it is named), as EXISTS:
     emqd keeps no access times to update (see OBJECT IDLETIME)."""
     return exists(session, argv)
 
 
-def randomkey(session: Session, argv: list[bytes]) -> Any:
+def randomkey(session: Session, argv: list[bytes]) -> Reply:
     """RANDOMKEY -> a key chosen at random, nil when there is none. O(n) in the keys: a
     dict has no random access, and a walk in C costs ~10 ms a million keys."""
     data = session.core.keyspace.data
@@ -55,11 +54,11 @@ def randomkey(session: Session, argv: list[bytes]) -> Any:
     return next(islice(iter(data), random.randrange(len(data)), None))
 
 
-def type_(session: Session, argv: list[bytes]) -> Any:
+def type_(session: Session, argv: list[bytes]) -> Reply:
     return session.core.keyspace.type_name(argv[1])
 
 
-def keys(session: Session, argv: list[bytes]) -> Any:
+def keys(session: Session, argv: list[bytes]) -> Reply:
     """KEYS pattern: O(n) as in Redis, with a small constant: `*` lists the keys in C,
     another pattern is one `filter` pass; a big answer is a Stream of that list."""
     data = session.core.keyspace.data
@@ -68,7 +67,7 @@ def keys(session: Session, argv: list[bytes]) -> Any:
     return array(list(filter(compile_pattern(argv[1]), data)))
 
 
-def scan(session: Session, argv: list[bytes]) -> Any:
+def scan(session: Session, argv: list[bytes]) -> Reply:
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"""
     cursor = cursor_arg(argv[1])
     type_name, rest = None, argv[:2]
@@ -89,11 +88,11 @@ def scan(session: Session, argv: list[bytes]) -> Any:
     return [b"%d" % cursor, found]
 
 
-def dbsize(session: Session, argv: list[bytes]) -> Any:
+def dbsize(session: Session, argv: list[bytes]) -> Reply:
     return len(session.core.keyspace)
 
 
-def flush(session: Session, argv: list[bytes]) -> Any:
+def flush(session: Session, argv: list[bytes]) -> Plan:
     """FLUSHALL / FLUSHDB [ASYNC|SYNC]: both empty the one database."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
         raise errors.SYNTAX()
@@ -101,11 +100,11 @@ def flush(session: Session, argv: list[bytes]) -> Any:
 
 
 # --- OBJECT: what Redis 7.0 with its default maxmemory-policy answers ---------------
-def _value(session: Session, key: bytes) -> Any:
+def _value(session: Session, key: bytes) -> bytes | hashes.BigHash | ZSet | None:
     return session.core.keyspace.data.get(key)
 
 
-def object_encoding(session: Session, argv: list[bytes]) -> Any:
+def object_encoding(session: Session, argv: list[bytes]) -> Reply:
     """The encoding Redis would hold the value in (emqd tracks it: store/hash.py, zset.py);
     a listpack outgrown stays `hashtable` / `skiplist`, as in Redis. Nil for no key."""
     value = _value(session, argv[2])
@@ -113,19 +112,19 @@ def object_encoding(session: Session, argv: list[bytes]) -> Any:
         return None
     if type(value) is bytes and not hashes.is_row(value):  # a listpack set (store/listpack.py)
         return b"listpack"
-    if type(value) is ZSet:
+    if isinstance(value, ZSet):
         return b"listpack" if value.listpack else b"skiplist"
     return b"listpack" if hashes.is_listpack(value) else b"hashtable"
 
 
-def object_freq(session: Session, argv: list[bytes]) -> Any:
+def object_freq(session: Session, argv: list[bytes]) -> Reply:
     """Redis's refusal when no LFU policy is selected (emqd evicts nothing)."""
     if _value(session, argv[2]) is None:
         return None
     raise errors.FREQ_NOT_TRACKED()
 
 
-def object_idletime(session: Session, argv: list[bytes]) -> Any:
+def object_idletime(session: Session, argv: list[bytes]) -> Reply:
     """Refused: Redis keeps an access time per key for its LRU eviction; emqd evicts
     nothing and keeps none (one per job row would cost every read a write)."""
     if _value(session, argv[2]) is None:
@@ -133,12 +132,12 @@ def object_idletime(session: Session, argv: list[bytes]) -> Any:
     raise errors.IDLETIME_NOT_TRACKED()
 
 
-def object_refcount(session: Session, argv: list[bytes]) -> Any:
+def object_refcount(session: Session, argv: list[bytes]) -> Reply:
     """1, as Redis answers for a hash or a sorted set (only the keyspace refers to it)."""
     return None if _value(session, argv[2]) is None else 1
 
 
-def object_help(session: Session, argv: list[bytes]) -> Any:
+def object_help(session: Session, argv: list[bytes]) -> Reply:
     return helps.help_reply("OBJECT", helps.OBJECT)
 
 
@@ -166,8 +165,8 @@ COMMANDS = [
             summary="Removes all keys from the current database."),
     command("flushall", -1, "write", flush, group="server",
             summary="Removes all keys from all databases."),
-    command("object", -2, "", None, group=_KEYS,  # type: ignore[arg-type]
-            summary="A container for object introspection commands."),
+    container("object", "", _KEYS,
+              "A container for object introspection commands."),
 ]
 
 SUBCOMMANDS = {

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.compat.numbers import parse_int
 from emqd.core import Core, Session
-from emqd.reply import Verbatim
+from emqd.reply import Reply, Verbatim
 from emqd.serve.process_memory import human, rss_bytes, total_system_memory
 from emqd.store import sizes
 from emqd.store.keyspace import key_bytes
@@ -71,7 +71,7 @@ def info_fields(state: Core) -> dict[str, object]:
     }
 
 
-def memory_usage(session: Session, argv: list[bytes]) -> Any:
+def memory_usage(session: Session, argv: list[bytes]) -> Reply:
     """MEMORY USAGE key [SAMPLES count]: the key's bytes, nil when it does not exist.
 
     Every value knows its whole size, so SAMPLES (how many elements Redis looks
@@ -90,7 +90,7 @@ def memory_usage(session: Session, argv: list[bytes]) -> Any:
     return key_bytes(session.core.keyspace, argv[2])
 
 
-def memory_stats(session: Session, argv: list[bytes]) -> Any:
+def memory_stats(session: Session, argv: list[bytes]) -> Reply:
     """MEMORY STATS: Redis 7.0's fields, in its order (db.0 only while there are keys)."""
     state = session.core
     used = state.used_memory()
@@ -180,29 +180,29 @@ def doctor_report(state: Core) -> str:
             + "docs/SERVER.md (Memory) says what each figure counts.\n")
 
 
-def memory_doctor(session: Session, argv: list[bytes]) -> Any:
+def memory_doctor(session: Session, argv: list[bytes]) -> Reply:
     return Verbatim(doctor_report(session.core).encode())
 
 
-def memory_malloc_stats(session: Session, argv: list[bytes]) -> Any:
+def memory_malloc_stats(session: Session, argv: list[bytes]) -> Reply:
     """Redis's answer where its allocator is not jemalloc."""
     return Verbatim(b"Stats not supported for the current allocator")
 
 
-def memory_purge(session: Session, argv: list[bytes]) -> Any:
+def memory_purge(session: Session, argv: list[bytes]) -> Reply:
     """OK, as Redis answers where its allocator has nothing to purge: CPython gives back
     an arena of its allocator as soon as the arena is empty."""
     return "OK"
 
 
-def memory_help(session: Session, argv: list[bytes]) -> Any:
+def memory_help(session: Session, argv: list[bytes]) -> Reply:
     return helps.help_reply("MEMORY", helps.MEMORY)
 
 
 _SRV = "server"
 COMMANDS = [
-    command("memory", -2, "", None, group=_SRV,  # type: ignore[arg-type]
-            summary="A container for memory diagnostics commands"),
+    container("memory", "", _SRV,
+              "A container for memory diagnostics commands"),
 ]
 
 SUBCOMMANDS = {  # in Redis 7.0's order (COMMAND INFO lists them so)

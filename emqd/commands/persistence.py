@@ -7,15 +7,14 @@ fsyncs the log, so everything applied so far survives a power cut.
 
 from __future__ import annotations
 
-from typing import Any
-
 from emqd import errors
 from emqd.command import command
 from emqd.core import Session
 from emqd.persist.aof import AppendOnlyFile
+from emqd.reply import Reply
 
 
-def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
+def bgrewriteaof(session: Session, argv: list[bytes]) -> Reply:
     aof = session.core.commit.sink
     if not isinstance(aof, AppendOnlyFile):
         raise errors.AOF_DISABLED()
@@ -26,7 +25,7 @@ def bgrewriteaof(session: Session, argv: list[bytes]) -> Any:
     return "Background append only file rewriting started"
 
 
-def save(session: Session, argv: list[bytes]) -> Any:
+def save(session: Session, argv: list[bytes]) -> Reply:
     commit = session.core.commit
     if not isinstance(commit.sink, AppendOnlyFile):  # (a cluster's nodes keep their own)
         raise errors.AOF_DISABLED()
@@ -35,7 +34,7 @@ def save(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def lastsave(session: Session, argv: list[bytes]) -> Any:
+def lastsave(session: Session, argv: list[bytes]) -> Reply:
     return session.core.commit.sink.last_save_s
 
 

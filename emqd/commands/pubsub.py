@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 from emqd import errors
-from emqd.command import Command, command
+from emqd.command import Command, command, container
 from emqd.core import Session
 from emqd.errors import ReplyError
-from emqd.reply import Raw
+from emqd.reply import Raw, Reply
 from emqd.sessions.pubsub import confirmation
 
 # What a RESP2 client in subscribed mode may still run (Redis's processCommand).
@@ -39,7 +39,7 @@ def subscribed_mode_refusal(session: Session, row: Command) -> ReplyError | None
     return None
 
 
-def subscribe(session: Session, argv: list[bytes]) -> Any:
+def subscribe(session: Session, argv: list[bytes]) -> Reply:
     """SUBSCRIBE channel [channel ...]"""
     join, resp = session.core.pubsub.subscribe, session.resp
     return Raw(b"".join(
@@ -47,7 +47,7 @@ def subscribe(session: Session, argv: list[bytes]) -> Any:
     ))
 
 
-def psubscribe(session: Session, argv: list[bytes]) -> Any:
+def psubscribe(session: Session, argv: list[bytes]) -> Reply:
     """PSUBSCRIBE pattern [pattern ...]"""
     join, resp = session.core.pubsub.psubscribe, session.resp
     return Raw(b"".join(
@@ -55,14 +55,14 @@ def psubscribe(session: Session, argv: list[bytes]) -> Any:
     ))
 
 
-def unsubscribe(session: Session, argv: list[bytes]) -> Any:
+def unsubscribe(session: Session, argv: list[bytes]) -> Reply:
     """UNSUBSCRIBE [channel ...]: no channel leaves every channel (the patterns stay)."""
     subs = session.pubsub
     names = argv[1:] or (list(subs.channels) if subs is not None else [])
     return _leave(session, b"unsubscribe", names, session.core.pubsub.unsubscribe)
 
 
-def punsubscribe(session: Session, argv: list[bytes]) -> Any:
+def punsubscribe(session: Session, argv: list[bytes]) -> Reply:
     """PUNSUBSCRIBE [pattern ...]: no pattern leaves every pattern (the channels stay)."""
     subs = session.pubsub
     names = argv[1:] or (list(subs.patterns) if subs is not None else [])
@@ -78,7 +78,7 @@ def _leave(session: Session, kind: bytes, names: list[bytes],
     return Raw(b"".join(confirmation(kind, name, leave(session, name), resp) for name in names))
 
 
-def publish(session: Session, argv: list[bytes]) -> Any:
+def publish(session: Session, argv: list[bytes]) -> Reply:
     """PUBLISH channel message: the number of receivers.
 
     A publisher that listens to the channel gets its own message ahead of
@@ -91,14 +91,14 @@ def publish(session: Session, argv: list[bytes]) -> Any:
 
 
 # --- PUBSUB ------------------------------------------------------------------------
-def pubsub_channels(session: Session, argv: list[bytes]) -> Any:
+def pubsub_channels(session: Session, argv: list[bytes]) -> Reply:
     """PUBSUB CHANNELS [pattern]"""
     if len(argv) > 3:
         raise errors.subcommand_syntax(argv[1], "pubsub")
     return session.core.pubsub.active_channels(argv[2] if len(argv) == 3 else None)
 
 
-def pubsub_numsub(session: Session, argv: list[bytes]) -> Any:
+def pubsub_numsub(session: Session, argv: list[bytes]) -> Reply:
     """PUBSUB NUMSUB [channel ...]: a flat array of channel, count (a map in neither protocol)."""
     numsub = session.core.pubsub.numsub
     reply: list[Any] = []
@@ -107,7 +107,7 @@ def pubsub_numsub(session: Session, argv: list[bytes]) -> Any:
     return reply
 
 
-def pubsub_numpat(session: Session, argv: list[bytes]) -> Any:
+def pubsub_numpat(session: Session, argv: list[bytes]) -> Reply:
     """PUBSUB NUMPAT: patterns with a subscriber (each counted once)."""
     return len(session.core.pubsub.patterns)
 
@@ -126,7 +126,7 @@ HELP = [
 ]
 
 
-def pubsub_help(session: Session, argv: list[bytes]) -> Any:
+def pubsub_help(session: Session, argv: list[bytes]) -> Reply:
     """Redis 7.0's text, without the sharded subcommands emqd does not have."""
     return HELP
 
@@ -143,8 +143,8 @@ COMMANDS = [
             summary="Stop listening for messages posted to channels matching the given patterns"),
     command("publish", 3, "pubsub loading stale fast", publish, group=_PS,
             summary="Post a message to a channel"),
-    command("pubsub", -2, "", None, group=_PS,  # type: ignore[arg-type]
-            summary="A container for Pub/Sub commands"),
+    container("pubsub", "", _PS,
+              "A container for Pub/Sub commands"),
 ]
 
 SUBCOMMANDS = {

@@ -29,7 +29,7 @@ from emqd import errors
 from emqd.command import command
 from emqd.compat.numbers import INT64_MAX, parse_int
 from emqd.core import Session
-from emqd.reply import SCORED, STREAM_MIN, Stream
+from emqd.reply import SCORED, STREAM_MIN, Reply, Stream
 from emqd.store import hash as hashes
 
 _HALF: Final = INT64_MAX // 2  # C's LONG_MAX/2: the bound of a count with values
@@ -63,7 +63,7 @@ def _picks(size: int, count: int, scored: bool) -> list[int] | Iterator[int] | r
 
 
 def _answer(session: Session, items: list[Any], count: int, paired: bool,
-            scored: bool) -> Any:
+            scored: bool) -> Reply:
     """The reply for `items` (members, or (score, member) / (field, value) pairs)."""
     if count == 0 or not items:
         return []
@@ -86,7 +86,7 @@ def _answer(session: Session, items: list[Any], count: int, paired: bool,
     return [list(pair) for pair in chosen]
 
 
-def hrandfield(session: Session, argv: list[bytes]) -> Any:
+def hrandfield(session: Session, argv: list[bytes]) -> Reply:
     """HRANDFIELD key [count [WITHVALUES]]"""
     keyspace = session.core.keyspace
     if len(argv) == 2:
@@ -100,7 +100,7 @@ def hrandfield(session: Session, argv: list[bytes]) -> Any:
     return _answer(session, items, count, paired, False)
 
 
-def zrandmember(session: Session, argv: list[bytes]) -> Any:
+def zrandmember(session: Session, argv: list[bytes]) -> Reply:
     """ZRANDMEMBER key [count [WITHSCORES]]"""
     keyspace = session.core.keyspace
     if len(argv) == 2:

@@ -11,18 +11,17 @@ configuration, so REWRITE answers Redis's error for a server without a file.
 
 from __future__ import annotations
 
-from typing import Any
-
 from emqd import errors
-from emqd.command import command
+from emqd.command import command, container
 from emqd.commands import helps
 from emqd.commands.parameters import BY_NAME, PARAMETERS, BadValue, Changes, Parameter
 from emqd.compat.glob import compile_pattern
 from emqd.core import Session
+from emqd.reply import Reply
 from emqd.serve import fd_limit
 
 
-def config_get(session: Session, argv: list[bytes]) -> Any:
+def config_get(session: Session, argv: list[bytes]) -> Reply:
     """CONFIG GET parameter ...: a name without a glob character is answered under the
     name as typed, a pattern under each matching name; each parameter once (names
     compare without case), as Redis does."""
@@ -41,7 +40,7 @@ def config_get(session: Session, argv: list[bytes]) -> Any:
     return {shown: parameter.show(config).encode() for shown, parameter in found.values()}
 
 
-def config_set(session: Session, argv: list[bytes]) -> Any:
+def config_set(session: Session, argv: list[bytes]) -> Reply:
     """CONFIG SET parameter value [parameter value ...] -> OK, every pair applied, or none."""
     if len(argv) % 2:
         raise errors.SYNTAX()
@@ -76,23 +75,23 @@ def config_set(session: Session, argv: list[bytes]) -> Any:
     return "OK"
 
 
-def config_resetstat(session: Session, argv: list[bytes]) -> Any:
+def config_resetstat(session: Session, argv: list[bytes]) -> Reply:
     session.core.stats.reset()
     return "OK"
 
 
-def config_rewrite(session: Session, argv: list[bytes]) -> Any:
+def config_rewrite(session: Session, argv: list[bytes]) -> Reply:
     raise errors.NO_CONFIG_FILE()
 
 
-def config_help(session: Session, argv: list[bytes]) -> Any:
+def config_help(session: Session, argv: list[bytes]) -> Reply:
     return helps.help_reply("CONFIG", helps.CONFIG)
 
 
 _SRV = "server"
 COMMANDS = [
-    command("config", -2, "", None, group=_SRV,  # type: ignore[arg-type]
-            summary="A container for server configuration commands."),
+    container("config", "", _SRV,
+              "A container for server configuration commands."),
 ]
 
 _ADMIN = "admin noscript loading stale"

@@ -27,7 +27,7 @@ from emqd.commands.connection import REDIS_VERSION
 from emqd.commands.docs import ARGUMENTS
 from emqd.compat.glob import compile_pattern
 from emqd.core import Core, Session
-from emqd.reply import Raw, Set, Verbatim
+from emqd.reply import Raw, Reply, Set, Verbatim
 
 # --- COMMAND -------------------------------------------------------------------------
 _SRV = "server"
@@ -168,14 +168,14 @@ def command_family(tables: Callable[[], tuple[Table, Subtables]]) -> tuple[Comma
     returns when asked: the dispatcher's, which hold these rows too. It passes the
     callable in as it builds them, so this module does not import the dispatcher."""
 
-    def command_(session: Session, argv: list[bytes]) -> Any:
+    def command_(session: Session, argv: list[bytes]) -> Reply:
         table, subtables = tables()
         return [command_info(row, subtables) for row in table.values()]
 
-    def command_count(session: Session, argv: list[bytes]) -> Any:
+    def command_count(session: Session, argv: list[bytes]) -> Reply:
         return len(tables()[0])
 
-    def command_list(session: Session, argv: list[bytes]) -> Any:
+    def command_list(session: Session, argv: list[bytes]) -> Reply:
         """COMMAND LIST [FILTERBY PATTERN p]: every name, subcommands included."""
         table, subtables = tables()
         names = [name for name in table]
@@ -188,14 +188,14 @@ def command_family(tables: Callable[[], tuple[Table, Subtables]]) -> tuple[Comma
             return [name for name in names if matches(name)]
         raise errors.SYNTAX()
 
-    def command_info_(session: Session, argv: list[bytes]) -> Any:
+    def command_info_(session: Session, argv: list[bytes]) -> Reply:
         if len(argv) == 2:
             return command_(session, argv)
         table, subtables = tables()
         return [None if row is None else command_info(row, subtables)
                 for row in _rows(argv[2:], table, subtables)]
 
-    def command_docs_(session: Session, argv: list[bytes]) -> Any:
+    def command_docs_(session: Session, argv: list[bytes]) -> Reply:
         table, subtables = tables()
         if len(argv) == 2:
             return {name: command_docs(row, subtables) for name, row in table.items()}
@@ -326,7 +326,7 @@ def info_section(core: Core, name: str, now_ms: int) -> dict[str, object]:
     return fields
 
 
-def info(session: Session, argv: list[bytes]) -> Any:
+def info(session: Session, argv: list[bytes]) -> Reply:
     """INFO [section ...]: `all`/`everything` and `default` as in Redis; unknown ones are empty."""
     asked = [arg.decode("latin-1").lower() for arg in argv[1:]] or ["default"]
     names: list[str] = []
@@ -344,7 +344,7 @@ def info(session: Session, argv: list[bytes]) -> Any:
 
 
 # --- time and life -----------------------------------------------------------
-def time_(session: Session, argv: list[bytes]) -> Any:
+def time_(session: Session, argv: list[bytes]) -> Reply:
     now = clock.now_ms()
     return [b"%d" % (now // 1000), b"%d" % (now % 1000 * 1000)]
 
@@ -352,7 +352,7 @@ def time_(session: Session, argv: list[bytes]) -> Any:
 _SHUTDOWN_FLAGS = {b"nosave", b"save", b"now", b"force", b"abort"}
 
 
-def shutdown(session: Session, argv: list[bytes]) -> Any:
+def shutdown(session: Session, argv: list[bytes]) -> Reply:
     """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply; the server stops (server.py).
 
     emqd's shutdown is immediate, so there is never one in progress to ABORT.

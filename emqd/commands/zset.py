@@ -42,8 +42,8 @@ from emqd.compat.numbers import (
     score_arg,
 )
 from emqd.core import Session
-from emqd.reply import SCORED, STREAM_MIN, Stream, array
-from emqd.store.zset import MINUS_INF, PLUS_INF, LexRange, ZSet, members_of
+from emqd.reply import SCORED, STREAM_MIN, Reply, Stream, array
+from emqd.store.zset import MINUS_INF, PLUS_INF, LexBound, LexRange, ZSet, members_of
 
 
 def _zset(session: Session, key: bytes) -> ZSet | None:
@@ -72,7 +72,7 @@ def _score_range(low: bytes, high: bytes) -> tuple[float, float, bool, bool]:
     return lo[0], hi[0], lo[1], hi[1]
 
 
-def _lex_bound(arg: bytes) -> tuple[object, bool] | None:
+def _lex_bound(arg: bytes) -> tuple[LexBound, bool] | None:
     """zslParseLexRangeItem: `-`, `+`, `(member` or `[member`."""
     head = arg[:1]
     if head == b"-" or head == b"+":
@@ -108,7 +108,7 @@ def with_scores(session: Session, pairs: Iterable[tuple[float, bytes]]) -> list[
 _ZADD_FLAGS = frozenset({b"nx", b"xx", b"gt", b"lt", b"ch", b"incr"})
 
 
-def zadd(session: Session, argv: list[bytes]) -> Any:
+def zadd(session: Session, argv: list[bytes]) -> Plan | int | None:
     """ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...].
 
     Returns the number of members added (added + updated with CH), or with
@@ -137,14 +137,14 @@ def zadd(session: Session, argv: list[bytes]) -> Any:
                 ch=b"ch" in flags)
 
 
-def zincrby(session: Session, argv: list[bytes]) -> Any:
+def zincrby(session: Session, argv: list[bytes]) -> Plan | int | None:
     """ZINCRBY key increment member -> the new score (ZADD INCR's path, as in Redis)."""
     return _add(session, argv[1], [(_score(argv[2]), argv[3])], incr=True)
 
 
 def _add(session: Session, key: bytes, pairs: list[tuple[float, bytes]], *, nx: bool = False,
          xx: bool = False, gt: bool = False, lt: bool = False, incr: bool = False,
-         ch: bool = False) -> Any:
+         ch: bool = False) -> Plan | int | None:
     """zsetAdd over each pair in turn, as a plan: one op pair per effective change, in order."""
     zset = _zset(session, key)
     if zset is None and xx:
@@ -188,7 +188,7 @@ def _add(session: Session, key: bytes, pairs: list[tuple[float, bytes]], *, nx: 
 
 
 # --- single-member reads and ZREM ------------------------------------------------
-def zrem(session: Session, argv: list[bytes]) -> Any:
+def zrem(session: Session, argv: list[bytes]) -> Plan | int:
     """ZREM key member [member ...] -> the number removed; the key goes with its last member."""
     zset = _zset(session, argv[1])
     if zset is None:
@@ -196,40 +196,42 @@ def zrem(session: Session, argv: list[bytes]) -> Any:
     return removal((b"ZREM", argv[1]), zset.keys, argv[2:])
 
 
-def zscore(session: Session, argv: list[bytes]) -> Any:
+def zscore(session: Session, argv: list[bytes]) -> Reply:
     zset = _zset(session, argv[1])
     return None if zset is None else zset.score(argv[2])
 
 
-def zmscore(session: Session, argv: list[bytes]) -> Any:
+def zmscore(session: Session, argv: list[bytes]) -> Reply:
     zset = _zset(session, argv[1])
     if zset is None:
         return [None] * (len(argv) - 2)
     return [zset.score(member) for member in argv[2:]]
 
 
-def zcard(session: Session, argv: list[bytes]) -> Any:
+def zcard(session: Session, argv: list[bytes]) -> Reply:
     zset = _zset(session, argv[1])
     return 0 if zset is None else len(zset)
 
 
-def _rank(session: Session, argv: list[bytes], reverse: bool) -> Any:
+def _rank(session: Session, argv: list[bytes], reverse: bool) -> Reply:
     zset = _zset(session, argv[1])
-    rank = None if zset is None else zset.rank(argv[2])
+    if zset is None:
+        return None
+    rank = zset.rank(argv[2])
     if rank is None:
         return None
-    return len(zset) - 1 - rank if reverse else rank  # type: ignore[arg-type]
+    return len(zset) - 1 - rank if reverse else rank
 
 
-def zrank(session: Session, argv: list[bytes]) -> Any:
+def zrank(session: Session, argv: list[bytes]) -> Reply:
     return _rank(session, argv, False)
 
 
-def zrevrank(session: Session, argv: list[bytes]) -> Any:
+def zrevrank(session: Session, argv: list[bytes]) -> Reply:
     return _rank(session, argv, True)
 
 
-def zcount(session: Session, argv: list[bytes]) -> Any:
+def zcount(session: Session, argv: list[bytes]) -> Reply:
     """ZCOUNT key min max -> how many scores lie in the range (`(` excludes a bound)."""
     low, high, low_ex, high_ex = _score_range(argv[2], argv[3])
     zset = _zset(session, argv[1])
@@ -239,7 +241,7 @@ def zcount(session: Session, argv: list[bytes]) -> Any:
     return stop - start
 
 
-def zlexcount(session: Session, argv: list[bytes]) -> Any:
+def zlexcount(session: Session, argv: list[bytes]) -> Reply:
     """ZLEXCOUNT key min max -> how many members lie in the lexicographic range."""
     lex = _lex_range(argv[2], argv[3])
     zset = _zset(session, argv[1])
@@ -331,7 +333,7 @@ def _parse_range(argv: list[bytes], at: int, kind: str | None, reverse: bool | N
     return _Range(kind, reverse, withscores, offset, limit, bounds)
 
 
-def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool | None) -> Any:
+def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool | None) -> Reply:
     """Z[REV]RANGE[BYSCORE|BYLEX]: the parsed range, then the key."""
     query = _parse_range(argv, 1, kind, reverse)
     zset = _zset(session, argv[1])
@@ -356,7 +358,7 @@ def _range(session: Session, argv: list[bytes], kind: str | None, reverse: bool 
     return array([member for _, member in pairs])  # BYLEX: its list, streamed when big
 
 
-def zrangestore(session: Session, argv: list[bytes]) -> Any:
+def zrangestore(session: Session, argv: list[bytes]) -> Plan:
     """ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count].
 
     Returns how many members dst now holds. dst is replaced whatever it held
@@ -468,38 +470,38 @@ def _lex_page(zset: ZSet, lex: LexRange, reverse: bool, offset: int,
     return out
 
 
-def zrange(session: Session, argv: list[bytes]) -> Any:
+def zrange(session: Session, argv: list[bytes]) -> Reply:
     """ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]."""
     return _range(session, argv, None, None)
 
 
-def zrangebyscore(session: Session, argv: list[bytes]) -> Any:
+def zrangebyscore(session: Session, argv: list[bytes]) -> Reply:
     """ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]."""
     return _range(session, argv, SCORE, False)
 
 
-def zrevrangebyscore(session: Session, argv: list[bytes]) -> Any:
+def zrevrangebyscore(session: Session, argv: list[bytes]) -> Reply:
     """ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count]."""
     return _range(session, argv, SCORE, True)
 
 
-def zrevrange(session: Session, argv: list[bytes]) -> Any:
+def zrevrange(session: Session, argv: list[bytes]) -> Reply:
     """ZREVRANGE key start stop [WITHSCORES]."""
     return _range(session, argv, RANK, True)
 
 
-def zrangebylex(session: Session, argv: list[bytes]) -> Any:
+def zrangebylex(session: Session, argv: list[bytes]) -> Reply:
     """ZRANGEBYLEX key min max [LIMIT offset count]."""
     return _range(session, argv, LEX, False)
 
 
-def zrevrangebylex(session: Session, argv: list[bytes]) -> Any:
+def zrevrangebylex(session: Session, argv: list[bytes]) -> Reply:
     """ZREVRANGEBYLEX key max min [LIMIT offset count]."""
     return _range(session, argv, LEX, True)
 
 
 # --- removals ----------------------------------------------------------------------
-def _pop(session: Session, argv: list[bytes], highest: bool) -> Any:
+def _pop(session: Session, argv: list[bytes], highest: bool) -> Plan | list[Any]:
     """ZPOPMIN / ZPOPMAX key [count] -> the pairs taken, logged as one ZREM."""
     if len(argv) > 3:
         raise errors.SYNTAX()
@@ -527,11 +529,11 @@ def popped(zset: ZSet, count: int, highest: bool) -> list[tuple[float, bytes]]:
     return list(zset.walk(len(zset) - n, len(zset), True) if highest else zset.walk(0, n))
 
 
-def zpopmin(session: Session, argv: list[bytes]) -> Any:
+def zpopmin(session: Session, argv: list[bytes]) -> Plan | list[Any]:
     return _pop(session, argv, False)
 
 
-def zpopmax(session: Session, argv: list[bytes]) -> Any:
+def zpopmax(session: Session, argv: list[bytes]) -> Plan | list[Any]:
     return _pop(session, argv, True)
 
 
@@ -540,7 +542,7 @@ def _remove_span(key: bytes, zset: ZSet, start: int, stop: int) -> Plan:
     return Plan([(b"ZREM", key, *members)] if members else [], len(members))
 
 
-def zremrangebyscore(session: Session, argv: list[bytes]) -> Any:
+def zremrangebyscore(session: Session, argv: list[bytes]) -> Plan | int:
     """ZREMRANGEBYSCORE key min max -> the number removed, logged as one ZREM."""
     bounds = _score_range(argv[2], argv[3])
     zset = _zset(session, argv[1])
@@ -549,7 +551,7 @@ def zremrangebyscore(session: Session, argv: list[bytes]) -> Any:
     return _remove_span(argv[1], zset, *zset.score_span(*bounds))
 
 
-def zremrangebyrank(session: Session, argv: list[bytes]) -> Any:
+def zremrangebyrank(session: Session, argv: list[bytes]) -> Plan | int:
     """ZREMRANGEBYRANK key start stop -> the number removed, logged as one ZREM."""
     start, end = _int(argv[2]), _int(argv[3])
     zset = _zset(session, argv[1])
@@ -561,7 +563,7 @@ def zremrangebyrank(session: Session, argv: list[bytes]) -> Any:
     return _remove_span(argv[1], zset, ranks[0], ranks[1] + 1)
 
 
-def zremrangebylex(session: Session, argv: list[bytes]) -> Any:
+def zremrangebylex(session: Session, argv: list[bytes]) -> Plan | int:
     """ZREMRANGEBYLEX key min max -> the number removed, logged as one ZREM: the members
     ZRANGEBYLEX key min max lists (Redis's walk, see `_lex_page`)."""
     lex = _lex_range(argv[2], argv[3])
@@ -573,7 +575,7 @@ def zremrangebylex(session: Session, argv: list[bytes]) -> Any:
 
 
 # --- ZSCAN ---------------------------------------------------------------------------
-def zscan(session: Session, argv: list[bytes]) -> Any:
+def zscan(session: Session, argv: list[bytes]) -> Reply:
     """ZSCAN key cursor [MATCH pattern] [COUNT count] -> [cursor, [member, score, ...]].
 
     A set Redis would hold as a listpack (or one of at most scan.SMALL members)
@@ -593,7 +595,9 @@ def zscan(session: Session, argv: list[bytes]) -> Any:
     items: list[bytes] = []
     for member in members:
         if pattern is None or pattern(member):
-            items += (member, text(zset.score(member)))  # type: ignore[arg-type]
+            score = zset.score(member)
+            assert score is not None  # a member of the set
+            items += (member, text(score))
     return [b"%d" % cursor, items]
 
 

@@ -23,13 +23,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import command
 from emqd.commands.zset import stored, with_scores
+from emqd.commit.plan import Plan
 from emqd.compat.numbers import parse_float, parse_int
 from emqd.core import Session
+from emqd.reply import Reply
 from emqd.store.zset import ZSet
 
 UNION, INTER, DIFF = "union", "inter", "diff"
@@ -178,7 +180,7 @@ _COMPUTE: Final[dict[str, Callable[[_Request], Pairs]]] = {
 }
 
 
-def _read(session: Session, argv: list[bytes], op: str) -> Any:
+def _read(session: Session, argv: list[bytes], op: str) -> Reply:
     """ZUNION / ZINTER / ZDIFF (`op`): the result's members, WITHSCORES with their scores."""
     request = _parse(session, argv, 1, op, store=False, card=False)
     pairs = _COMPUTE[op](request)
@@ -187,13 +189,13 @@ def _read(session: Session, argv: list[bytes], op: str) -> Any:
     return [member for _, member in pairs]
 
 
-def _store(session: Session, argv: list[bytes], op: str) -> Any:
+def _store(session: Session, argv: list[bytes], op: str) -> Plan:
     """ZUNIONSTORE / ZINTERSTORE / ZDIFFSTORE (`op`): dst replaced, its size answered."""
     request = _parse(session, argv, 2, op, store=True, card=False)
     return stored(session, argv[1], _COMPUTE[op](request))
 
 
-def zintercard(session: Session, argv: list[bytes]) -> Any:
+def zintercard(session: Session, argv: list[bytes]) -> Reply:
     """ZINTERCARD numkeys key [key ...] [LIMIT limit] -> the intersection's size (at most
     `limit` when it is not 0)."""
     request = _parse(session, argv, 1, INTER, store=False, card=True)

@@ -21,7 +21,7 @@ is seconds as Redis reads them (`timeout_ms`).
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+from typing import Final
 
 from emqd import clock, errors
 from emqd.command import command
@@ -30,7 +30,7 @@ from emqd.commit.plan import Block, Plan
 from emqd.compat import longdouble
 from emqd.compat.numbers import INT64_MAX, parse_int
 from emqd.core import Session
-from emqd.reply import NULL_ARRAY
+from emqd.reply import NULL_ARRAY, Reply
 from emqd.store.zset import ZSet
 
 
@@ -102,7 +102,7 @@ def _mpop_args(argv: list[bytes], at: int) -> tuple[list[bytes], bool, int]:
     return argv[at + 1 : where], side == b"max", 1 if count is None else count
 
 
-def zmpop(session: Session, argv: list[bytes]) -> Any:
+def zmpop(session: Session, argv: list[bytes]) -> Plan | Reply:
     """ZMPOP numkeys key [key ...] MIN|MAX [COUNT count] -> [key, [[member, score], ...]]."""
     keys, highest, count = _mpop_args(argv, 1)
     found = _first_full(session, keys)
@@ -112,25 +112,25 @@ def zmpop(session: Session, argv: list[bytes]) -> Any:
 
 
 def _blocking(session: Session, keys: list[bytes], timeout: int, highest: bool, count: int,
-              nested: bool) -> Any:
+              nested: bool) -> Plan | Block:
     found = _first_full(session, keys)
     if found is None:
         return Block(tuple(dict.fromkeys(keys)), timeout, NULL_ARRAY)
     return _pop_from(*found, highest, count, nested, session)
 
 
-def bzmpop(session: Session, argv: list[bytes]) -> Any:
+def bzmpop(session: Session, argv: list[bytes]) -> Plan | Block:
     """BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: ZMPOP that waits."""
     keys, highest, count = _mpop_args(argv, 2)
     return _blocking(session, keys, timeout_ms(argv[1]), highest, count, True)
 
 
-def bzpopmin(session: Session, argv: list[bytes]) -> Any:
+def bzpopmin(session: Session, argv: list[bytes]) -> Plan | Block:
     """BZPOPMIN key [key ...] timeout -> [key, member, score], or the null array."""
     return _blocking(session, argv[1:-1], timeout_ms(argv[-1]), False, 1, False)
 
 
-def bzpopmax(session: Session, argv: list[bytes]) -> Any:
+def bzpopmax(session: Session, argv: list[bytes]) -> Plan | Block:
     """BZPOPMAX key [key ...] timeout -> [key, member, score], or the null array."""
     return _blocking(session, argv[1:-1], timeout_ms(argv[-1]), True, 1, False)
 

@@ -33,16 +33,17 @@ class Backoff:
 def parse_backoff(raw: bytes) -> Backoff | None:
     """The rule `raw` spells, or None when it is not a rule."""
     parts = raw.split(b":")
-    numbers = [parse_int(part) for part in parts[1:]] if len(parts) > 1 else []
-    if any(n is None or n < 0 for n in numbers):
+    read = [parse_int(part) for part in parts[1:]] if len(parts) > 1 else []
+    numbers = [n for n in read if n is not None and n >= 0]
+    if len(numbers) != len(read):
         return None
     if len(parts) == 1:
         base = parse_int(raw)
         return Backoff(base) if base is not None and base >= 0 else None
     kind = parts[0]
     if kind == b"fixed" and len(numbers) == 1:
-        return Backoff(numbers[0])  # type: ignore[arg-type]
+        return Backoff(numbers[0])
     if kind == b"exp" and len(numbers) in (1, 2):
         cap = numbers[1] if len(numbers) == 2 else HOUR_MS
-        return Backoff(numbers[0], True, cap)  # type: ignore[arg-type]
+        return Backoff(numbers[0], True, cap)
     return None

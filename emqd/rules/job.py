@@ -83,13 +83,13 @@ def held(view: View, keys: QueueKeys, job_id: bytes, token: bytes) -> Hash:
     row = view.hash(keys.job(job_id))
     active = view.zset(keys.active)
     attempts = None if row is None else hashes.get(row, ATTEMPTS)
-    if attempts is None:
+    if row is None or attempts is None:
         raise errors.STALE_GONE()
     if attempts != token:
-        raise _never_claimed(row) or errors.STALE_TOKEN()  # type: ignore[arg-type]
-    if hashes.get(row, STATE) != ACTIVE or active is None or job_id not in active:  # type: ignore[arg-type]
-        raise _never_claimed(row) or _not_active(row)  # type: ignore[arg-type]
-    return row  # type: ignore[return-value]
+        raise _never_claimed(row) or errors.STALE_TOKEN()
+    if hashes.get(row, STATE) != ACTIVE or active is None or job_id not in active:
+        raise _never_claimed(row) or _not_active(row)
+    return row
 
 
 def _never_claimed(row: Hash) -> ReplyError | None:

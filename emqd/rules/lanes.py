@@ -606,7 +606,9 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
         return None  # the flat member's turn
     lane_key = keys.lane(group)
     lane = view.zset(lane_key)
-    job_id = None if lane is None else lane.first_member()
+    if lane is None:
+        return None
+    job_id = lane.first_member()
     if job_id is None:
         return None
     row_key = keys.job(job_id)
@@ -614,7 +616,7 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
     if row is None:
         return None  # a ghost
     token = judge(row)
-    if type(token) is bytes:
+    if isinstance(token, bytes):
         return None  # a corrupt row, dead-lettered
     running = _stored_running(view, keys, group)
     if running is None:
@@ -627,7 +629,7 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
     if _rated(view, keys, group):
         return None
     running += 1
-    stays = len(lane) > 1 and (not limit or running < limit)  # type: ignore[arg-type]
+    stays = len(lane) > 1 and (not limit or running < limit)
     if not stays and len(ring) < 3:
         return None  # the same, with this lane leaving
     rr = None
@@ -636,7 +638,7 @@ def _serve_one(view: View, keys: QueueKeys, config: Config, ring: ZSet, meta: Ha
         if rr is None:
             return None
     stored = None if meta is None else hashes.get(meta, LANES_PENDING)
-    return Turn(group, lane_key, job_id, row_key, row, token, running,  # type: ignore[arg-type]
+    return Turn(group, lane_key, job_id, row_key, row, token, running,
                 rr, incremented(stored, -1))
 
 

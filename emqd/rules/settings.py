@@ -114,13 +114,13 @@ def effective(row: Hash | None, config: Config) -> Settings:
 
 def _parse(row: Hash | None, config: Config) -> Settings:
     raw = effective_raw(row, config)
-    parsed = {}
+    parsed: dict[str, Any] = {}  # each field as its reader made it (FIELDS)
     for name, (reader, _) in FIELDS.items():
         value = reader(raw[name])
         if value is None:
             raise errors.corrupt_setting(name)
         parsed[name.decode()] = value
-    return Settings(**parsed)  # type: ignore[arg-type]
+    return Settings(**parsed)
 
 
 def validate(name: bytes, value: bytes) -> None:

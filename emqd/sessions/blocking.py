@@ -9,27 +9,30 @@ parked. This module is bookkeeping only: no sockets, no clock.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 from emqd.store.keyspace import Keyspace
 
+W = TypeVar("W", bound=Hashable)  # a parked client (wire/protocol.py: its Connection)
 
-class Waiters:
+
+class Waiters(Generic[W]):
     def __init__(self, keyspace: Keyspace) -> None:
         self.keyspace = keyspace
-        self.by_key: dict[bytes, dict[Hashable, None]] = {}  # insertion-ordered: FIFO
-        self.keys_of: dict[Hashable, tuple[bytes, ...]] = {}
+        self.by_key: dict[bytes, dict[W, None]] = {}  # insertion-ordered: FIFO
+        self.keys_of: dict[W, tuple[bytes, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.keys_of)
 
-    def park(self, waiter: Hashable, keys: tuple[bytes, ...]) -> None:
+    def park(self, waiter: W, keys: tuple[bytes, ...]) -> None:
         self.keys_of[waiter] = keys
         watched = self.keyspace.watched
         for key in keys:
             self.by_key.setdefault(key, {})[waiter] = None
             watched[key] = watched.get(key, 0) + 1
 
-    def unpark(self, waiter: Hashable) -> None:
+    def unpark(self, waiter: W) -> None:
         keys = self.keys_of.pop(waiter, ())
         watched = self.keyspace.watched
         for key in keys:
@@ -44,12 +47,12 @@ class Waiters:
             else:
                 watched.pop(key, None)
 
-    def ready_waiters(self) -> list[Hashable]:
+    def ready_waiters(self) -> list[W]:
         """Waiters on keys written since the last call, each once, longest-parked first."""
         ready = self.keyspace.take_ready()
         if not ready:
             return []
-        candidates: set[Hashable] = set()
+        candidates: set[W] = set()
         for key in ready:
             candidates.update(self.by_key.get(key, ()))
         return [waiter for waiter in self.keys_of if waiter in candidates]

@@ -15,7 +15,7 @@ without flags, ZREM, FLUSHALL), which is also what the append-only file logs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeGuard, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -109,7 +109,7 @@ class Keyspace(View):
             raise errors.WRONGTYPE()
         if type(value) is ZSet:
             raise errors.WRONGTYPE()
-        return value  # type: ignore[return-value]
+        return value
 
     def zset(self, key: bytes) -> ZSet | None:
         """The sorted set at `key`, None when absent; WRONGTYPE when it is a hash. A listpack
@@ -220,7 +220,7 @@ class Keyspace(View):
             budget -= len(values) - cut
             for value in values[cut:]:
                 if _is_big(value):
-                    _list_parts(value, parts)  # type: ignore[arg-type]
+                    _list_parts(value, parts)
             del values[cut:]
             if not values:
                 dropped.pop()
@@ -234,6 +234,22 @@ def is_zset(value: Value) -> bool:
     return type(value) is ZSet
 
 
+def _hash_of(value: Value) -> Hash:
+    """A stored value that must be a hash; WRONGTYPE when it is a sorted set (a plan never
+    writes a hash's field into a set; a damaged log might)."""
+    if is_zset(value):
+        raise errors.WRONGTYPE()
+    return cast(Hash, value)  # not a sorted set: a Row or a BigHash
+
+
+def _zset_of(value: Value) -> ZSet | bytes:
+    """A stored value that must be a sorted set (a ZSet, or a listpack's bytes); WRONGTYPE
+    when it is a hash."""
+    if not is_zset(value):
+        raise errors.WRONGTYPE()
+    return cast("ZSet | bytes", value)  # a ZSet, or bytes that are no Row
+
+
 # --- the primitives each op is made of (and what a Shape's applier calls directly) -----
 # Each keeps `Keyspace.used`, the bytes the keyspace holds (store/sizes.py): a value's
 # cost before the write, against its cost after, a key's own when it comes or goes.
@@ -244,7 +260,7 @@ def value_bytes(value: Value) -> int:
         return sizes.of_bytes(len(value))
     if type(value) is ZSet:
         return value.size()
-    return value.nbytes  # type: ignore[union-attr]
+    return cast(BigHash, value).nbytes  # neither bytes nor a ZSet
 
 
 def key_bytes(space: Keyspace, key: bytes) -> int | None:
@@ -264,10 +280,9 @@ def set_fields(space: Keyspace, key: bytes, names: tuple[bytes, ...],
         if space.scan is not None:
             space.scan = space.scan.added(key)
     else:
-        if is_zset(row):  # a plan never asks this; a damaged log might
-            raise errors.WRONGTYPE()
+        row = _hash_of(row)
         before = value_bytes(row)  # counted first: a BigHash is written in place
-    new = hashes.written(row, names, values, space.limits)  # type: ignore[arg-type]
+    new = hashes.written(row, names, values, space.limits)
     data[key] = new
     space.used += value_bytes(new) - before
 
@@ -280,14 +295,13 @@ def add_member(space: Keyspace, key: bytes, score: Any, member: bytes) -> None:
         zset = _new_zset(space, key, member)
         before = 0
     else:
-        if not is_zset(zset):  # a plan never asks this; a damaged log might
-            raise errors.WRONGTYPE()
+        zset = _zset_of(zset)  # a plan never asks for a hash; a damaged log might
         before = value_bytes(zset)
-    if type(zset) is bytes:
-        zset = data[key] = added_to(zset, member, _score(score), space.limits)
-    else:
-        zset.add(member, _score(score), space.limits)  # type: ignore[union-attr]
+    if type(zset) is ZSet:
+        zset.add(member, _score(score), space.limits)
         data[key] = zset
+    else:
+        zset = data[key] = added_to(zset, member, _score(score), space.limits)
     space.used += value_bytes(zset) - before
 
 
@@ -343,10 +357,9 @@ def _remove_fields(space: Keyspace, key: bytes, names: Sequence[bytes]) -> None:
     row = data.get(key)
     if row is None:
         return
-    if is_zset(row):
-        raise errors.WRONGTYPE()
+    row = _hash_of(row)
     before = value_bytes(row)
-    left = hashes.removed(row, names)  # type: ignore[arg-type]
+    left = hashes.removed(row, names)
     if left is None:
         _gone(space, key, before)
     else:
@@ -359,10 +372,9 @@ def _remove_members(space: Keyspace, key: bytes, members: tuple[bytes, ...]) -> 
     zset = data.get(key)
     if zset is None:
         return
-    if not is_zset(zset):
-        raise errors.WRONGTYPE()
+    zset = _zset_of(zset)
     before = value_bytes(zset)
-    if type(zset) is bytes:
+    if type(zset) is not ZSet:
         left = zset
         for member in members:
             left = lp.removed(left, member)
@@ -373,7 +385,7 @@ def _remove_members(space: Keyspace, key: bytes, members: tuple[bytes, ...]) -> 
             space.used += value_bytes(left) - before
         return
     for member in members:
-        zset.remove(member)  # type: ignore[union-attr]
+        zset.remove(member)
     if zset:
         space.used += value_bytes(zset) - before
     else:
@@ -399,14 +411,14 @@ def _gone(space: Keyspace, key: bytes, size: int) -> None:
 FREE_WHOLE: Final = 4096  # fields or members a value may have to be freed at once
 
 
-def _is_big(value: Value) -> bool:
+def _is_big(value: Value) -> TypeGuard[BigHash | ZSet]:
     return type(value) is not bytes and len(value) > FREE_WHOLE
 
 
 def _list_parts(value: BigHash | ZSet, parts: list[list[Any]]) -> None:
     """References to a big value's fields and values (a sorted set's members and packed
     keys), for `free` to let go of in slices after the value itself goes."""
-    mapping: dict[bytes, Any] = value.keys if type(value) is ZSet else value  # type: ignore[assignment]
+    mapping: dict[bytes, Any] = value.keys if type(value) is ZSet else value
     parts.append(list(mapping))
     parts.append(list(mapping.values()))
 
@@ -438,9 +450,7 @@ def _hdel(space: Keyspace, op: Sequence[Any]) -> None:
 def _hincrby(space: Keyspace, op: Sequence[Any]) -> None:
     _, key, name, by = op
     row = space.data.get(key)
-    if row is not None and is_zset(row):
-        raise errors.WRONGTYPE()
-    current = None if row is None else hashes.get(row, name)  # type: ignore[arg-type]
+    current = None if row is None else hashes.get(_hash_of(row), name)
     value = b"%d" % ((int(current) if current is not None else 0) + int(by))
     set_fields(space, key, (name,), (value,))
 
@@ -461,14 +471,13 @@ def _zadd(space: Keyspace, op: Sequence[Any]) -> None:
         zset = _new_zset(space, key, op[3])
         before = 0
     else:
-        if not is_zset(zset):
-            raise errors.WRONGTYPE()
+        zset = _zset_of(zset)
         before = value_bytes(zset)
     for i in range(2, len(op), 2):
-        if type(zset) is bytes:
-            zset = added_to(zset, op[i + 1], float(op[i]), limits)
+        if type(zset) is ZSet:
+            zset.add(op[i + 1], float(op[i]), limits)
         else:
-            zset.add(op[i + 1], float(op[i]), limits)  # type: ignore[union-attr]
+            zset = added_to(zset, op[i + 1], float(op[i]), limits)
     data[key] = zset
     space.used += value_bytes(zset) - before
 

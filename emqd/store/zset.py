@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from enum import Enum
+from typing import Final, final
 
 from emqd.store import listpack as lp
 from emqd.store import sizes
@@ -76,6 +77,7 @@ def skiplist() -> ZSet:
     return zset
 
 
+@final  # no subclass: `type(value) is ZSet` tells a set from the other values
 class ZSet:
     """A sorted set. Contract: while `packed` is None (a skiplist), `_keys` and `_order`
     hold the same packed keys; while it is bytes (a listpack), both are None."""
@@ -402,10 +404,17 @@ class ZSet:
             lex.lte_max(order[0][PREFIX:])
 
 
-# Sentinels for `-` and `+` in a lexicographic range: below and above every member.
-MINUS_INF: Final = object()
-PLUS_INF: Final = object()
-LexBound = bytes | object
+class _Infinity(Enum):
+    """`-` and `+` in a lexicographic range: below and above every member. An enum, so
+    that a bound tested against both is known to be bytes."""
+
+    MINUS = "-"
+    PLUS = "+"
+
+
+MINUS_INF: Final = _Infinity.MINUS
+PLUS_INF: Final = _Infinity.PLUS
+LexBound = bytes | _Infinity
 
 
 def _cmplex(a: LexBound, b: LexBound) -> int:
@@ -416,7 +425,7 @@ def _cmplex(a: LexBound, b: LexBound) -> int:
         return -1
     if a is PLUS_INF or b is MINUS_INF:
         return 1
-    return (a > b) - (a < b)  # type: ignore[operator]
+    return (a > b) - (a < b)
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +456,7 @@ def _bisect_min(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
         return 0
     if lex.min is PLUS_INF:
         return len(order)
-    bound = prefix + lex.min  # type: ignore[operator]
+    bound = prefix + lex.min
     return order.bisect_right(bound) if lex.min_exclusive else order.bisect_left(bound)
 
 
@@ -457,5 +466,5 @@ def _bisect_max(order: SortedKeys, prefix: bytes, lex: LexRange) -> int:
         return len(order)
     if lex.max is MINUS_INF:
         return 0
-    bound = prefix + lex.max  # type: ignore[operator]
+    bound = prefix + lex.max
     return order.bisect_left(bound) if lex.max_exclusive else order.bisect_right(bound)

@@ -43,7 +43,7 @@ refusal writes nothing.
 from __future__ import annotations
 
 import sys
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
@@ -188,7 +188,7 @@ def due_time(args: AddArgs, now_ms: int) -> int | None:
     return due if due is not None and due > now_ms else None
 
 
-def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: AddArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     due = due_time(args, now_ms)
     if args.unique is not None:
@@ -226,7 +226,7 @@ def general(args: AddArgs, view: View, now_ms: int, due: int | None) -> Plan:
     return Plan(new.ops(), job_id, new.events, tuple(new.due))
 
 
-def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Any:
+def _unique(args: AddArgs, view: View, now_ms: int, due: int | None) -> Plan:
     """ADD with UNIQUE: the live job holding the key, or a new job that holds it."""
     keys = args.keys
     key = args.unique

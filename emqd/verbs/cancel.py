@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
@@ -76,7 +76,7 @@ def parse(argv: list[bytes], config: Config) -> CancelArgs:
     return CancelArgs(keys, job_id, reason, config)
 
 
-def plan(args: CancelArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: CancelArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     keys = args.keys
     row = view.hash(keys.job(args.id))
     active = view.zset(keys.active)

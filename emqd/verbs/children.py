@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.layout import QueueKeys, queue_keys, split_job_key
-from emqd.reply import NULL_ARRAY
+from emqd.reply import NULL_ARRAY, Reply
 from emqd.rules import args as parse_args
 from emqd.rules import job
 from emqd.store import hash as hashes
@@ -46,7 +46,7 @@ def parse(argv: list[bytes], config: Config) -> ChildrenArgs:
     return ChildrenArgs(queue_keys(parse_args.queue_name(argv[1])), parse_args.job_id(argv[2]))
 
 
-def plan(args: ChildrenArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ChildrenArgs, view: View, now_ms: int, run_id: bytes) -> Reply:
     keys = args.keys
     if view.hash(keys.job(args.id)) is None:
         return NULL_ARRAY

@@ -145,7 +145,7 @@ def parse(argv: list[bytes], config: Config) -> ClaimArgs:
     return args
 
 
-def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Plan | Block:
     keys = args.keys
     deadline = now_ms + args.lease_ms
     if deadline > MAX_TIME_MS:
@@ -181,7 +181,7 @@ def plan(args: ClaimArgs, view: View, now_ms: int, run_id: bytes) -> Any:
 
 
 def general(args: ClaimArgs, view: View, walked: Walked, window: rates.Window | None,
-            now_ms: int, run_id: bytes) -> Any:
+            now_ms: int, run_id: bytes) -> Plan | Block:
     """A flat queue in general, from what the walk of `pending` found (_walk): what the
     one-job fast path (_one, the ONE and ONE_HELD Shapes) must plan alike wherever it
     answers (tests/verbs/test_claim.py)."""
@@ -192,7 +192,7 @@ def general(args: ClaimArgs, view: View, walked: Walked, window: rates.Window | 
 
 
 def round_robin(args: ClaimArgs, view: View, want: int, window: rates.Window | None,
-                now_ms: int, run_id: bytes) -> Any:
+                now_ms: int, run_id: bytes) -> Plan | Block:
     """A queue with a ring, in general: lanes.serve's turns and lanes.settle's moves. What
     the lanes' fast path (lanes.serve_one, _lane_one) must plan alike where it answers
     (tests/verbs/test_lanes_fast.py)."""
@@ -226,8 +226,8 @@ def _walk(view: View, keys: QueueKeys, members: Iterator[bytes], want: int) -> W
         row = view.hash(keys.job(member))
         if row is not None:
             token = judge(row)
-            if type(token) is not bytes:
-                jobs.append((member, row, token))  # type: ignore[arg-type]
+            if isinstance(token, int):  # else the text of what is wrong with the row
+                jobs.append((member, row, token))
                 if len(jobs) == want:
                     break
                 continue
@@ -266,7 +266,7 @@ def _claimed(args: ClaimArgs, job_id: bytes, row: Hash, token: bytes,
 
 
 def _one(args: ClaimArgs, view: View, found: tuple[bytes, Hash, int], now: int, deadline: int,
-         run_id: bytes) -> Any:
+         run_id: bytes) -> Plan:
     """The fast path: one flat job, nothing skipped, from a template."""
     keys = args.keys
     job_id, row, number = found
@@ -300,7 +300,7 @@ def _raise_floor(view: View, keys: QueueKeys, token: int, ops: list[Op],
 
 
 def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline: int,
-              run_id: bytes) -> Any:
+              run_id: bytes) -> Plan:
     """The lanes' fast path: one job from the ring's head lane, from a template."""
     keys = args.keys
     job_id, group = turn.job_id, turn.group
@@ -325,7 +325,7 @@ def _lane_one(args: ClaimArgs, view: View, turn: lanes.Turn, now: int, deadline:
 
 def _verdict(args: ClaimArgs, view: View, removed: list[Op], jobs: list[Any], corrupt: list[Any],
              now: int, run_id: bytes, ledger: lanes.Ledger | None,
-             window: rates.Window | None, cut_off: bool) -> Any:
+             window: rates.Window | None, cut_off: bool) -> Plan | Block:
     keys = args.keys
     ops = list(removed)
     replies = []
@@ -383,7 +383,8 @@ def _dead_letters(args: ClaimArgs, view: View, corrupt: list[Any], jobs: list[An
 
 
 def _answer(args: ClaimArgs, jobs: list[Any], ops: list[Op], happened: list[Any] | None = None,
-            due: tuple[Due, ...] = (), wake_at: int | None = None, cut_off: bool = False) -> Any:
+            due: tuple[Due, ...] = (), wake_at: int | None = None,
+            cut_off: bool = False) -> Plan | Block:
     """The reply (or the park), with the plan of what was claimed and skipped.
 
     `wake_at`: the queue's rate limit holds the claim until then (a parked

@@ -118,7 +118,7 @@ def plan(args: CompleteArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     return general(args, view, row, settings, now_ms)
 
 
-def _event(args: CompleteArgs, row: Hash, now_ms: int) -> Any:
+def _event(args: CompleteArgs, row: Hash, now_ms: int) -> events.Event:
     claimed = parse_int(hashes.get(row, job.CLAIMED_MS) or b"")
     return (events.COMPLETED, args.keys.queue, args.id, now_ms,
             {"duration_ms": now_ms - claimed if claimed is not None else 0})

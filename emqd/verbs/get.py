@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from emqd.command import verb_command
 from emqd.config import Config
 from emqd.layout import queue_keys
-from emqd.reply import NULL_ARRAY
+from emqd.reply import NULL_ARRAY, Reply
 from emqd.rules import args as parse_args
 from emqd.store import hash as hashes
 from emqd.store.keyspace import View
@@ -33,7 +33,7 @@ def parse(argv: list[bytes], config: Config) -> GetArgs:
     return GetArgs(keys.job(parse_args.job_id(argv[2])))
 
 
-def plan(args: GetArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: GetArgs, view: View, now_ms: int, run_id: bytes) -> Reply:
     row = view.hash(args.row_key)
     return NULL_ARRAY if row is None else hashes.as_dict(row)
 

@@ -67,8 +67,8 @@ def plan(args: LogArgs, view: View, now_ms: int, run_id: bytes) -> Plan:
     number = job_log.next_number(log)
     ops: list[Op] = [(b"ZADD", key, number, job_log.member(number, args.line))]
     excess = size + 1 - keep
-    if excess > 0:
-        ops.append((b"ZREM", key, *log.head(excess)))  # type: ignore[union-attr]
+    if excess > 0 and log is not None:  # (no log has no excess)
+        ops.append((b"ZREM", key, *log.head(excess)))
     return Plan(ops, min(size + 1, keep), None, ())
 
 

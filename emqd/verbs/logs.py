@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
@@ -52,7 +52,7 @@ def parse(argv: list[bytes], config: Config) -> LogsArgs:
     )
 
 
-def plan(args: LogsArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: LogsArgs, view: View, now_ms: int, run_id: bytes) -> list[bytes]:
     keys = args.keys
     if view.hash(keys.job(args.id)) is None:
         raise errors.NO_SUCH_JOB()

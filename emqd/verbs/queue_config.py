@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
 from emqd.commit.plan import CONFIGURED, Plan
 from emqd.config import Config
 from emqd.layout import QueueKeys, queue_keys
+from emqd.reply import Reply
 from emqd.rules import args as parse_args
 from emqd.rules import lanes, settings
 from emqd.store.keyspace import View
@@ -71,7 +72,7 @@ def parse(argv: list[bytes], config: Config) -> ConfigArgs:
     return ConfigArgs(keys, config, False, pairs=tuple(pairs))
 
 
-def plan(args: ConfigArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: ConfigArgs, view: View, now_ms: int, run_id: bytes) -> Plan | Reply:
     keys = args.keys
     row = view.hash(keys.config)  # also refuses SET with WRONGTYPE before anything is written
     if args.get:

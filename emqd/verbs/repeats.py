@@ -60,7 +60,7 @@ def listing(view: View, keys: QueueKeys, limit: int | None = None) -> list[dict[
     return found
 
 
-def plan(args: RepeatsArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: RepeatsArgs, view: View, now_ms: int, run_id: bytes) -> list[dict[bytes, Any]]:
     return listing(view, args.keys)
 
 

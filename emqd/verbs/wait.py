@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from emqd import errors
 from emqd.command import verb_command
@@ -56,7 +56,7 @@ def parse(argv: list[bytes], config: Config) -> WaitArgs:
     return WaitArgs(keys.job(job_id), parse_args.non_negative(argv[3], "TIMEOUT_MS"))
 
 
-def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Any:
+def plan(args: WaitArgs, view: View, now_ms: int, run_id: bytes) -> Block | list[bytes | None]:
     if now_ms + args.timeout_ms > MAX_TIME_MS:
         raise errors.TIMEOUT_RANGE()
     row = view.hash(args.row_key)

@@ -73,7 +73,7 @@ class Hub:
     def __init__(self, core: Core, connections: dict[int, Connection]) -> None:
         self.core = core
         self.commit = core.commit
-        self.waiters = Waiters(core.keyspace)
+        self.waiters: Waiters[Connection] = Waiters(core.keyspace)
         self.connections = connections  # session id -> its live connection
         self.stopping = False  # shutdown began: no request runs any more
 
@@ -87,7 +87,7 @@ class Hub:
             if not ready:
                 return
             for conn in ready:
-                conn.retry_parked()  # type: ignore[attr-defined]
+                conn.retry_parked()
 
 
 class Connection(asyncio.Protocol, Outlet):
@@ -161,14 +161,20 @@ class Connection(asyncio.Protocol, Outlet):
         self.pending.clear()
         self.streaming = None
 
+    def _transport(self) -> asyncio.Transport:
+        """The socket's transport, which connection_made set before anything here runs."""
+        transport = self.transport
+        assert transport is not None
+        return transport
+
     def pause_writing(self) -> None:
         self.paused = True
-        self.transport.pause_reading()  # type: ignore[union-attr]
+        self._transport().pause_reading()
 
     def resume_writing(self) -> None:
         self.paused = False
         if not self.closed:
-            self.transport.resume_reading()  # type: ignore[union-attr]
+            self._transport().resume_reading()
             self.run_pending()
 
     def data_received(self, data: bytes) -> None:
@@ -195,7 +201,7 @@ class Connection(asyncio.Protocol, Outlet):
                         or self.streaming is not None or self.awaiting):
                     self.pending.extend(requests)
                     if len(self.pending) > MAX_QUEUED_REQUESTS:
-                        self.transport.pause_reading()  # type: ignore[union-attr]
+                        self._transport().pause_reading()
                     return
                 self._run(requests)
                 self.hub.wake_parked()
@@ -283,7 +289,7 @@ class Connection(asyncio.Protocol, Outlet):
         if broken is not None:
             out.append(b"-ERR " + str(broken).encode("latin-1") + b"\r\n")
             self._write(out)
-            self.transport.close()  # type: ignore[union-attr]
+            self._transport().close()
             self.closed = True
             return
         self._write(out)
@@ -366,13 +372,13 @@ class Connection(asyncio.Protocol, Outlet):
         if self.holding:
             self.close_when_released = True
             self.closed = True  # nothing more runs or is read
-            self.transport.pause_reading()  # type: ignore[union-attr]
+            self._transport().pause_reading()
             return
         self._close()
 
     def _close(self) -> None:
         self.close_when_released = False
-        self.transport.close()  # type: ignore[union-attr]
+        self._transport().close()
         self.closed = True
 
     # --- big replies, a chunk at a time -----------------------------------------------
@@ -561,4 +567,4 @@ def close_lagging(conn: Connection, unsent: int, kind: str) -> None:
         session.id, session.addr, session.name.decode("latin-1"), kind, unsent,
     )
     conn.closed = True  # nothing more is written to it; connection_lost cleans up
-    conn.transport.abort()  # type: ignore[union-attr]
+    conn._transport().abort()

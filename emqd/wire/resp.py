@@ -131,9 +131,10 @@ class RequestParser:
         continuing = self._tail > 0
         if continuing:
             guard = self._guard
-            head = guard.head  # type: ignore[union-attr]
+            assert guard is not None  # set with `_tail`, when hiredis took a request's start
+            head = guard.head
             try:
-                start = guard.feed(data, 0)  # type: ignore[union-attr]
+                start = guard.feed(data, 0)
             except _TooBig:
                 # Its count line just completed: hiredis holds only `head`. Go slow.
                 self._go_slow(head + data, requests)
@@ -142,7 +143,7 @@ class RequestParser:
                 self._reader.feed(data)
                 self._tail += len(data)
                 return
-            if guard.left < 0:  # type: ignore[union-attr]
+            if guard.left < 0:
                 # `*0` / `*-1`, which Redis skips and hiredis would return: drop it.
                 self._reset_fast()
                 if start < len(data):
