@@ -109,14 +109,15 @@ class Link:
                 reader, self.writer = await asyncio.wait_for(
                     asyncio.open_connection(host.strip("[]"), int(port)), CONNECT_S)
                 self.reading = self.loop.create_task(self._read(reader))
-                if self.front and password:
-                    nonce = _bulk_of(await self._introduce([b"EMQ.FRONT", b"CHALLENGE"]))
-                    await self._introduce([b"EMQ.FRONT", self.address, b"PROOF",
-                                           proof(password, nonce, self.address)])
-                elif self.front:
-                    await self._introduce([b"EMQ.FRONT", self.address])
-                if self.front and self.name:
-                    await self._introduce([b"CLIENT", b"SETNAME", self.name])
+                if self.front:
+                    if password:
+                        nonce = _bulk_of(await self._introduce([b"EMQ.FRONT", b"CHALLENGE"]))
+                        await self._introduce([b"EMQ.FRONT", self.address, b"PROOF",
+                                               proof(password, nonce, self.address)])
+                    else:
+                        await self._introduce([b"EMQ.FRONT", self.address])
+                    if self.name:
+                        await self._introduce([b"CLIENT", b"SETNAME", self.name])
                 elif password:
                     await self._introduce([b"AUTH", *([self.user] if self.user else []),
                                            password.encode()])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import hiredis
 import pytest
 
 from emqd.cluster.link import Link, Sent
@@ -167,3 +168,46 @@ async def test_a_connection_closed_by_the_peer_fails_what_waits(peer: Peer) -> N
     with pytest.raises(ConnectionError):
         await asyncio.wait_for(request.future, WAIT_S)
     assert not link.connected
+
+
+async def _introductions(front: bool, name: bytes) -> list[list[bytes]]:
+    """What a link says before any request, to a peer that answers every request: a
+    nonce to EMQ.FRONT CHALLENGE, +OK to anything else."""
+    heard: list[list[bytes]] = []
+    done = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        parser = hiredis.Reader()
+        while data := await reader.read(65536):
+            parser.feed(data)
+            while (argv := parser.gets()) is not False:
+                heard.append(argv)
+                writer.write(b"$5\r\nnonce\r\n" if argv[1:2] == [b"CHALLENGE"] else b"+OK\r\n")
+        writer.close()
+        await writer.wait_closed()
+        done.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        link = Link(f"127.0.0.1:{port}".encode(), 2, front=front, name=name)
+        await asyncio.wait_for(link.connect("secret"), WAIT_S)
+        link.close()
+        await asyncio.wait_for(done.wait(), WAIT_S)
+    finally:
+        server.close()
+    return heard
+
+
+@pytest.mark.parametrize("name", [b"", b"worker-1"])
+async def test_a_link_to_a_front_proves_the_password_and_never_sends_it(name: bytes) -> None:
+    heard = await _introductions(True, name)
+    assert [argv[:2] for argv in heard[:2]] == [[b"EMQ.FRONT", b"CHALLENGE"],
+                                                [b"EMQ.FRONT", heard[1][1]]]
+    assert heard[1][2] == b"PROOF"
+    assert not any(b"secret" in part for argv in heard for part in argv), heard
+    assert ([b"CLIENT", b"SETNAME", name] in heard) == bool(name)
+
+
+async def test_a_link_to_a_node_logs_in_with_its_password() -> None:
+    assert await _introductions(False, b"") == [[b"AUTH", b"secret"]]
