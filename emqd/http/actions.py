@@ -45,7 +45,11 @@ async def run_verbs(dashboard: Dashboard, argvs: list[list[bytes]]) -> list[Any]
     core = dashboard.core
     session = Session(core, addr="http")
     session.authenticated = True
-    replies = [await _answer(session, argv) for argv in argvs]
+    try:
+        replies = [await _answer(session, argv) for argv in argvs]
+    finally:
+        if core.router is not None:  # its links to other fronts close, as a client's do
+            core.router.forget(session)
     dashboard.wake()
     commit = core.commit
     if session.log_mark > commit.sink.durable:

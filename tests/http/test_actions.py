@@ -11,7 +11,8 @@ from emqd.commit.plan import AGAIN, Later
 from emqd.config import Config
 from emqd.core import Core, Session
 from emqd.errors import ReplyError
-from emqd.http.actions import _answer
+from emqd.http.actions import _answer, run_verbs
+from emqd.http.context import Dashboard
 from emqd.reply import Raw
 
 
@@ -21,6 +22,7 @@ class Elsewhere:
     def __init__(self, replies: list[Any]) -> None:
         self.replies = replies
         self.routed: list[list[bytes]] = []
+        self.forgotten: list[Session] = []  # sessions whose links to other fronts closed
 
     def route(self, session: Session, row: Any, argv: list[bytes]) -> Any:
         if not argv[0].upper().startswith(b"EMQ.") or not self.replies:
@@ -31,7 +33,7 @@ class Elsewhere:
         return Later(future)
 
     def forget(self, session: Session) -> None:
-        pass
+        self.forgotten.append(session)
 
 
 def answered(replies: list[Any], argv: list[bytes]) -> tuple[Any, Elsewhere, Core]:
@@ -54,3 +56,14 @@ def test_again_runs_the_verb_here_once_the_front_took_the_queue() -> None:
     reply, router, core = answered([AGAIN], [b"EMQ.WORKER", b"q", b"STOP", b"w"])
     assert reply == "OK" and len(router.routed) == 1
     assert core.keyspace.hash(b"emq:{q}:workers") is not None  # applied here
+
+
+def test_an_actions_session_is_forgotten_so_its_links_to_other_fronts_close() -> None:
+    """Each action runs on a session of its own: a verb forwarded for it opened a link to
+    the owner, which the router closes once told the session is done, as for a client."""
+    router = Elsewhere([Raw(b"+OK\r\n")])
+    core = Core(Config(appendonly=False), router=router)
+    dashboard = Dashboard(core, lambda: 0, lambda: None)
+    replies = asyncio.run(run_verbs(dashboard, [[b"EMQ.WORKER", b"q", b"QUIET", b"w"]]))
+    assert replies == [b"OK"] and len(router.routed) == 1
+    assert len(router.forgotten) == 1 and router.forgotten[0].addr == "http"
