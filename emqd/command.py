@@ -72,7 +72,7 @@ def container(name: str, flags: str, group: str, summary: str) -> Command:
 
 def holder_of(session: Session) -> bytes:
     """What CLAIM and EXTEND stamp as a lease's `holder` (their `with_holder`): a named
-    connection's id (a worker names itself, emqd/client/worker_name.py), nothing for an unnamed
+    connection's id (a worker names itself, emqd/sessions/worker_name.py), nothing for an unnamed
     one, which pays nothing. Here, so that the planners never see a session."""
     return b"%d" % session.id if session.name else b""
 

@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PERSIST_MUST_NOT_IMPORT = ("emqd.wire", "emqd.core", "emqd.dispatch", "emqd.core",
-                           "emqd.commit.path")
+PERSIST_MUST_NOT_IMPORT = ("emqd.wire", "emqd.core", "emqd.dispatch", "emqd.commit.path")
+# The Python client (and the benchmark, which drives it) is the server's user, not a part
+# of it: a server that imported it would load redis-py's client and the worker for nothing.
+CLIENT_SIDE = ("emqd.client", "emqd.bench")
 
 
 def modules(root: Path, package: str) -> dict[str, Path]:
@@ -131,6 +133,13 @@ def test_persist_imports_nothing_of_the_connections_the_commands_or_the_commit_p
     edges = graph(ROOT, "emqd")
     bad = {module: sorted(target for target in targets if _in(target, PERSIST_MUST_NOT_IMPORT))
            for module, targets in edges.items() if _in(module, ("emqd.persist",))}
+    assert {module: targets for module, targets in bad.items() if targets} == {}
+
+
+def test_the_server_imports_nothing_of_the_client() -> None:
+    edges = graph(ROOT, "emqd")
+    bad = {module: sorted(target for target in targets if _in(target, ("emqd.client",)))
+           for module, targets in edges.items() if not _in(module, CLIENT_SIDE)}
     assert {module: targets for module, targets in bad.items() if targets} == {}
 
 

@@ -42,7 +42,7 @@ into the handler, and the settling verb is sent again; whatever lease was lost
 meanwhile answers EMQSTALE and its result is dropped, charging nothing. The
 outage is logged once when it begins and once when it ends (reconnect.Outage).
 
-The worker names its connections (CLIENT SETNAME, emqd/client/worker_name.py), so the
+The worker names its connections (CLIENT SETNAME, emqd/sessions/worker_name.py), so the
 dashboard's Workers page shows it with the jobs it holds.
 """
 
@@ -66,7 +66,7 @@ from typing import Any, TypeVar
 from redis.exceptions import AuthenticationError, ResponseError
 
 from emqd.client import handler as handlers
-from emqd.client import outcome, tracing, worker_name
+from emqd.client import outcome, tracing
 from emqd.client.commands import Job
 from emqd.client.errors import (
     NOT_NOW,
@@ -80,6 +80,7 @@ from emqd.client.handler import Handler, ThroughWorker
 from emqd.client.lease_keeper import Keeper
 from emqd.client.link import Link
 from emqd.client.reconnect import Backoff, Outage
+from emqd.sessions import worker_name
 
 log = logging.getLogger("emqd.worker")
 
@@ -275,7 +276,7 @@ class Worker:
 
     def _link(self) -> Any:
         """The connections the worker sends through: a Link to a real queue's server,
-        named after this worker (emqd/client/worker_name.py); a fake queue is used as it is."""
+        named after this worker (emqd/sessions/worker_name.py); a fake queue is used as it is."""
         if getattr(self.queue, "client", None) is None:
             return self.queue
         self.name = worker_name.build(socket.gethostname(), os.getpid(), [self.queue.name],

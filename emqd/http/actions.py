@@ -22,7 +22,6 @@ import hiredis
 from aiohttp import web
 
 from emqd import dispatch
-from emqd.client import worker_name
 from emqd.commit.plan import AGAIN, Later
 from emqd.compat.numbers import parse_int
 from emqd.core import Session
@@ -30,6 +29,7 @@ from emqd.errors import ReplyError
 from emqd.http import reading
 from emqd.http.context import Dashboard, found, job_url, queue_url, segment
 from emqd.reply import Raw
+from emqd.sessions import worker_name
 
 REVIVE_ALL_MAX = 1000  # dead letters one "revive all" click revives, at most
 
@@ -163,7 +163,7 @@ async def order_worker(request: web.Request) -> web.Response:
     """POST /workers/quiet, /stop, /run: EMQ.WORKER for each queue the worker's name lists.
 
     The worker is named by the form (its connections' name, the worker form of
-    emqd/client/worker_name.py); a name not in that form names no queue, and is a 400.
+    emqd/sessions/worker_name.py); a name not in that form names no queue, and is a 400.
     """
     dashboard = Dashboard.of(request)
     order = segment(request, 1)

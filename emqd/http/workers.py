@@ -1,7 +1,7 @@
 """The Workers page: every connected worker, and the jobs it holds now.
 
 A worker is known by the name it gives its connections (CLIENT SETNAME, in the
-form of emqd/client/worker_name.py: host, pid, queues, concurrency, start), which the
+form of emqd/sessions/worker_name.py: host, pid, queues, concurrency, start), which the
 emqd Worker sets and any client can; a worker's pooled connections share it and
 are one row. Which jobs it holds comes from the rows themselves: CLAIM and
 EXTEND from a named connection write its CLIENT ID as `holder`, and a lease
@@ -28,7 +28,6 @@ from typing import Any
 from aiohttp import web
 
 from emqd import clock
-from emqd.client import worker_name
 from emqd.compat.numbers import parse_int
 from emqd.core import Core, Session
 from emqd.http import reading
@@ -36,6 +35,7 @@ from emqd.http.context import Dashboard
 from emqd.http.relay import RELAY
 from emqd.rules.args import is_queue_name
 from emqd.rules.job import CLAIMED_MS, HOLDER, LEASE_EPOCH
+from emqd.sessions import worker_name
 from emqd.store.keyspace import Keyspace
 
 ACTIVE_SHOWN = 10_000  # active rows one page reads, at most

@@ -2,7 +2,7 @@
 
 A worker's beat: what an operator asks of the worker named NAME on QUEUE
 (EMQ.WORKER, or the dashboard's Workers page). NAME is the name the worker's
-connections give themselves (CLIENT SETNAME, emqd/client/worker_name.py), so that an
+connections give themselves (CLIENT SETNAME, emqd/sessions/worker_name.py), so that an
 instruction is for one run of one worker: its name holds its host, pid and
 start time. The worker sends this every few seconds for each of its queues
 and obeys the reply (protocol section 22.6): `run` (go on), `quiet` (claim
@@ -46,7 +46,7 @@ class BeatArgs:
 
 
 def worker_name(raw: bytes) -> bytes:
-    """NAME: 1..4096 bytes (a worker's connection name, emqd/client/worker_name.py)."""
+    """NAME: 1..4096 bytes (a worker's connection name, emqd/sessions/worker_name.py)."""
     if not raw or len(raw) > MAX_LINE:
         raise errors.INVALID_WORKER()
     return raw

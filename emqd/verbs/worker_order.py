@@ -1,7 +1,7 @@
 """EMQ.WORKER queue <QUIET | STOP | RUN> name
 
 What an operator asks of the worker named NAME (its connections' name, CLIENT
-SETNAME: emqd/client/worker_name.py) on QUEUE, told to it by its next EMQ.BEAT on the
+SETNAME: emqd/sessions/worker_name.py) on QUEUE, told to it by its next EMQ.BEAT on the
 queue (protocol section 22.6): QUIET, claim nothing more from the queue and
 finish what it holds; STOP, that and exit once done; RUN, go on as before (the
 instruction is deleted). Faktory's quiet and terminate, Sidekiq's Quiet and

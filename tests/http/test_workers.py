@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from emqd.client import worker_name
 from emqd.http.workers import Exported, Held, Roster, Worker, exported, joined
+from emqd.sessions import worker_name
 
 ALPHA = worker_name.build("alpha", 11, ["q"], 4, 1_000)
 BETA = worker_name.build("beta", 22, ["q", "r"], 1, 2_000)
