@@ -83,7 +83,7 @@ class Dashboard:
 
 def segment(request: web.Request, index: int) -> bytes:
     """The `index`th segment of the raw path after its leading `/`, percent-decoded to bytes."""
-    parts = request.raw_path.partition("?")[0].split("/")[1:]
+    parts = request.rel_url.raw_path.split("/")[1:]
     return unquote_to_bytes(parts[index]) if index < len(parts) else b""
 
 

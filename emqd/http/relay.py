@@ -138,7 +138,8 @@ class Relay:
     async def relay(self, request: web.Request, dashboard: bytes) -> web.Response:
         """`request` as the front whose dashboard is at `dashboard` answers it."""
         headers = self._headers(request)
-        url = URL(f"http://{dashboard.decode('latin-1')}{request.raw_path}", encoded=True)
+        url = URL(f"http://{dashboard.decode('latin-1')}{request.rel_url.raw_path_qs}",
+                  encoded=True)
         try:
             async with self._client().request(request.method, url, headers=headers,
                                             data=await request.read(),

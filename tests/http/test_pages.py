@@ -435,7 +435,7 @@ def test_completed_jobs_older_than_an_age_are_cleaned(r: redis.Redis, web: Web) 
 def test_the_workers_page_shows_each_worker_and_the_jobs_it_holds(r: redis.Redis,
                                                                   web: Web,
                                                                   server: ServerProcess) -> None:
-    from emqd.client import worker_name
+    from emqd.sessions import worker_name
     name = worker_name.build("web 1", 4242, ["mail", "q w"], 8, 1_700_000_000_000)
     worker, other = redis.Redis(port=server.port), redis.Redis(port=server.port)
     worker.client_setname(name)
@@ -462,7 +462,7 @@ def test_quiet_stop_and_resume_a_worker_from_the_workers_page(r: redis.Redis, we
                                                               server: ServerProcess) -> None:
     """Each button is EMQ.WORKER on every queue the worker's name lists; the worker learns it
     from its beat (EMQ.BEAT), which is what it would read."""
-    from emqd.client import worker_name
+    from emqd.sessions import worker_name
     name = worker_name.build("web-2", 77, ["mail", "sms"], 2, 1_700_000_000_000)
     worker = redis.Redis(port=server.port)
     worker.client_setname(name)
