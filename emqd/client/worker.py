@@ -392,9 +392,11 @@ class Worker:
                 self._end(run, outcome.for_return(value, error))
             cancelled.discard((run.job.id, run.job.token))
 
-    def _end(self, run: JobRun, settlement: outcome.Settlement | None) -> bool:
-        """The run ends with `settlement` (or outcome.LOST: nothing is sent); True when
-        this call decided it. Stops what still runs for it (a thread is only detached)."""
+    def _end(self, run: JobRun, settlement: outcome.Settlement | None,
+             unsent: str = "lost") -> bool:
+        """The run ends with `settlement` (or outcome.LOST: nothing is sent, and its span
+        ends `unsent`); True when this call decided it. Stops what still runs for it (a
+        thread is only detached)."""
         if run.ended:
             return False
         run.ended = True
@@ -403,7 +405,7 @@ class Worker:
         if run.task is not None and not run.task.done():
             run.task.cancel()
         if settlement is outcome.LOST:
-            self._release(run, "lost")
+            self._release(run, unsent)
         else:
             patience_s = SHUTDOWN_SETTLE_S if self._stopping.is_set() else self.lease_ms / 1000
             self._settle(run, settlement, time.monotonic() + patience_s)
@@ -579,7 +581,7 @@ class Worker:
         plain one sees `job.cancelled`), send nothing more about it."""
         if not run.ended:
             self._cancelled.add((run.job.id, run.job.token))
-        if self._end(run, outcome.LOST):
+        if self._end(run, outcome.LOST, "cancelled"):
             self._count_cancelled(run, error)
 
     def _count_cancelled(self, run: JobRun, error: JobCancelled) -> None:
