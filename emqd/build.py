@@ -48,12 +48,16 @@ def built_extension(source: Path) -> Path | None:
 def stale_sources(root: Path = ROOT) -> list[Path]:
     """The compiled core's sources that have no extension beside them, or are newer
     than the core's library (emqd/core__mypyc*.so), which every rebuild of a
-    changed module links again; the small per-module extensions are only copied,
-    so their times say nothing."""
+    changed module links again (the small per-module extensions are only copied,
+    so their times say nothing); and pyproject.toml or setup.py when newer than it
+    (a module compiled or not, a dependency the tests now need)."""
     library = [p for p in (root / "emqd").glob("core__mypyc.*") if p.suffix in EXTENSIONS]
     built_at = library[0].stat().st_mtime if library else 0.0
+    # the build's own files: what is compiled, and the dependencies the install brings
+    build_files = [path for path in (root / "pyproject.toml", root / "setup.py") if path.exists()]
     return [source for source in compiled_sources(root)
-            if built_extension(source) is None or source.stat().st_mtime > built_at]
+            if built_extension(source) is None or source.stat().st_mtime > built_at] + [
+        path for path in build_files if path.stat().st_mtime > built_at]
 
 
 if __name__ == "__main__":  # scripts/test: exit 0 when the compiled core is current
