@@ -1,6 +1,6 @@
 """What every command reaches: the settings, the keyspace, the commit path, the epoch.
 
-One `Core` per server, built by `server.py` (and by tests, alone, with a store
+One `Core` per server, built by `serve/lifecycle.py` (and by tests, alone, with a store
 in memory and nothing kept) and reached through each `Session` as
 `session.core`; there is no module-level mutable server. It holds, each with
 one job:
@@ -98,7 +98,7 @@ class Core:
         self.keyspace = keyspace if keyspace is not None else Keyspace()
         self._set_limits(config)
         self.stats = stats if stats is not None else Stats()
-        self.history = History()  # fed by the commit path's listener (server.py)
+        self.history = History()  # fed by the commit path's listener (serve/lifecycle.py)
         self.dues = Dues(sweeping=bool(config.stalled_interval))
         self.commit = Commit(self.keyspace, sink if sink is not None else NullSink(), self.dues)
         self.run_id = run_id or new_run_id()

@@ -37,7 +37,7 @@ The rules they share (a job's entry and finishing, lanes, flows, retention,
 command, named after it (EMQ.LANE.LIMIT is lane_limit.py; EMQ.LANES is
 lane_list.py and EMQ.CONFIG queue_config.py, whose short names the rules and
 the server's settings use; EMQ.WORKER is worker_order.py, which is not the
-Python worker, emqd/worker.py), and the three planners housekeeping runs that
+Python worker, emqd/client/worker.py), and the three planners housekeeping runs that
 no command names (repeat_fire.py, rate_release.py, minute_close.py). The dispatcher
 (emqd/dispatch.py) lists the verbs it serves; this package imports none of
 them, so importing one rule does not import every verb.
