@@ -331,7 +331,7 @@ def _reject(session: Session, error: ReplyError, argv: list[bytes]) -> ReplyErro
 
 
 def _commit(session: Session, plan: Plan) -> None:
-    """Apply and keep a plan; its client's replies now wait for that record (commit.py)."""
+    """Apply and keep a plan; its client's replies now wait for that record (commit/path.py)."""
     mark = session.core.commit.apply(plan)
     if mark:
         session.log_mark = session.tells = mark
