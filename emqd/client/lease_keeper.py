@@ -5,10 +5,10 @@ millions of numbers, a C library's call) stops every Python thread of its
 process, the worker's event loop and its heartbeats with it, so a lease shorter
 than that call would run out and the job be recovered while it still runs. No
 thread can help; another process can. Each Worker starts one keeper
-(`Keeper.start`), a small process of its own (`python -m emqd.client.lease_keeper`, no
-import but the standard library and hiredis: it is top-level, not in
-emqd.client, for that), and tells it through a pipe, every sixth of the lease,
-that its loop runs, with the CLIENT IDs of its connections:
+(`Keeper.start`), a small process of its own (`main` below, started with
+`python -c`: `-m` would import this module twice, once through the emqd.client
+package), and tells it through a pipe, every sixth of the lease, that its loop
+runs, with the CLIENT IDs of its connections:
 
 - while beats come, the keeper does nothing;
 - once none came for a third of the lease, the worker's loop is stuck: every
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import ssl
 
 ACTIVE_READ = 10_000  # active jobs of the queue read per round, at most
+_MAIN = "from emqd.client.lease_keeper import main; main()"  # the keeper process's program
 
 
 class Keeper:
@@ -64,7 +65,7 @@ class Keeper:
               timeout_ms: int | None) -> Keeper:
         """`endpoint`: host, port, path, username, password, db, and `tls` (redis-py's ssl_*
         arguments, or None for a plain connection). Sent through the pipe, never argv."""
-        proc = subprocess.Popen([sys.executable, "-m", "emqd.client.lease_keeper"],
+        proc = subprocess.Popen([sys.executable, "-c", _MAIN],
                                 stdin=subprocess.PIPE, start_new_session=True)
         settings = {"endpoint": endpoint, "queue": queue.decode("latin-1"),
                     "lease_ms": lease_ms, "timeout_ms": timeout_ms}
@@ -267,6 +268,3 @@ class _Pipe:
 def _say(line: str) -> None:
     print(f"emqd lease keeper of pid {os.getppid()}: {line}", file=sys.stderr, flush=True)
 
-
-if __name__ == "__main__":
-    main()

@@ -29,9 +29,10 @@ SYSTEM = "emqd"
 TRACER = "emqd.client"
 
 
-def _trace_api() -> Any:
+def trace_api() -> Any:
     """`opentelemetry.trace` when the application loaded it and set a tracer provider;
-    else None (tracing is off)."""
+    else None (tracing is off). The worker asks once a claim, not once a job: the
+    question reads the process's environment (OpenTelemetry's provider lookup)."""
     api = sys.modules.get("opentelemetry.trace")
     if api is None or isinstance(api.get_tracer_provider(), api.ProxyTracerProvider):
         return None
@@ -39,8 +40,8 @@ def _trace_api() -> Any:
 
 
 def enabled() -> bool:
-    """Whether the worker asks for each job's trace context (CLAIM ... WITHTRACE)."""
-    return _trace_api() is not None
+    """Whether tracing is on (an application's check; the worker uses `trace_api`)."""
+    return trace_api() is not None
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def sending(queue: str, job_ids: list[str], given: str | None = None) -> Iterato
     """A `send {queue}` PRODUCER span around an add of `job_ids` (one, or a batch), a child
     of the caller's current span; what raises inside it marks it an error. A context
     `given` by the caller is sent as it is, without a span of ours."""
-    api = None if given is not None else _trace_api()
+    api = None if given is not None else trace_api()
     if api is None:
         yield NOT_TRACED if given is None else Sending(given)
         return
@@ -131,12 +132,10 @@ class Processing:
         self.span.end()
 
 
-def processing(queue: str, job: Any) -> Processing | None:
-    """The span of a run of `job` (a claimed Job), or None when tracing is off. The job's
-    lane is not in CLAIM's reply, so `emqd.lane` is not set (EMQ.GET has it)."""
-    api = _trace_api()
-    if api is None:
-        return None
+def processing(api: Any, queue: str, job: Any) -> Processing:
+    """The span of a run of `job` (a claimed Job), `api` being `trace_api()`'s answer when
+    the job was claimed. The job's lane is not in CLAIM's reply, so `emqd.lane` is not
+    set (EMQ.GET has it)."""
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM, "messaging.destination.name": queue,
         "messaging.operation.name": "process", "messaging.operation.type": "process",

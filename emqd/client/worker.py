@@ -309,9 +309,10 @@ class Worker:
             try:
                 if self._resync_needed:
                     await self._resync()
+                trace_api = tracing.trace_api()
                 jobs = await self.link.claim(self.lease_ms, count=min(free, batch_most),
                                              block_ms=self.block_ms,
-                                             with_trace=tracing.enabled())
+                                             with_trace=trace_api is not None)
             except (*TRANSPORT_ERRORS, ResponseError) as error:
                 if is_permanent(error):
                     self._give_up("claim", error)
@@ -325,7 +326,7 @@ class Worker:
             if self._keeper is not None:
                 self._keeper.tell(self.link.client_ids(), self.link.where().settings())
             for job in jobs:
-                self._start(job)
+                self._start(job, trace_api)
 
     async def _resync(self) -> None:
         """After a reconnect: confirm every held lease before claiming more. A lease the
@@ -344,7 +345,8 @@ class Worker:
         self.counts.reconnects += 1
         log.debug("reconnected, %d lease(s) confirmed: %r", len(held), self.queue)
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, trace_api: Any) -> None:
+        """Run `job`, in a `process` span when `trace_api` (tracing was on at its claim)."""
         self.counts.claimed += 1
         previous = self.running.get(job.id)
         if previous is not None:
@@ -352,7 +354,8 @@ class Worker:
             self._lose(previous, "claimed again while still running here")
         if job.reporter is not self._reporter:
             job = dataclasses.replace(job, reporter=self._reporter)  # job.progress, ...
-        run = JobRun(job, tracing.processing(self.queue.name, job))
+        span = None if trace_api is None else tracing.processing(trace_api, self.queue.name, job)
+        run = JobRun(job, span)
         self.running[job.id] = run
         if self._stopping.is_set():
             self._end(run, outcome.REQUEUE)  # claimed while stopping: straight back
