@@ -291,8 +291,8 @@ async def _takeover_s(first: Server, second: Server, jobs: int) -> float:
     counts = dict(zip(reply[::2], reply[1::2], strict=True))
     if counts[b"pending"] < jobs:
         raise scenarios.BenchError(f"{counts[b'pending']} of {jobs} jobs after the takeover")
-    held = sum(counts[state] for state in (b"pending", b"active", b"scheduled", b"dead",
-                                           b"completed"))
+    held: int = sum(counts[state] for state in (b"pending", b"active", b"scheduled",
+                                                b"dead", b"completed"))
     return seconds * 100_000 / held
 
 
