@@ -39,11 +39,6 @@ def trace_api() -> Any:
     return api
 
 
-def enabled() -> bool:
-    """Whether tracing is on (an application's check; the worker uses `trace_api`)."""
-    return trace_api() is not None
-
-
 @dataclass(frozen=True)
 class Sending:
     """An add's span: `context` is the TRACE to send (None: nothing to send)."""
