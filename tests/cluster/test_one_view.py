@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from emqd.cluster.names import owner_key
+from emqd.http.cluster_queues import QUEUES_PAGE
 from tests.cluster.support import Cluster, front, fronts_live, until
 from tests.http.browser import chromium
 from tests.support import ServerProcess, free_port
@@ -153,3 +154,28 @@ def test_a_front_that_owns_nothing_shows_and_opens_every_queue(
     assert _status(empty, "/queues/nosuch-view") == 404
     assert nodes.get(owner_key(b"nosuch-view")) is None
     worker.close()
+
+
+def _html(server: ServerProcess, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}{path}",
+                                timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def test_the_overview_pages_the_queues_in_the_order_they_were_made_and_says_so(
+        fronts: list[ServerProcess]) -> None:
+    """The registry lists queues oldest first: the next page holds queues made later."""
+    made = [f"paged{i:03d}" for i in range(QUEUES_PAGE + 1)]
+    with redis.Redis(port=fronts[0].port) as client:
+        pipe = client.pipeline(transaction=False)
+        for name in made:
+            pipe.execute_command("EMQ.ADD", name, "x")
+        pipe.execute()
+    first = _html(fronts[1], "/")
+    pages = int(first.split("page 1 of ", 1)[1].split("<", 1)[0])
+    assert pages >= 2
+    assert 'rel="next" href="/?page=2">made later →</a>' in first
+    last = _html(fronts[1], f"/?page={pages}")
+    assert made[-1] in last
+    assert f'rel="prev" href="/?page={pages - 1}">← made earlier</a>' in last
+    assert "older →" not in first + last and "← newer" not in first + last

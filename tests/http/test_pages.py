@@ -125,7 +125,11 @@ def test_jobs_are_paged_newest_first(r: redis.Redis, web: Web) -> None:
     assert ids_listed(second.text) == [str(i) for i in range(70, 20, -1)]
     assert ids_listed(third.text) == [str(i) for i in range(20, 0, -1)]
     assert 'rel="next"' not in third.text
+    assert "older →</a>" in first.text and "← newer</a>" in second.text
     assert ids_listed(web.get("/queues/q?state=pending&order=newest&page=9").text) == []
+    in_claim_order = web.get("/queues/q").text  # pending's default: what runs next first
+    assert ids_listed(in_claim_order)[0] == "1"
+    assert "runs later →</a>" in in_claim_order and "older →" not in in_claim_order
 
 
 def test_the_pending_tab_lists_the_claim_order_with_priorities(r: redis.Redis, web: Web) -> None:
