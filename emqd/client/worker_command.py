@@ -32,7 +32,7 @@ from emqd.client import supervisor
 from emqd.client.addresses import DEFAULT_URL, URL_ENV, redacted
 from emqd.client.errors import PermanentError
 from emqd.client.queue import Queue
-from emqd.client.worker import Counts, Worker
+from emqd.client.worker import BEAT_MS, Counts, Worker
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lease-ms", type=int, default=30000)
     parser.add_argument("--timeout-ms", type=int, default=None)
     parser.add_argument("--grace-ms", type=int, default=10000)
+    parser.add_argument("--beat-ms", type=int, default=BEAT_MS,
+                        help="how often it asks whether an operator said quiet or stop "
+                        f"(EMQ.BEAT; default {BEAT_MS})")
     parser.add_argument("--progress-interval", type=float, default=10.0,
                         help="seconds between progress lines (0 = none)")
     parser.add_argument("--loglevel", default="info", choices=["debug", "info", "warning"],
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         worker = Worker(Queue(args.queue, args.url), handler, concurrency=args.concurrency,
                         lease_ms=args.lease_ms, timeout_ms=args.timeout_ms,
-                        grace_ms=args.grace_ms)
+                        grace_ms=args.grace_ms, beat_ms=args.beat_ms)
     except ValueError as exc:  # a queue name, URL or setting refused before connecting
         parser.error(str(exc))
     if args.processes > 1:

@@ -53,6 +53,8 @@ def test_progress_lines_each_count_since_the_line_before() -> None:
 def test_parser_defaults_and_required_queue() -> None:
     args = build_parser().parse_args(["m:f", "--queue", "q"])
     assert (args.concurrency, args.lease_ms, args.timeout_ms, args.url) == (10, 30000, None, None)
+    assert args.beat_ms == 2000
+    assert build_parser().parse_args(["m:f", "--queue", "q", "--beat-ms", "250"]).beat_ms == 250
     with pytest.raises(SystemExit):
         build_parser().parse_args(["m:f"])
 

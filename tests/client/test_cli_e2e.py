@@ -75,6 +75,7 @@ def test_a_queue_the_server_refuses_ends_the_worker(emqd_port: int, r: redis.Red
     (["--queue", "x" * 300], "invalid queue name"),
     (["--queue", "a{b}"], "invalid queue name"),
     (["--queue", "mail", "--lease-ms", "1"], "lease_ms must be >= 3"),
+    (["--queue", "mail", "--beat-ms", "0"], "beat_ms >= 1"),
     (["--queue", "mail", "--url", "ftp://example.com"], "Redis URL must specify"),
 ])
 def test_settings_refused_before_connecting_are_usage_errors(args: list[str],
