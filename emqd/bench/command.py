@@ -54,7 +54,7 @@ FRESH: dict[str, dict[str, tuple[str, ...]]] = {
 BIG = Sizes(jobs=200_000, latency_cycles=10_000, fail_jobs=20_000, sweep_jobs=100_000,
             memory_jobs=1_000_000, ping_requests=1_000_000, load_jobs=1_000_000,
             durable_jobs=50_000, scan_sizes=(100_000, 1_000_000), big_value_mib=200,
-            worker_jobs=200_000)
+            worker_jobs=200_000, takeover_jobs=1_000_000)
 # Scenarios that start and stop their own servers (Bench.load, Bench.durable).
 LIFECYCLE = ("load", "durable", "cluster", "cluster-scale", "worker")
 FSYNC_MODES = ("no", "everysec", "always")  # "no": no log at all
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="runs per figure; the median is shown")
     parser.add_argument("--big", action="store_true",
                         help="the issue's sizes: 200k cycle jobs, 100k sweep leases, 1M memory "
-                        "jobs, 1M pings (flags below still win)")
+                        "jobs, 1M pings, a 1M-job takeover (flags below still win)")
     for name, help_text in (
         ("jobs", "cycle: jobs"),
         ("conns", "cycle, fail: producer connections, and as many consumers"),

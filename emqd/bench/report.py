@@ -72,7 +72,8 @@ FIGURES = [
     *[Figure("cluster", f"{where}.{verb}.{q}", f"cluster: {verb.upper()} {q} us, {label}")
       for where, label in (("owner", "owner front"), ("other", "another front"))
       for verb in ("add", "claim", "complete") for q in ("p50", "p99")],
-    Figure("cluster", "takeover.s", "cluster: takeover s per 100,000 jobs", ("<=", 2.0), "emqd"),
+    # Issue 35: a queue of a million jobs served again within 15 s of its owner's SIGTERM.
+    Figure("cluster", "takeover.s", "cluster: takeover s per 100,000 jobs", ("<=", 1.5), "emqd"),
     Figure("cluster", "add.owner", "cluster: pipelined ADDs/s, owner front"),
     Figure("cluster", "add.other", "cluster: pipelined ADDs/s, another front"),
     Figure("cluster", "add.other/owner", "cluster: pipelined ADD, other / owner", (">=", 0.5),

