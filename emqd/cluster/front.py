@@ -50,13 +50,14 @@ from typing import Any
 from emqd import clock
 from emqd.cluster import scripts
 from emqd.cluster.fronts import HEARTBEAT_S, Fronts
-from emqd.cluster.loader import load
+from emqd.cluster.loader import SLICE, load
 from emqd.cluster.names import DUES, PREFIX, REGISTRY, front_address, owner_key
 from emqd.cluster.nodes import FAILED, Topology, parse_address
 from emqd.cluster.ownership import Lease, Leases, address_of, new_term, slot_of
 from emqd.cluster.router import ClusterRouter
 from emqd.cluster.sink import ClusterSink
 from emqd.commit.path import Commit
+from emqd.commit.plan import Op
 from emqd.config import Config
 from emqd.core import Core
 from emqd.layout import queue_keys
@@ -223,16 +224,17 @@ class Front:
         try:
             await self.fronts.note(queue, owned=True)
             ops, written = await load(self.topology, queue)
+            await self._mirror_loaded(ops)
         except BaseException:
             self.loading.pop(queue, None)
+            self._drop(queue)
             self._in_background(self._noted("a lease's release", self.leases.release(lease)))
             raise
         self.loading.pop(queue, None)
         if not lease.valid(time.monotonic()):
             log.warning("cluster: the lease on %r ran out while the queue loaded", queue)
+            self._drop(queue)
             return False
-        assert self.commit is not None
-        self.commit.mirror(ops)
         self.held[queue] = lease
         self.terms[queue] = lease.term
         self.used[queue] = time.monotonic()
@@ -244,6 +246,16 @@ class Front:
             slot_of(DUES), (b"ZREM", DUES, queue))))
         log.info("cluster: owning queue %r (term %s)", queue, lease.term[:8].decode())
         return True
+
+    async def _mirror_loaded(self, ops: list[Op]) -> None:
+        """A queue's keys as loaded into the store, SLICE ops a turn of the loop: the
+        renewals (the loading queue's own among them) and the other queues' requests go
+        on meanwhile. Nobody reads the keys before the queue is held: its requests wait
+        for the take (`adopt`)."""
+        assert self.commit is not None
+        for start in range(0, len(ops), SLICE):
+            self.commit.mirror(ops[start:start + SLICE])
+            await asyncio.sleep(0)
 
     def lose(self, queue: bytes) -> None:
         """Let `queue` go at once: its unkept writes fail, its keys leave the store

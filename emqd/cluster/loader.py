@@ -10,8 +10,10 @@ no script: Lua's `redis.call` cost the server about twice what the commands
 do, and redis-py's generic packer a microsecond an argument.
 
 The values enter the front's store as the ops that rebuild them (HSET, ZADD),
-which the commit path applies unlogged (`Commit.load`): they are what the
-cluster already holds.
+which the commit path applies unlogged (`Commit.mirror`), SLICE ops a turn of the
+loop (`Front._take`): they are what the cluster already holds. A million jobs
+applied at once held the loop about two seconds, long enough for the leases,
+the new one's included, to run out unrenewed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from emqd.wire.resp import encode_request
 
 KEYS_MAX = 10_000_000  # GETKEYSINSLOT's count: every key of the slot
 CHUNK = 20_000  # commands written before their replies are read
+SLICE = 10_000  # ops the store applies between two turns of the loop, members a ZADD
 
 
 async def load(topology: Topology, queue: bytes) -> tuple[list[Op], int]:
@@ -49,15 +52,25 @@ async def load(topology: Topology, queue: bytes) -> tuple[list[Op], int]:
     ops: list[Op] = [(b"HSET", name, *flat) for name, flat in zip(mine, hashes, strict=True)
                      if isinstance(flat, list) and flat]
     for name, flat in zip(sets, scored, strict=True):
-        if isinstance(flat, list) and flat:
-            pairs: list[Any] = []
-            for i in range(0, len(flat), 2):
-                pairs += [float(flat[i + 1]), flat[i]]
-            ops.append((b"ZADD", name, *pairs))
+        if isinstance(flat, list):
+            ops += zadds(name, flat)
     registered = await topology.call(slot_of(REGISTRY), (b"ZSCORE", REGISTRY, queue))
     if registered is not None:
         ops.append((b"ZADD", REGISTRY, int(float(registered)), queue))
     return ops, int(written_raw or 0)
+
+
+def zadds(name: bytes, flat: list[Any]) -> list[Op]:
+    """ZRANGE's WITHSCORES reply (member, score, ...) as the ZADDs that rebuild the set,
+    SLICE members each: a pending set of a million members is a hundred ops, each
+    short enough for the front's loop to go on between them (`Front._take`)."""
+    ops: list[Op] = []
+    for start in range(0, len(flat), 2 * SLICE):
+        pairs: list[Any] = []
+        for i in range(start, min(start + 2 * SLICE, len(flat)), 2):
+            pairs += [float(flat[i + 1]), flat[i]]
+        ops.append((b"ZADD", name, *pairs))
+    return ops
 
 
 async def keys_in_cluster(topology: Topology, queue: bytes) -> tuple[Address, list[bytes]]:

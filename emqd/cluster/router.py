@@ -30,6 +30,8 @@ lost with the connection, or did not come in time) is answered UNANSWERED,
 never sent again, so that one request is never applied twice (a client that
 wants an ADD retried exactly once sends its ID). Every wait is bounded:
 `--cluster-timeout-ms` to find the owner while the cluster does not answer;
+a take here, by its steps (each bounded by the timeout, the lease renewed
+while the queue loads, however many jobs it holds);
 the lease's time more while the owner is dead (its lease must run out first);
 and for a forwarded request, its own blocking time (`blocking_s`) plus the
 lease plus the timeout, with the owner's lease looked at every third of the
@@ -322,13 +324,26 @@ class ClusterRouter:
             # A forwarder with an older view of the fronts may send a queue here that
             # this front just handed over as beyond its share: it looks again instead.
             mine = owner is not None or self.front.shed.get(queue, 0.0) < time.monotonic()
-            if mine and (owner is None or address_of(owner) == self.front.address):
-                if await asyncio.wait_for(self._unowned(row, queue, owner),
-                                          self.front.timeout_s) is AGAIN:
-                    return AGAIN
+            if mine and (owner is None or address_of(owner) == self.front.address) and \
+                    await self._taken_here(row, queue, owner):
+                return AGAIN
         except FAILED as exc:
-            log.debug("cluster: %r not taken for a forwarded request: %s", queue, exc)
+            log.debug("cluster: the owner of %r not looked up for a forwarded request: %s",
+                      queue, exc)
         return NOT_OWNER()
+
+    async def _taken_here(self, row: Command, queue: bytes, owner: bytes | None) -> bool:
+        """Whether the request runs here, `queue` taken (or, a read of a queue the registry
+        does not know, needing no taking); False when the cluster did not answer in time or
+        another front took it first. It waits for the take however long the queue takes
+        to load: each step of a take is bounded by `--cluster-timeout-ms` and the lease is
+        renewed while it loads, so a big queue (a million jobs load for seconds) is served
+        once loaded instead of answered TRYAGAIN at the timeout."""
+        try:
+            return await self._unowned(row, queue, owner) is AGAIN
+        except FAILED as exc:
+            log.debug("cluster: %r not taken here: %s", queue, exc)
+            return False
 
     async def elsewhere(self, session: Session, row: Command, argv: list[bytes],
                          queue: bytes, here: bool = True) -> Any:
@@ -365,8 +380,7 @@ class ClusterRouter:
                     elif address == front.address:
                         if not here:
                             return NOT_OWNER()
-                        left = max(unreachable_at - loop.time(), RESOLVE_PAUSE_S)
-                        if await asyncio.wait_for(self._unowned(row, queue, owner), left):
+                        if await self._taken_here(row, queue, owner):
                             return AGAIN
                     else:
                         if owner is None:
@@ -376,10 +390,9 @@ class ClusterRouter:
                             return reply
                 except FAILED as exc:
                     log.debug("cluster: %r not reached yet: %s", queue, exc)
-                    if owner is None and here:  # the front it belongs to does not answer
-                        left = max(unreachable_at - loop.time(), RESOLVE_PAUSE_S)
-                        if await asyncio.wait_for(self._unowned(row, queue, None), left):
-                            return AGAIN
+                    if owner is None and here and \
+                            await self._taken_here(row, queue, None):  # that front is gone
+                        return AGAIN
             if loop.time() >= give_up_at:
                 return errors.UNANSWERED()
             await asyncio.sleep(pause)
