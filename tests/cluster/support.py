@@ -212,3 +212,19 @@ def owner_and_other(fronts: list[ServerProcess], queue: str,
 
     mine = ours[until(owner, 15, f"{queue} owned by one of {sorted(ours)}")]
     return mine, next(server for server in fronts if server is not mine)
+
+
+def just_renewed(store: RedisCluster, key: bytes | str, lease_ms: int) -> None:
+    """Return right after the owner renewed the lease `key` (its PTTL went up): a fence a
+    test writes now has a whole renewal period (a third of the lease) before the owner's
+    next renewal reads it, drops the queue and takes it back under a new term, which
+    would let the test's next write through legitimately instead of fencing it."""
+    deadline = time.monotonic() + 2 * lease_ms / 1000
+    last = store.pttl(key)
+    while time.monotonic() < deadline:
+        time.sleep(0.002)
+        now = store.pttl(key)
+        if now > last:
+            return
+        last = now
+    raise AssertionError(f"{key!r} not renewed within {2 * lease_ms} ms")

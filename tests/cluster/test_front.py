@@ -22,6 +22,7 @@ from tests.cluster.support import (
     Cluster,
     front,
     fronts_live,
+    just_renewed,
     name_for,
     owner_and_other,
     start_fronts,
@@ -203,6 +204,7 @@ def test_a_write_the_cluster_fences_is_answered_tryagain_and_written_nowhere(
     assert cmd(fronts[0].port, "EMQ.ADD", fenced, "kept") == b"1"
     owner, _ = owner_and_other(fronts, fenced)
     with cluster.client() as store:
+        just_renewed(store, f"emq:{{{fenced}}}:owner", LEASE_MS)
         value = store.get(f"emq:{{{fenced}}}:owner")
         assert isinstance(value, bytes)
         store.set(f"emq:{{{fenced}}}:owner", b"another-term " + value.partition(b" ")[2],

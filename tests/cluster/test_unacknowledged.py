@@ -34,13 +34,15 @@ from redis.exceptions import TryAgainError
 
 from emqd.cluster.names import owner_key
 from tests.cluster.conftest import need_redis
-from tests.cluster.support import Cluster, owner_and_other, start_fronts, until
+from tests.cluster.support import Cluster, just_renewed, owner_and_other, start_fronts, until
 from tests.support import ServerProcess
+
+LEASE_MS = 10_000
 
 
 @pytest.fixture(scope="module")
 def fronts(cluster: Cluster) -> Iterator[list[ServerProcess]]:
-    started = start_fronts(cluster, 2, "--cluster-lease-ms", "10000",
+    started = start_fronts(cluster, 2, "--cluster-lease-ms", str(LEASE_MS),
                            "--cluster-timeout-ms", "1000")
     yield started
     for server in started:
@@ -115,6 +117,7 @@ def test_a_reply_held_behind_another_queue_s_write_is_not_released_once_its_own_
         cluster: Cluster, fronts: list[ServerProcess]) -> None:
     owner, slow, fenced = two_queues_on_two_primaries(cluster, fronts)
     with cluster.client() as store:  # another front's term now: the next batch is fenced
+        just_renewed(store, owner_key(fenced), LEASE_MS)
         store.set(owner_key(fenced), b"0" * 40 + b" 127.0.0.1:1")
     with writes_paused(cluster, slow, 600), \
             redis.Redis(port=owner.port, socket_timeout=30) as client:
