@@ -93,7 +93,7 @@ def test_emq_fronts_lists_the_live_fronts_each_one_itself_first(
             assert client.execute_command("EMQ.FRONTS") == [address(server), address(them)]
     third = start_front(cluster, "--cluster-lease-ms", str(LEASE_MS))
     try:
-        until(lambda: fronts_live(fronts[0]) == 3, 10, "a third front live")
+        until(lambda: fronts_live(third) == 3, 10, "the third front sees the others")
         with redis.Redis(port=third.port) as client:
             listed = client.execute_command("EMQ.FRONTS")
         assert listed[0] == address(third)

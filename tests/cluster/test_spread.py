@@ -23,7 +23,9 @@ from tests.cluster.support import Cluster, front, until
 from tests.support import RawClient, ServerProcess, start_emqd
 
 PASSWORD = "spread-secret"
-FLAGS = ("--requirepass", PASSWORD, "--cluster-lease-ms", "2000", "--cluster-idle-ms", "3000")
+IDLE_MS = 8000  # longer than a test's requests take to go round the queues it made
+FLAGS = ("--requirepass", PASSWORD, "--cluster-lease-ms", "2000", "--cluster-idle-ms",
+         str(IDLE_MS))
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +101,8 @@ def test_an_idle_queue_is_let_go_and_taken_again_when_asked(
         cluster: Cluster, trio: list[ServerProcess]) -> None:
     assert cmd(trio[0], "EMQ.ADD", "idle-one", "later", "DELAY", 600_000) == b"1"
     with cluster.client() as store:
-        until(lambda: store.get(owner_key(b"idle-one")) is None, 10, "the idle queue let go")
+        until(lambda: store.get(owner_key(b"idle-one")) is None, IDLE_MS / 1000 + 7,
+              "the idle queue let go")
         assert store.zscore("emq:dues", "idle-one") is not None  # its delayed job's time
     assert cmd(trio[1], "EMQ.PROMOTE", "idle-one", "ID", "1") == 1  # taken again, at once
     assert cmd(trio[2], "EMQ.CLAIM", "idle-one", 30_000)[:3] == [b"1", b"1", b"later"]  # type: ignore[index]

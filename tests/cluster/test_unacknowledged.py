@@ -54,6 +54,12 @@ def cmd(port: int, *argv: object) -> object:
         return client.execute_command(*argv)
 
 
+def topology_reads(server: ServerProcess) -> int:
+    """How many times the front has read the cluster's slot map."""
+    with redis.Redis(port=server.port) as client:
+        return int(client.info("cluster")["emqd_cluster_topology_reads"])
+
+
 def blocked(port: int) -> int:
     with redis.Redis(port=port) as client:
         return int(client.info("clients")["blocked_clients"])
@@ -182,8 +188,10 @@ def test_a_replica_that_joins_is_waited_for_within_a_second(cluster_of_three: Cl
     replica = None
     try:
         assert cmd(server.port, "EMQ.ADD", "joined", "before") == b"1"  # acks 0: no replica
+        reads = topology_reads(server)
         replica = cluster_of_three.add_replica(cluster_of_three.primary_of(owner_key(b"joined")))
-        time.sleep(2.0)  # a map read or two
+        until(lambda: topology_reads(server) >= reads + 2, 10,
+              "a whole map read after the replica joined")
         assert cmd(server.port, "EMQ.ADD", "joined", "with it") == b"2"
         replica.send_signal(signal.SIGSTOP)
         with pytest.raises(TryAgainError):
