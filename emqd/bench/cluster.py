@@ -101,7 +101,8 @@ class RedisCluster:
                 node_dir.mkdir(parents=True)
                 argv = [redis_server_path() or "redis-server", "--port", str(port), "--bind",
                         "127.0.0.1", "--cluster-enabled", "yes", "--cluster-node-timeout",
-                        "2000", "--save", "", "--appendonly", "no", "--dir", str(node_dir),
+                        "2000", "--repl-diskless-sync-delay", "0",  # a replica syncs at once
+                        "--save", "", "--appendonly", "no", "--dir", str(node_dir),
                         "--loglevel", "warning"]
                 self.nodes.append(Server("redis", argv, port, str(node_dir), cpus=cpus))
                 live.append(self.nodes[-1])

@@ -60,14 +60,8 @@ class Cluster:
         return cluster
 
     def _start(self, primaries: int, replicas: int, node_args: tuple[str, ...]) -> None:
-        server = redis_server_path() or "redis-server"
         for port in cluster_ports(primaries * (1 + replicas)):
-            self.nodes.append(ServerProcess(
-                [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                 "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000",
-                 "--cluster-require-full-coverage", "no",  # docs/CLUSTER.md: as we advise
-                 "--save", "", "--appendonly", "no", "--dir", self.workdir, *node_args], port,
-                cwd=self.workdir))
+            self.nodes.append(self._node(port, node_args))
         login = ["--user", self.auth[0], "--pass", self.auth[1]] if self.auth else []
         create = ["redis-cli", *login, "--cluster", "create",
                   *(f"127.0.0.1:{node.port}" for node in self.nodes),
@@ -76,6 +70,19 @@ class Cluster:
         for node in self.nodes:
             until(lambda node=node: self._ok(node.port), READY_S, f"node {node.port} ready")
         until(self._replicas_synced, READY_S, "replicas in sync")
+
+    def _node(self, port: int, node_args: tuple[str, ...] = ()) -> ServerProcess:
+        """A cluster-enabled redis-server on `port`, keeping nothing on disk. A replica
+        syncs at once (no repl-diskless-sync-delay: Redis waits 5 s by default for more
+        replicas to share the transfer, which is most of a cluster's start here)."""
+        return ServerProcess(
+            [redis_server_path() or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+             "--cluster-node-timeout", "2000",
+             "--cluster-require-full-coverage", "no",  # docs/CLUSTER.md: as we advise
+             "--repl-diskless-sync-delay", "0",
+             "--save", "", "--appendonly", "no", "--dir", self.workdir, *node_args], port,
+            cwd=self.workdir)
 
     def node(self, port: int) -> redis.Redis:
         """A client of one node (as the tests' user, where the nodes ask for one)."""
@@ -96,13 +103,8 @@ class Cluster:
 
     def add_replica(self, primary: ServerProcess) -> ServerProcess:
         """A new node, joined as a replica of `primary`, once it is in sync."""
-        server = redis_server_path() or "redis-server"
         port = cluster_ports(1)[0]
-        node = ServerProcess(
-            [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-             "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000",
-             "--cluster-require-full-coverage", "no", "--save", "", "--appendonly", "no",
-             "--dir", self.workdir], port, cwd=self.workdir)
+        node = self._node(port)
         self.nodes.append(node)
         subprocess.run(["redis-cli", "--cluster", "add-node", f"127.0.0.1:{port}",
                         f"127.0.0.1:{primary.port}", "--cluster-slave"],

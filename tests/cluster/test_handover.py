@@ -6,6 +6,7 @@ so that the shares are theirs alone.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from tests.partition import history
 from tests.support import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
+LOAD_S = 60  # the clients' longest run: they are stopped (SIGINT) once the scenario is over
 LOAD_DEADLINE_S = 120.0  # a load process still running then has failed to stop by itself
 
 
@@ -85,7 +87,7 @@ def test_fronts_joining_and_leaving_under_load_lose_no_job_and_run_none_twice(
             with open(tmp_path / f"f{i}.log", "wb") as log:
                 loads.append(subprocess.Popen(
                     [sys.executable, "-m", "tests.partition.load", "--port", str(server.port),
-                     "--name", f"f{i}", "--queues", ",".join(queues), "--seconds", "24",
+                     "--name", f"f{i}", "--queues", ",".join(queues), "--seconds", str(LOAD_S),
                      "--out", str(tmp_path / f"f{i}.jsonl")],
                     stdout=log, stderr=subprocess.STDOUT, env=env))
         time.sleep(3)
@@ -98,6 +100,9 @@ def test_fronts_joining_and_leaving_under_load_lose_no_job_and_run_none_twice(
         fourth.stop()  # SIGTERM: hands them over
         until(lambda: not any(cmd(fronts[1], "EMQ.OWNER", queue) == address(fourth)
                               for queue in mine), 5, "its queues moved within 5 s")
+        time.sleep(2)  # served where they moved to, then the clients stop (load.py: SIGINT)
+        for process in loads:
+            process.send_signal(signal.SIGINT)
         for i, process in enumerate(loads):
             assert process.wait(timeout=LOAD_DEADLINE_S) == 0, \
                 (tmp_path / f"f{i}.log").read_text()

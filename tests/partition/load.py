@@ -14,7 +14,8 @@ request is written to `--out` as one JSON line when it ends: what it was, its
 queue, job and token, when it started and ended (wall clock, seconds), and
 whether it was answered OK or with which error (history.py judges them).
 The front's password, if any, is EMQD_PASSWORD. Every loop stops by itself: no
-request starts after `--seconds`, and each is given up after ONE_REQUEST_S.
+request starts after `--seconds` (or after a SIGINT: the caller's scenario ended
+sooner), and each is given up after ONE_REQUEST_S.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import time
 from typing import IO, Any
 
@@ -61,6 +63,19 @@ class Recorder:
         return reply, error
 
 
+class Stop:
+    """When requests stop starting: `seconds` from now, or sooner at a SIGINT."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.time() + seconds
+
+    def now(self) -> None:
+        self.at = min(self.at, time.time())
+
+    def passed(self) -> bool:
+        return time.time() >= self.at
+
+
 def connect(port: int) -> aioredis.Redis:
     """A client that never sends a request again by itself (redis-py's default retries
     would hide from the history what was sent twice)."""
@@ -68,14 +83,14 @@ def connect(port: int) -> aioredis.Redis:
                           retry=Retry(NoBackoff(), 0), password=os.environ.get("EMQD_PASSWORD"))
 
 
-async def producer(port: int, name: str, queues: list[str], stop_at: float,
+async def producer(port: int, name: str, queues: list[str], stop: Stop,
                    recorder: Recorder, with_ids: bool) -> None:
     rng = random.Random(name)
     client = connect(port)
     try:
         n = 0
         queue = rng.choice(queues)
-        while time.time() < stop_at:
+        while not stop.passed():
             job_id = f"{name}-{n}"
             if with_ids:
                 reply, error = await recorder.call(client, "add", queue, {"id": job_id},
@@ -91,12 +106,12 @@ async def producer(port: int, name: str, queues: list[str], stop_at: float,
         await client.aclose()
 
 
-async def worker(port: int, name: str, queues: list[str], stop_at: float, lease_ms: int,
+async def worker(port: int, name: str, queues: list[str], stop: Stop, lease_ms: int,
                  block_ms: int, recorder: Recorder) -> None:
     rng = random.Random(name)
     client = connect(port)
     try:
-        while time.time() < stop_at:
+        while not stop.passed():
             queue = rng.choice(queues)
             got, error = await recorder.call(client, "claim", queue, {"block_ms": block_ms},
                                              "EMQ.CLAIM", queue, lease_ms, "BLOCK", block_ms)
@@ -106,7 +121,7 @@ async def worker(port: int, name: str, queues: list[str], stop_at: float, lease_
             if not got:
                 continue
             job_id, token = got[0].decode(), got[1].decode()
-            while time.time() < stop_at + SETTLE_S:
+            while time.time() < stop.at + SETTLE_S:
                 _, error = await recorder.call(client, "complete", queue,
                                                {"id": job_id, "token": token},
                                                "EMQ.COMPLETE", queue, job_id, token)
@@ -119,13 +134,14 @@ async def worker(port: int, name: str, queues: list[str], stop_at: float, lease_
 
 async def main(args: argparse.Namespace) -> None:
     queues = args.queues.split(",")
-    stop_at = time.time() + args.seconds
+    stop = Stop(args.seconds)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.now)
     with open(args.out, "a") as out:
         recorder = Recorder(out, args.name)
         await asyncio.gather(
-            *(producer(args.port, f"{args.name}-p{i}", queues, stop_at, recorder,
+            *(producer(args.port, f"{args.name}-p{i}", queues, stop, recorder,
                        with_ids=i < args.producers - 1) for i in range(args.producers)),
-            *(worker(args.port, f"{args.name}-w{i}", queues, stop_at, args.lease_ms,
+            *(worker(args.port, f"{args.name}-w{i}", queues, stop, args.lease_ms,
                      args.block_ms, recorder) for i in range(args.workers)))
 
 
