@@ -86,7 +86,7 @@ def test_the_cluster_scenario_runs_fronts_over_clusters_of_its_own(tmp_path) -> 
         if os.environ.get("EMQD_REQUIRE_REDIS") == "1":
             pytest.fail("EMQD_REQUIRE_REDIS=1 but redis-server is not installed")
         pytest.skip("redis-server not installed: the cluster scenario needs it")
-    done, result = run_bench(tmp_path, "--scenarios", "cluster", "--worker-jobs", "3000",
+    done, result = run_bench(tmp_path, "--scenarios", "cluster", "--worker-jobs", "1000",
                              timeout=150)
     rows = {row["figure"]: row for row in result["rows"] if row["scenario"] == "cluster"}
     assert rows and all(row["emqd"] is not None and row["emqd"] >= 0 for row in rows.values())
@@ -102,7 +102,7 @@ def test_the_worker_scenario_drains_with_each_worker_or_says_why_not(tmp_path) -
     """emqd-worker's runs (both handler kinds, one process and --processes 2) each give a
     rate and a CPU a job; BullMQ and Dramatiq each give theirs or a note saying why not;
     every server and worker it started is gone."""
-    done, result = run_bench(tmp_path, "--scenarios", "worker", "--worker-jobs", "3000",
+    done, result = run_bench(tmp_path, "--scenarios", "worker", "--worker-jobs", "1000",
                              "--worker-concurrencies", "4", timeout=150)
     rows = {row["key"]: row for row in result["worker_rows"]}
     assert {"emqd.async.4", "emqd.sync.4", "emqd.async.4.p2", "emqd.sync.4.p2"} <= set(rows)

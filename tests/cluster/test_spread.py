@@ -23,7 +23,7 @@ from tests.cluster.support import Cluster, front, until
 from tests.support import RawClient, ServerProcess, start_emqd
 
 PASSWORD = "spread-secret"
-IDLE_MS = 8000  # longer than a test's requests take to go round the queues it made
+IDLE_MS = 3000
 FLAGS = ("--requirepass", PASSWORD, "--cluster-lease-ms", "2000", "--cluster-idle-ms",
          str(IDLE_MS))
 
@@ -76,8 +76,9 @@ def address(server: ServerProcess) -> bytes:
 def test_queues_spread_over_the_fronts_whichever_front_is_asked(
         cluster: Cluster, trio: list[ServerProcess]) -> None:
     queues = [f"spread{i}" for i in range(30)]
-    for queue in queues:
-        assert cmd(trio[0], "EMQ.ADD", queue, "x")  # all through one front
+    for queue in queues:  # all through one front; each with a job running, so that
+        assert cmd(trio[0], "EMQ.ADD", queue, "x")  # none is let go as idle (IDLE_MS)
+        assert cmd(trio[0], "EMQ.CLAIM", queue, 600_000)  # before it is looked at below
     owners = Counter(cmd(trio[1], "EMQ.OWNER", queue) for queue in queues)
     assert set(owners) == {address(server) for server in trio}
     assert all(6 <= n <= 14 for n in owners.values()), owners
