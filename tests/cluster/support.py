@@ -40,6 +40,41 @@ def until(condition: Callable[[], Any], timeout: float, what: str, pause: float 
         time.sleep(pause)
 
 
+def replicas_synced(nodes: list[redis.Redis]) -> bool:
+    """Every replica streaming, as both ends see it: its link up, and its primary
+    counting it `online`. A replica can say up while its primary is still busy with a
+    second full sync of it (state `wait_bgsave`), writes then not reaching it. Closes
+    the clients."""
+    replicas = online = 0
+    for node in nodes:
+        with node:
+            info = node.info("replication")
+        if info["role"] == "slave":
+            replicas += 1
+            if info.get("master_link_status") != "up":
+                return False
+        else:
+            online += sum(1 for key, value in info.items() if key.startswith("slave")
+                          and isinstance(value, dict) and value.get("state") == "online")
+    return online == replicas
+
+
+def replicas_streaming(nodes: list[redis.Redis]) -> None:
+    """Return once each primary's replicas take its writes. After a diskless sync a
+    primary streams to a replica only once the replica has acknowledged (its ACK comes
+    once a second): a write made before then, and a failover, lose it. A write
+    (FLUSHALL: the primaries are empty yet) and a WAIT on the same connection ask the
+    replicas for that acknowledgement now. Closes the clients."""
+    for node in nodes:
+        with node:
+            info = node.info("replication")
+            if info["role"] != "master" or not info["connected_slaves"]:
+                continue
+            node.flushall()
+            acked = node.execute_command("WAIT", info["connected_slaves"], 10_000)
+            assert acked == info["connected_slaves"], (acked, info)
+
+
 class Cluster:
     def __init__(self, auth: tuple[str, str] | None = None) -> None:
         self.nodes: list[ServerProcess] = []
@@ -70,6 +105,7 @@ class Cluster:
         for node in self.nodes:
             until(lambda node=node: self._ok(node.port), READY_S, f"node {node.port} ready")
         until(self._replicas_synced, READY_S, "replicas in sync")
+        replicas_streaming([self.node(node.port) for node in self.nodes])
 
     def _node(self, port: int, node_args: tuple[str, ...] = ()) -> ServerProcess:
         """A cluster-enabled redis-server on `port`, keeping nothing on disk. A replica
@@ -94,12 +130,7 @@ class Cluster:
             return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
 
     def _replicas_synced(self) -> bool:
-        for node in self.nodes:
-            with self.node(node.port) as client:
-                info = client.info("replication")
-                if info["role"] == "slave" and info.get("master_link_status") != "up":
-                    return False
-        return True
+        return replicas_synced([self.node(node.port) for node in self.nodes if node.running()])
 
     def add_replica(self, primary: ServerProcess) -> ServerProcess:
         """A new node, joined as a replica of `primary`, once it is in sync."""

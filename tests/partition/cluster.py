@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from tests.cluster.support import until
+from tests.cluster.support import replicas_streaming, replicas_synced, until
 from tests.partition.net import Host, Network
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +94,8 @@ class NsCluster:
             until(lambda host=host: b"cluster_state:ok" in self.node_call(
                 host, "CLUSTER", "INFO"), 30, f"{host} in the cluster")
         until(self._replicas_synced, 30, "replicas in sync")
+        self.net.in_hub(lambda: replicas_streaming(
+            [self.node(host) for host in self.nodes.values()]))
 
     def node(self, host: Host) -> redis.Redis:
         return redis.Redis(host=host.address, port=NODE_PORT, socket_timeout=3,
@@ -106,11 +108,8 @@ class NsCluster:
         return self.net.in_hub(call)
 
     def _replicas_synced(self) -> bool:
-        for host in self.nodes.values():
-            info = self.node_call(host, "INFO", "replication")
-            if info["role"] == "slave" and info.get("master_link_status") != "up":
-                return False
-        return True
+        return bool(self.net.in_hub(lambda: replicas_synced(
+            [self.node(host) for host in self.nodes.values()])))
 
     def seeds(self) -> str:
         return ",".join(f"{host.address}:{NODE_PORT}" for host in self.nodes.values())
