@@ -11,13 +11,21 @@ the end of the run.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from tests.http.browser import BROWSER_MISSING
-from tests.support import RawClient, ServerProcess, redis_server_path, start_emqd, start_redis
+from tests.support import (
+    RawClient,
+    ServerProcess,
+    redis_server_path,
+    scratch_made,
+    start_emqd,
+    start_redis,
+)
 
 # The long cluster suite (tests/partition/: the partition scenarios, which need root,
 # network namespaces and iptables, and the scale ones; and the chaos and failover runs
@@ -115,6 +123,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    made = scratch_made()
+    if made is not None and exitstatus == 0:
+        shutil.rmtree(made, ignore_errors=True)
+    elif made is not None:
+        terminalreporter.write_line(f"the logs of the processes the tests started: {made}")
     skipped = terminalreporter.stats.get("skipped", [])
     for missing in (REDIS_MISSING, BROWSER_MISSING):
         if any(missing in str(getattr(rep, "longrepr", "")) for rep in skipped):

@@ -25,6 +25,20 @@ from emqd.wire.resp import reply_end
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 10.0
+_SCRATCH: list[str] = []  # the run's scratch directory, once made
+
+
+def scratch() -> str:
+    """The test run's own directory for the logs and data of the processes it starts
+    (made at first use): conftest.py removes it when the run passes and names it when
+    it fails, instead of leaving a few hundred files in /tmp every run."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="emqd-tests-"))
+    return _SCRATCH[0]
+
+
+def scratch_made() -> str | None:
+    return _SCRATCH[0] if _SCRATCH else None
 
 
 def free_port() -> int:
@@ -55,7 +69,8 @@ class ServerProcess:
         self.http_port = 0  # emqd's HTTP side, when start_emqd(http=True) asked for it
         self.argv = argv
         self.env, self.cwd, self.preexec_fn = env, cwd, preexec_fn
-        self.log = tempfile.NamedTemporaryFile(prefix="emqd-test-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(prefix="server-", suffix=".log", delete=False,
+                                               dir=scratch())
         self._spawn()
 
     def _spawn(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support import ROOT, start_emqd
+from tests.support import ROOT, scratch, start_emqd
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,8 @@ class Script:
     """A snippet as `python -c`, its output in a file (read while it runs)."""
 
     def __init__(self, code: str, env: dict[str, str]) -> None:
-        self.out = tempfile.NamedTemporaryFile(prefix="emqd-doc-", suffix=".log", delete=False)
+        self.out = tempfile.NamedTemporaryFile(prefix="doc-", suffix=".log", delete=False,
+                                               dir=scratch())
         self.proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=self.out,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 

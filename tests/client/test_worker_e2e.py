@@ -27,7 +27,7 @@ from redis.exceptions import TryAgainError
 from emqd.client import Job, Queue, StaleJob, SyncQueue, Worker
 from emqd.client.connection import Connection
 from emqd.client.errors import TRANSPORT_ERRORS
-from tests.support import ROOT, ServerProcess, start_emqd
+from tests.support import ROOT, ServerProcess, scratch, start_emqd
 
 
 def generated(port: int, queue: str, payload: bytes) -> str:
@@ -58,7 +58,8 @@ class WorkerProcess:
 
     def __init__(self, handler: str, queue: str, port: int, *flags: str,
                  env: dict[str, str] | None = None) -> None:
-        self.log = tempfile.NamedTemporaryFile(prefix="emqd-worker-", suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(prefix="worker-", suffix=".log", delete=False,
+                                               dir=scratch())
         full_env = {**os.environ, **(env or {}),
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                                 os.environ.get("PYTHONPATH")]))}

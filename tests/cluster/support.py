@@ -20,7 +20,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from emqd.bench.cluster import cluster_ports
-from tests.support import ServerProcess, redis_server_path, start_emqd
+from tests.support import ServerProcess, redis_server_path, scratch, start_emqd
 
 READY_S = 20.0
 
@@ -78,7 +78,7 @@ def replicas_streaming(nodes: list[redis.Redis]) -> None:
 class Cluster:
     def __init__(self, auth: tuple[str, str] | None = None) -> None:
         self.nodes: list[ServerProcess] = []
-        self.workdir = tempfile.mkdtemp(prefix="emqd-cluster-")
+        self.workdir = tempfile.mkdtemp(prefix="cluster-", dir=scratch())
         self.auth = auth  # (user, password) the tests' own clients give the nodes
 
     @classmethod

@@ -17,6 +17,7 @@ import redis
 from tests.cluster.conftest import need_redis
 from tests.cluster.support import Cluster, fronts_live, until
 from tests.cluster.support import front as start_front
+from tests.support import scratch
 
 FRONTS_USER, FRONTS_PASSWORD = "emqd-fronts", "fronts-secret"
 APP_USER, APP_PASSWORD = "app", "app-secret"
@@ -30,7 +31,8 @@ USERS = (  # docs/CLUSTER.md's setup: an ACL file (the same lines go in redis.co
 def test_the_application_reads_the_queues_on_the_nodes_and_writes_them_only_through_a_front(
         ) -> None:
     need_redis()
-    users = tempfile.NamedTemporaryFile("w", suffix=".acl", delete=False)  # noqa: SIM115
+    users = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        "w", suffix=".acl", delete=False, dir=scratch())
     with users:
         users.write(USERS)
     cluster = Cluster.start(node_args=("--aclfile", users.name, "--masteruser", FRONTS_USER,

@@ -11,7 +11,7 @@ import tempfile
 import redis
 
 from tests.cluster.support import Cluster, fronts_live, start_fronts, until
-from tests.support import ROOT, start_emqd
+from tests.support import ROOT, scratch, start_emqd
 
 
 def migrate(directory: str, seeds: str) -> subprocess.CompletedProcess[str]:
@@ -32,7 +32,7 @@ def single(directory: str, *requests: tuple[object, ...]) -> list[object]:
 
 def test_the_queues_of_a_single_emqd_are_served_by_fronts_as_it_left_them(
         cluster: Cluster) -> None:
-    directory = tempfile.mkdtemp(prefix="emqd-migrate-")
+    directory = tempfile.mkdtemp(prefix="migrate-", dir=scratch())
     replies = single(directory,
                      ("EMQ.ADD", "moved-a", "first", "ID", "j1"),
                      ("EMQ.ADD", "moved-a", "second", "ID", "j2"),
@@ -65,7 +65,7 @@ def test_the_queues_of_a_single_emqd_are_served_by_fronts_as_it_left_them(
 
 
 def test_a_flow_across_queues_is_refused_and_nothing_is_written(cluster: Cluster) -> None:
-    directory = tempfile.mkdtemp(prefix="emqd-migrate-")
+    directory = tempfile.mkdtemp(prefix="migrate-", dir=scratch())
     single(directory, ("EMQ.FLOW", "flow-parent", "p", "CHILD", "flow-child", "c"))
     done = migrate(directory, cluster.seeds)
     assert done.returncode == 1 and "flow across queues" in done.stderr
