@@ -81,7 +81,6 @@ class NsCluster:
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                 "--cluster-require-full-coverage", "no", "--cluster-announce-ip", host.address,
-                "--repl-diskless-sync-delay", "0",  # a replica syncs at once, not 5 s later
                 "--protected-mode", "no", "--save", "", "--appendonly", "no",
                 "--dir", str(directory)], directory / "log")
         for host in self.nodes.values():
