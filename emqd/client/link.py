@@ -39,6 +39,7 @@ from emqd.client.commands import (
     Command,
     FailVerdict,
     Job,
+    JobInfo,
     Operation,
     QueueCommands,
     Reporter,
@@ -285,6 +286,9 @@ class Link:
 
     def children(self, job_id: str) -> asyncio.Future[Any]:
         return self.batcher.submit(self.commands.children(job_id))
+
+    def get(self, job_id: str) -> asyncio.Future[JobInfo | None]:
+        return self.batcher.submit(self.commands.get(job_id))
 
     def close(self) -> None:
         """Close both connections (a parked claim's reply is lost with it: only once the

@@ -67,7 +67,7 @@ from redis.exceptions import AuthenticationError, ResponseError
 
 from emqd.client import handler as handlers
 from emqd.client import outcome, tracing
-from emqd.client.commands import Job
+from emqd.client.commands import Job, JobInfo
 from emqd.client.errors import (
     NOT_NOW,
     TRANSPORT_ERRORS,
@@ -436,6 +436,9 @@ class Worker:
             ended = self._count_settled(settlement, sent.result())
             self._tell(run.job, settlement)
         elif isinstance(error, StaleJob):
+            if run.backoff is not None and isinstance(settlement, outcome.Complete):
+                self._confirm(run, settlement, error)
+                return
             self._count_lost(run, str(error))
             ended = "lost"
         elif isinstance(error, JobCancelled):  # the cancel came first: the result is dropped
@@ -462,6 +465,29 @@ class Worker:
                       run.job.id, error)
         cause = settlement.cause if isinstance(settlement, outcome.Fail) else None
         self._release(run, ended, cause)
+
+    def _confirm(self, run: JobRun, settlement: outcome.Complete, stale: StaleJob) -> None:
+        """A COMPLETE sent again, after its first sending's answer was lost, met EMQSTALE:
+        the first may have taken effect (its front applied it, then died before
+        answering). The row tells: completed under this run's token, only this run
+        could have completed it, so it did (counted, `on_completed` told); anything
+        else (another state or token, the row gone, no answer) is a lost lease."""
+        looked = asyncio.ensure_future(self.link.get(run.job.id))
+        looked.add_done_callback(functools.partial(self._confirmed, run, settlement, stale))
+
+    def _confirmed(self, run: JobRun, settlement: outcome.Complete, stale: StaleJob,
+                   looked: asyncio.Future[JobInfo | None]) -> None:
+        row = None if looked.cancelled() or looked.exception() is not None else looked.result()
+        if (row is not None and row.state == "completed"
+                and row.fields.get("attempts") == run.job.token.encode()):
+            log.info("job %s (token %s): its first COMPLETE took effect (the retry met %s)",
+                     run.job.id, run.job.token, stale)
+            ended = self._count_settled(settlement, None)
+            self._tell(run.job, settlement)
+        else:
+            self._count_lost(run, str(stale))
+            ended = "lost"
+        self._release(run, ended)
 
     def _release(self, run: JobRun, ended: str, error: BaseException | None = None) -> None:
         """The run is over: its slot is free; its span (when tracing) ends `ended`."""

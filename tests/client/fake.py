@@ -6,7 +6,9 @@ grants a lease; COMPLETE/FAIL/REQUEUE/EXTEND (and a handler's PROGRESS/LOG)
 compare the token and need the job active; `recover()` plays the stall sweep
 (back to pending, token unchanged).
 While `down` is set, every call raises redis-py's ConnectionError; while
-`refusal` is set, every call raises it (a wrong password, a MISCONF).
+`refusal` is set, every call raises it (a wrong password, a MISCONF). The next
+`answers_lost` COMPLETEs are applied and then raise ConnectionError: a front
+that applied one and died before answering.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from emqd.client.commands import FailVerdict, Job
+from emqd.client.commands import FailVerdict, Job, JobInfo
 from emqd.client.errors import StaleJob
 
 
@@ -46,6 +48,7 @@ class FakeQueue:
     refusal: BaseException | None = None
     attempts: int = 0  # calls made, refused ones included
     closed: bool = False
+    answers_lost: int = 0
 
     def __post_init__(self) -> None:
         self.changed = asyncio.Event()
@@ -125,6 +128,17 @@ class FakeQueue:
         self.calls.append(("complete", job.id, job.token, result))
         row = self._held(job)
         row.state, row.result = "completed", result
+        if self.answers_lost:
+            self.answers_lost -= 1
+            raise RedisConnectionError("the answer was lost")
+
+    async def get(self, job_id: str) -> JobInfo | None:
+        self._check_up()
+        self.calls.append(("get", job_id))
+        row = self.rows.get(job_id)
+        if row is None:
+            return None
+        return JobInfo(row.id, row.state, row.payload, {"attempts": str(row.attempts).encode()})
 
     async def fail(self, job: Job, error: str | None = None, *, max_attempts: int | None = None,
                    backoff_ms: int | None = None) -> FailVerdict:

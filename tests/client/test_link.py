@@ -158,10 +158,11 @@ async def test_a_pipeline_s_replies_reach_their_own_verbs(emqd_port: int) -> Non
             answers = await asyncio.gather(
                 link.complete(a, "done"), link.fail(stale, "x"),
                 link.fail(c, "boom", max_attempts=1), link.requeue(d),
-                link.extend(b, 60_000), return_exceptions=True)
+                link.extend(b, 60_000), link.get(a.id), return_exceptions=True)
         finally:
             link.close()
         assert answers[0] is None
+        assert (answers[5].state, answers[5].fields["attempts"]) == ("completed", a.token.encode())
         assert isinstance(answers[1], StaleJob) and "token mismatch" in str(answers[1])
         assert answers[2].dead and answers[3] is None and isinstance(answers[4], int)
         states = [(await queue.get(job.id)).state for job in (a, b, c, d)]

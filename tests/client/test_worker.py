@@ -213,6 +213,45 @@ async def test_a_stale_settle_is_logged_once_and_not_retried(
     assert sum("lease lost" in r.getMessage() for r in caplog.records) == 1
 
 
+async def test_a_complete_whose_answer_was_lost_and_whose_retry_is_stale_is_looked_up() -> None:
+    """The first COMPLETE took effect and its answer was lost (its front died): the retry
+    meets EMQSTALE, and the row, completed under this run's token, says it was ours."""
+    queue = FakeQueue()
+    queue.put(b"x")
+    queue.answers_lost = 1
+    heard: list[tuple[str, Any]] = []
+    worker = Worker(queue, lambda job: "done", block_ms=20,
+                    on_completed=lambda job, result: heard.append((job.id, result)))
+    async with running(worker):
+        await until(lambda: worker.counts.completed == 1)
+    assert len(queue.verbs("complete")) == 2 and queue.verbs("get") == [("get", "1")]
+    assert heard == [("1", "done")] and worker.counts.lost == 0
+
+
+async def test_a_complete_retried_after_the_job_went_to_another_holder_is_a_lost_lease() -> None:
+    """The first COMPLETE never arrived; meanwhile the job was recovered and claimed again
+    (a higher token): the retry's EMQSTALE is a lost lease, whatever state the row is in."""
+    queue = FakeQueue()
+    queue.put(b"x")
+    heard: list[str] = []
+
+    def handler(job: Job) -> str:
+        queue.down = True  # the COMPLETE will not get through...
+        return "done"
+
+    worker = Worker(queue, handler, block_ms=20,
+                    on_completed=lambda job, result: heard.append(job.id))
+    async with running(worker):
+        await until(lambda: len(queue.verbs("complete")) == 0 and queue.attempts > 2)
+        queue.recover("1")  # ...while the sweep takes the job back
+        row = queue.rows["1"]
+        row.attempts, row.state = row.attempts + 1, "completed"  # and another holder ends it
+        queue.pending.clear()
+        queue.down = False
+        await until(lambda: worker.counts.lost == 1)
+    assert queue.verbs("get") == [("get", "1")] and heard == []
+
+
 async def test_stop_lets_running_jobs_finish_within_grace_then_requeues_the_rest() -> None:
     queue = FakeQueue()
     queue.put(b"quick", b"stuck", b"waiting")
