@@ -142,7 +142,26 @@ class Cluster:
                        check=True, capture_output=True, timeout=60)
         until(self._replicas_synced, READY_S, "the new replica in sync")
         until(lambda: self._ok(port), READY_S, f"node {port} ready")
+        until(lambda: self._known_as_replica(port, primary.port), READY_S,
+              f"every node lists {port} as a replica of {primary.port}")
         return node
+
+    def _known_as_replica(self, port: int, primary_port: int) -> bool:
+        """Every running node's CLUSTER NODES names the node on `port` a replica of the
+        one on `primary_port`: the replica's role reaches the others by gossip, after
+        its sync may have finished (a front's map read meanwhile would not count it)."""
+        for node in self.nodes:
+            if not node.running():
+                continue
+            with self.node(node.port) as client:
+                lines = client.execute_command("CLUSTER", "NODES").decode().splitlines()
+            by_port = {int(fields[1].split("@")[0].rpartition(":")[2]): fields
+                       for fields in map(str.split, lines)}
+            replica, primary = by_port.get(port), by_port.get(primary_port)
+            if replica is None or primary is None or "slave" not in replica[2].split(",") \
+                    or replica[3] != primary[0]:
+                return False
+        return True
 
     @property
     def seeds(self) -> str:
