@@ -235,14 +235,19 @@ def fronts_live(server: ServerProcess) -> int:
 
 def name_for(fronts: list[ServerProcess], prefix: str) -> str:
     """A queue name (`prefix` and a number) nobody owns that goes to one of `fronts` (other
-    fronts may serve the same cluster: a module's own, say)."""
+    fronts may serve the same cluster: a module's own, say). A front an earlier test
+    stopped stays live, with no queue, until its heartbeat is LIVE_MS old, and every
+    new queue goes there meanwhile: the names are looked at again until it is not."""
     ours = {f"127.0.0.1:{server.port}".encode() for server in fronts}
-    with redis.Redis(port=fronts[0].port) as client:
-        for i in range(1000):
-            name = f"{prefix}{i}"
-            if client.execute_command("EMQ.OWNER", name) in ours:
-                return name
-    raise AssertionError(f"no queue {prefix}N goes to one of {sorted(ours)}")
+
+    def found() -> str | None:
+        with redis.Redis(port=fronts[0].port) as client:
+            pipe = client.pipeline(transaction=False)
+            for i in range(1000):
+                pipe.execute_command("EMQ.OWNER", f"{prefix}{i}")
+            owners = pipe.execute()
+        return next((f"{prefix}{i}" for i, owner in enumerate(owners) if owner in ours), None)
+    return str(until(found, 15, f"a queue {prefix}N that goes to one of {sorted(ours)}"))
 
 
 def owner_and_other(fronts: list[ServerProcess], queue: str,
