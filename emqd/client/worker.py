@@ -39,7 +39,9 @@ worker was away is dropped here before it can be claimed twice at once. A lost
 connection is never a job's failure: the handler's reports (`job.progress`,
 `job.log`, `job.children`) wait for the server to come back instead of raising
 into the handler, and the settling verb is sent again; whatever lease was lost
-meanwhile answers EMQSTALE and its result is dropped, charging nothing. The
+meanwhile answers EMQSTALE and its result is dropped, charging nothing (a
+COMPLETE sent again that meets EMQSTALE is looked up first: its first sending
+may have taken effect, `_confirm`). The
 outage is logged once when it begins and once when it ends (reconnect.Outage).
 
 The worker names its connections (CLIENT SETNAME, emqd/sessions/worker_name.py), so the
@@ -125,7 +127,7 @@ class JobRun:
         self.ended = False
         self.task: asyncio.Future[Any] | None = None  # an async handler's
         self.timer: asyncio.TimerHandle | None = None
-        self.backoff: Backoff | None = None  # a settling verb's, over a lost connection
+        self.backoff: Backoff | None = None  # set once its settling verb is sent again
         self.span = span  # its `process {queue}` span when tracing
         self.context = None if span is None else span.context  # the handler runs in it
 
