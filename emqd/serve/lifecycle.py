@@ -5,6 +5,11 @@
 file is loaded into the keyspace), then builds the `Server`: the `Core` every
 command reaches, the `Hub` every connection reaches, housekeeping, the HTTP
 side. The `Server` owns the listening sockets and the order of shutdown.
+
+The cluster front and the HTTP side are imported where they are built, only
+when the config asks for them: they bring redis-py and aiohttp, a quarter of a
+second of every start that needs neither (most starts: the test suite's, a
+single process without the dashboard).
 """
 
 from __future__ import annotations
@@ -15,17 +20,15 @@ import signal
 import socket
 import sys
 from dataclasses import replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import uvloop
 
 from emqd import clock, core_build
-from emqd.cluster.front import Front
 from emqd.commit import queue_events
 from emqd.commit.sink import NullSink, Sink
 from emqd.config import LOG_LEVELS, Config
 from emqd.core import Core
-from emqd.http.app import HttpSide
 from emqd.persist.aof import open_log
 from emqd.persist.load import LoadError
 from emqd.serve import fd_limit
@@ -37,6 +40,10 @@ from emqd.serve.sockets import BoundSocket, bind_http, bind_listeners, close, li
 from emqd.store.keyspace import Keyspace
 from emqd.wire.delivery import Delivery
 from emqd.wire.protocol import Connection, Hub
+
+if TYPE_CHECKING:
+    from emqd.cluster.front import Front
+    from emqd.http.app import HttpSide
 
 log: Final = logging.getLogger("emqd")
 
@@ -113,6 +120,7 @@ class Server:
             log.info("emqd listening on %s%s run_id=%s core=%s", listener.address,
                      " (TLS)" if listener.ssl else "", self.core.run_id, core_build())
         if http_sock is not None:
+            from emqd.http.app import HttpSide  # here: see the module docstring
             self.http = HttpSide(self.core, lambda: len(self.hub.waiters), self.hub.wake_parked,
                                  self.front)
             await self.http.start(http_sock)
@@ -177,6 +185,7 @@ async def serve(config: Config) -> None:
     try:
         http_sock = bind_http(config)
         if config.cluster:
+            from emqd.cluster.front import Front  # here: see the module docstring
             front = Front(config)
             await front.connect()
             sink: Sink = front.sink
